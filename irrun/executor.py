@@ -1,0 +1,126 @@
+"""The executor: runs the layers the requested outputs need, in topological order.
+
+A flat plan of integer slots is built once per (model, outputs); each intermediate is
+freed after its last use. Errors from kernels get the layer's location added, the way
+torch.fx adds "While executing <node>".
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from .errors import IrrunError, OpError
+from .shapes import format_shape, shape_matches
+
+
+@dataclass
+class Step:
+    node: object
+    kind: str
+    args: tuple[int, ...]        # input slots
+    outs: tuple[int, ...]        # output slots
+    free: tuple[int, ...]        # slots whose last use is this step
+
+
+class Plan:
+    def __init__(self, program, targets: list[tuple[str, int]]):
+        g = program.graph
+        needed = set()
+        for lid, _ in targets:
+            needed.add(lid)
+            needed |= nx.ancestors(g, lid)
+        order = [lid for lid in program.order if lid in needed]
+        slot_of: dict[tuple[str, int], int] = {}
+        for lid in order:
+            node = program.nodes[lid]
+            for i in range(len(node.specs or ())):
+                slot_of[(lid, i)] = len(slot_of)
+        last_use: dict[int, int] = {}
+        steps = []
+        for position, lid in enumerate(order):
+            node = program.nodes[lid]
+            args = tuple(slot_of[src] for src in node.inputs)
+            for a in args:
+                last_use[a] = position
+            outs = tuple(slot_of[(lid, i)] for i in range(len(node.specs or ())))
+            steps.append(Step(node, node.kind, args, outs, ()))
+        self.targets = [slot_of[t] for t in targets]
+        keep = set(self.targets)
+        frees: dict[int, list[int]] = {}
+        for s, position in last_use.items():
+            if s not in keep:
+                frees.setdefault(position, []).append(s)
+        for position, step in enumerate(steps):
+            step.free = tuple(frees.get(position, ()))
+        self.steps = steps
+        self.n_slots = len(slot_of)
+        self.slot_of = slot_of
+
+
+def _location(program, node):
+    layer = node.layer
+    return dict(file=program.path, line=layer.line, layer_id=layer.id, layer_name=layer.name,
+                op=layer.op_label)
+
+
+def check_output(node, index, value):
+    """The kernel's output must agree with what inference promised."""
+    spec = node.specs[index]
+    if not isinstance(value, np.ndarray):
+        raise OpError(f"internal error: output {index} is a {type(value).__name__}, not an array")
+    if value.dtype != spec.etype.dtype:
+        raise OpError(f"internal error: output {index} has dtype {value.dtype} but inference "
+                      f"promised {spec.etype.name}")
+    if not shape_matches(spec.shape, value.shape):
+        raise OpError(f"output {index} has shape {list(value.shape)} but inference promised "
+                      f"{format_shape(spec.shape)}")
+
+
+def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
+            keep_all: bool = False) -> list[np.ndarray] | tuple[list, dict]:
+    """Run the plan. `feeds` maps Parameter layer ids to checked arrays.
+
+    `listener(node, outputs, seconds)` is called after each layer (profile, trace, dump).
+    With keep_all, nothing is freed and every slot is returned too.
+    """
+    values: list = [None] * plan.n_slots
+    clock = time.perf_counter
+    for step in plan.steps:
+        node = step.node
+        t0 = clock()
+        try:
+            if step.kind == "parameter":
+                outputs = (feeds[node.layer.id],)
+            elif step.kind == "const":
+                outputs = (node.const_value,)
+            elif step.kind == "result":
+                outputs = ()
+            else:
+                outputs = node.op.run(node.attrs, *[values[a] for a in step.args])
+                if len(outputs) != len(step.outs):
+                    raise OpError(f"internal error: the kernel returned {len(outputs)} outputs, "
+                                  f"inference promised {len(step.outs)}")
+                for i, v in enumerate(outputs):
+                    check_output(node, i, v)
+        except IrrunError as e:
+            raise e.locate(**_location(program, node)) from e
+        except MemoryError:
+            raise OpError("out of memory while running this layer").locate(
+                **_location(program, node)) from None
+        except Exception as e:  # a kernel bug: still say where it happened
+            raise OpError(f"internal error in the kernel: {type(e).__name__}: {e}").locate(
+                **_location(program, node)) from e
+        for s, v in zip(step.outs, outputs):
+            values[s] = v
+        if listener is not None:
+            listener(node, outputs, clock() - t0)
+        if not keep_all:
+            for s in step.free:
+                values[s] = None
+    result = [values[t] for t in plan.targets]
+    if keep_all:
+        return result, values
+    return result

@@ -1,0 +1,80 @@
+"""The layer graph: a networkx MultiDiGraph with edges resolved to port positions."""
+from __future__ import annotations
+
+import networkx as nx
+
+from .errors import Collector
+from .reader import IRDocument
+
+
+def build_graph(doc: IRDocument, diag: Collector) -> nx.MultiDiGraph:
+    """Nodes are layer ids (attribute `layer`); an edge u->v carries `out` (the producer's
+    output position), `inp` (the consumer's input position) and the XML `line`.
+
+    Port ids are labels: `from-port` is looked up among the producer's <output> ports and
+    `to-port` among the consumer's <input> ports; the position inside <input> is the op's
+    input index (ir-format.md).
+    """
+    g = nx.MultiDiGraph()
+    layers = {layer.id: layer for layer in doc.layers}
+    for layer in doc.layers:
+        g.add_node(layer.id, layer=layer)
+
+    taken: dict[tuple[str, int], int] = {}
+    for e in doc.edges:
+        src, dst = layers.get(e.from_layer), layers.get(e.to_layer)
+        bad = False
+        for lid, what in ((e.from_layer, "from-layer"), (e.to_layer, "to-layer")):
+            if lid not in layers:
+                diag.error("bad-edge", f"edge {what}={lid} names no layer", line=e.line)
+                bad = True
+        if bad or e.from_port is None or e.to_port is None:
+            continue
+        out = src.output_position(e.from_port)
+        if out is None:
+            ids = ", ".join(str(p.id) for p in src.outputs) or "none"
+            diag.error("bad-edge", f"edge from-port={e.from_port}: layer '{src.name}' (id {src.id}) "
+                       f"has no output port {e.from_port} (its output ports: {ids})", line=e.line)
+            continue
+        inp = dst.input_position(e.to_port)
+        if inp is None:
+            ids = ", ".join(str(p.id) for p in dst.inputs) or "none"
+            diag.error("bad-edge", f"edge to-port={e.to_port}: layer '{dst.name}' (id {dst.id}) "
+                       f"has no input port {e.to_port} (its input ports: {ids})", line=e.line)
+            continue
+        if (dst.id, inp) in taken:
+            diag.error("duplicate-edge", f"input port {e.to_port} of layer '{dst.name}' (id {dst.id}) "
+                       f"already has an edge (line {taken[(dst.id, inp)]}); each input port "
+                       f"takes exactly one", line=e.line)
+            continue
+        taken[(dst.id, inp)] = e.line
+        g.add_edge(src.id, dst.id, key=inp, out=out, inp=inp, line=e.line)
+
+    for layer in doc.layers:
+        for p in layer.inputs:
+            if (layer.id, p.index) not in taken:
+                diag.error("unconnected-input", f"input port {p.id} has no edge", line=p.line,
+                           layer=layer)
+
+    cycle_nodes: set[str] = set()
+    for component in nx.strongly_connected_components(g):
+        if len(component) > 1 or any(g.has_edge(n, n) for n in component):
+            ordered = [layer.id for layer in doc.layers if layer.id in component]
+            cycle_nodes |= component
+            first = layers[ordered[0]]
+            names = " -> ".join(f"'{layers[n].name}' (id {n})" for n in ordered)
+            diag.error("cycle", f"the graph has a cycle through {names}", layer=first)
+
+    results = [layer for layer in doc.layers if layer.type.lower() == "result"]
+    if not results:
+        diag.error("no-result", "the model has no Result layer, so it has no outputs", line=None)
+    elif not cycle_nodes:
+        needed = set()
+        for r in results:
+            needed.add(r.id)
+            needed |= nx.ancestors(g, r.id)
+        for layer in doc.layers:
+            if layer.id not in needed:
+                diag.warning("unused-layer", "no Result depends on this layer; it is never run",
+                             layer=layer)
+    return g

@@ -1,0 +1,206 @@
+"""The public API: read_model() -> Model, Model.infer(feed), validate()."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import Diagnostic, FeedError, ModelError, ReadError
+from .executor import Plan, execute
+from .feed import cast_input
+from .program import Program, load_program
+from .shapes import format_shape
+
+
+@dataclass(frozen=True)
+class PortInfo:
+    """A model input or output: its name, element type and partial shape."""
+
+    name: str
+    names: tuple[str, ...]
+    element_type: str
+    shape: tuple | None          # tuple of Dim, None for dynamic rank
+    layer: str                   # the Parameter's or Result's layer name
+
+    @property
+    def partial_shape(self) -> str:
+        return format_shape(self.shape)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.element_type}{self.partial_shape}"
+
+
+def _input_info(node) -> PortInfo:
+    port = node.layer.outputs[0] if node.layer.outputs else None
+    names = tuple(port.names) if port and port.names else (node.layer.name,)
+    spec = node.specs[0]
+    return PortInfo(names[0], names, spec.etype.name, spec.shape, node.layer.name)
+
+
+def _output_info(program: Program, result) -> PortInfo:
+    src, out = result.inputs[0]
+    producer = program.nodes[src]
+    if result.layer.output_names:
+        names = tuple(result.layer.output_names)
+    elif out < len(producer.layer.outputs) and producer.layer.outputs[out].names:
+        names = tuple(producer.layer.outputs[out].names)
+    else:
+        names = (result.layer.name,)
+    spec = producer.specs[out]
+    return PortInfo(names[0], names, spec.etype.name, spec.shape, result.layer.name)
+
+
+class Model:
+    """A loaded, checked IR model, ready to run.
+
+    >>> m = irrun.read_model("models/bucketize_spec/model.xml")
+    >>> m.infer({"data": x})["out"]
+    """
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.path = program.path
+        self.inputs = [_input_info(p) for p in program.parameters]
+        self.outputs = [_output_info(program, r) for r in program.results]
+        self.diagnostics = program.diagnostics
+        self._plans: dict[tuple, Plan] = {}
+
+    def __repr__(self) -> str:
+        ins = ", ".join(map(str, self.inputs))
+        outs = ", ".join(map(str, self.outputs))
+        return f"<irrun.Model {os.path.basename(self.path)} inputs=({ins}) outputs=({outs})>"
+
+    # ------------------------------------------------------------ feeds
+
+    def _feeds(self, feed) -> dict[str, np.ndarray]:
+        params = self.program.parameters
+        if feed is None:
+            feed = {}
+        if isinstance(feed, (list, tuple)):
+            if len(feed) != len(params):
+                raise FeedError(f"got {len(feed)} inputs, the model has {len(params)}: "
+                                + ", ".join(str(i) for i in self.inputs), file=self.path)
+            feed = {info.name: v for info, v in zip(self.inputs, feed)}
+        elif not isinstance(feed, dict):
+            if len(params) == 1:
+                feed = {self.inputs[0].name: feed}
+            else:
+                raise FeedError("feed must be a dict of input name -> array", file=self.path)
+        by_name = {}
+        for info, node in zip(self.inputs, params):
+            for n in info.names:
+                by_name.setdefault(n, (info, node))
+        unknown = [k for k in feed if k not in by_name]
+        if unknown:
+            raise FeedError(f"unknown input name{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(repr(k) for k in unknown)}; the model's inputs are "
+                            + ", ".join(str(i) for i in self.inputs), file=self.path)
+        result = {}
+        given = {}
+        for key, value in feed.items():
+            info, node = by_name[key]
+            if info.name in given:
+                raise FeedError(f"input '{info.name}' is given twice (as '{given[info.name]}' "
+                                f"and '{key}')", file=self.path)
+            given[info.name] = key
+            spec = node.specs[0]
+            try:
+                result[node.layer.id] = cast_input(info.name, value, spec.etype, spec.shape)
+            except FeedError as e:
+                raise e.locate(file=self.path, line=node.layer.line, layer_id=node.layer.id,
+                               layer_name=node.layer.name, op=node.layer.op_label) from None
+        missing = [str(i) for i in self.inputs if i.name not in given]
+        if missing:
+            raise FeedError(f"missing input{'s' if len(missing) > 1 else ''}: "
+                            f"{', '.join(missing)}", file=self.path)
+        return result
+
+    # ------------------------------------------------------------ running
+
+    def _targets(self, until: str | None):
+        if until is None:
+            return [tuple(r.inputs[0]) for r in self.program.results], [o.name for o in self.outputs]
+        for node in self.program.nodes.values():
+            if until in (node.layer.name, node.layer.id):
+                if node.kind == "result":
+                    src = tuple(node.inputs[0])
+                    return [src], [until]
+                n = len(node.specs or ())
+                if n == 0:
+                    raise FeedError(f"layer '{until}' has no outputs", file=self.path)
+                names = [until if n == 1 else f"{until}:{i}" for i in range(n)]
+                return [(node.layer.id, i) for i in range(n)], names
+        raise FeedError(f"no layer named '{until}' in the model", file=self.path)
+
+    def _plan(self, targets) -> Plan:
+        key = tuple(targets)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = Plan(self.program, targets)
+        return plan
+
+    def infer(self, feed=None, *, intermediate: bool = False, until: str | None = None,
+              listener=None) -> dict[str, np.ndarray]:
+        """Run the model: {output name: array}.
+
+        With intermediate=True the dict also holds every intermediate tensor, keyed
+        "layer_name:port_index". `until` runs only up to the named layer and returns its outputs.
+        """
+        feeds = self._feeds(feed)
+        targets, names = self._targets(until)
+        plan = self._plan(targets)
+        if intermediate:
+            outs, values = execute(self.program, plan, feeds, listener, keep_all=True)
+        else:
+            outs = execute(self.program, plan, feeds, listener)
+        result = dict(zip(names, outs))
+        if intermediate:
+            for (lid, index), slot in plan.slot_of.items():
+                if values[slot] is not None:
+                    result.setdefault(f"{self.program.nodes[lid].layer.name}:{index}", values[slot])
+        return result
+
+    __call__ = infer
+
+    def profile(self, feed=None, *, repeat: int = 1) -> list[dict]:
+        """Per-layer timings as data: name, type, version, shape, dtype, seconds (best of repeat)."""
+        rows: dict[str, dict] = {}
+
+        def listen(node, outputs, seconds):
+            row = rows.get(node.layer.id)
+            if row is None:
+                first = outputs[0] if outputs else None
+                rows[node.layer.id] = dict(
+                    name=node.layer.name, type=node.layer.type, version=node.layer.version,
+                    shape=list(first.shape) if first is not None else None,
+                    dtype=first.dtype.name if first is not None else None, seconds=seconds)
+            else:
+                row["seconds"] = min(row["seconds"], seconds)
+
+        for _ in range(max(1, repeat)):
+            self.infer(feed, listener=listen)
+        return sorted(rows.values(), key=lambda r: -r["seconds"])
+
+
+def read_model(xml, weights=None) -> Model:
+    """Read, check and prepare an IR model. Raises ModelError listing every problem."""
+    path = os.fspath(xml)
+    if not os.path.exists(path):
+        raise ReadError(f"no such model file: '{path}'", file=path)
+    program = load_program(path, weights)
+    if not program.ok:
+        raise ModelError(program.diagnostics)
+    return Model(program)
+
+
+def validate(xml, weights=None) -> list[Diagnostic]:
+    """Every problem in an IR file, errors and warnings; never raises for a bad file."""
+    path = os.fspath(xml)
+    if not os.path.exists(path):
+        return [Diagnostic(f"no such model file: '{path}'", "error", "read", path)]
+    try:
+        return load_program(path, weights).diagnostics
+    except RecursionError:
+        return [Diagnostic("the model is nested too deeply to read", "error", "read", path)]

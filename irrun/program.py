@@ -1,0 +1,200 @@
+"""Loading pipeline: read -> graph -> bind ops and attributes -> Const data -> inference.
+
+Every stage reports to one Collector, so `irrun validate` sees every problem in one pass
+and `read_model` raises one ModelError listing all of them.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+from . import registry
+from .errors import Collector, UnsupportedError
+from .etypes import element_type, nbytes
+from .graph import build_graph
+from .infer import infer_node
+from .reader import IRDocument, Layer, read_document
+from .shapes import TensorSpec, is_static, parse_partial_shape, static_values
+from .weights import Weights, const_value, max_tensor_bytes
+
+
+@dataclass
+class Node:
+    layer: Layer
+    op: registry.OpDef | None = None
+    attrs: object = None
+    inputs: list[tuple[str, int]] = field(default_factory=list)  # (producer id, output position)
+    specs: list[TensorSpec] | None = None                        # inferred outputs
+
+    @property
+    def id(self) -> str:
+        return self.layer.id
+
+    @property
+    def kind(self) -> str:
+        """parameter | const | result | op: the executor dispatches on this."""
+        t = self.layer.type.lower()
+        return t if t in ("parameter", "const", "result") else "op"
+
+
+@dataclass
+class Program:
+    path: str
+    doc: IRDocument | None
+    graph: nx.MultiDiGraph | None
+    nodes: dict[str, Node]
+    order: list[str]                  # topological order of every layer
+    parameters: list[Node]            # document order
+    results: list[Node]               # document order
+    diagnostics: list
+    weights: Weights | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.severity == "error" for d in self.diagnostics)
+
+
+def _bin_path(xml_path: str, weights) -> str:
+    if weights is not None:
+        return os.fspath(weights)
+    return os.path.splitext(xml_path)[0] + ".bin"
+
+
+def _bind(node: Node, diag: Collector) -> None:
+    layer = node.layer
+    if layer.version is None:
+        return
+    try:
+        node.op = registry.lookup(layer.type, layer.version)
+    except registry.LookupFailure as e:
+        diag.error(e.code, str(e), layer=layer)
+        return
+    attrs, problems, unknown = registry.parse_attrs(node.op.attrs, layer.data)
+    for _, message, code in problems:
+        diag.error(code, message, line=layer.data_line, layer=layer)
+    for name in unknown:
+        diag.warning("unknown-attribute", f"unknown attribute '{name}' for {node.op.label} "
+                     "(ignored)", line=layer.data_line, layer=layer)
+    node.attrs = attrs
+    n = len(layer.inputs)
+    lo, hi = node.op.min_inputs, node.op.max_inputs
+    if n < lo or (hi is not None and n > hi):
+        want = f"{lo}" if lo == hi else f"{lo} to {hi}" if hi is not None else f"at least {lo}"
+        diag.error("input-count", f"{node.op.label} takes {want} inputs, the layer has {n}",
+                   layer=layer)
+        node.op = None
+
+
+def _load_const(node: Node, weights: Weights | None, bin_path: str, diag: Collector):
+    """The Const's value (a view of the memory map), or None after reporting a problem."""
+    a, layer = node.attrs, node.layer
+    line = layer.data_line
+    try:
+        et = element_type(a.element_type)
+    except (UnsupportedError, ValueError) as e:
+        diag.error("bad-element-type", str(e), line=line, layer=layer)
+        return None
+    shape = parse_partial_shape(a.shape)
+    if not is_static(shape):
+        diag.error("bad-shape", f"Const shape '{a.shape}' is not static", line=line, layer=layer)
+        return None
+    dims = static_values(shape)
+    count = 1
+    for d in dims:
+        count *= d
+    need = nbytes(et, count)
+    if need > max_tensor_bytes():
+        diag.error("too-large", f"Const shape {list(dims)} of {et.name} needs {need} bytes, more "
+                   f"than the limit of {max_tensor_bytes()} bytes", line=line, layer=layer)
+        return None
+    if a.size < need:
+        diag.error("const-size", f"size={a.size} bytes is smaller than the {need} bytes that "
+                   f"shape {list(dims)} of {et.name} needs", line=line, layer=layer)
+        return None
+    if a.size > need:
+        diag.warning("const-size", f"size={a.size} bytes is larger than the {need} bytes that "
+                     f"shape {list(dims)} of {et.name} needs", line=line, layer=layer)
+    if a.offset < 0 or a.size < 0:
+        diag.error("const-offset", f"offset={a.offset} and size={a.size} must not be negative",
+                   line=line, layer=layer)
+        return None
+    if need == 0:
+        return const_value(None, et, dims, 0, 0)
+    if weights is None:
+        diag.error("no-weights", f"the Const needs {need} bytes of weights, but '{bin_path}' "
+                   "cannot be read", line=line, layer=layer)
+        return None
+    if a.offset + need > weights.size:
+        diag.error("const-offset", f"offset={a.offset} + size={need} runs past the end of "
+                   f"'{weights.path}' ({weights.size} bytes)", line=line, layer=layer)
+        return None
+    return const_value(weights, et, dims, a.offset, a.size)
+
+
+def load_program(xml_path, weights=None) -> Program:
+    """Run every loading stage; problems are in Program.diagnostics (never raises for a bad file)."""
+    from . import ops  # noqa: F401  (registers the kernels)
+
+    xml_path = os.fspath(xml_path)
+    diag = Collector(file=xml_path)
+    doc = read_document(xml_path, diag)
+    if doc is None:
+        return Program(xml_path, None, None, {}, [], [], [], diag.items)
+    graph = build_graph(doc, diag)
+    nodes = {layer.id: Node(layer) for layer in doc.layers}
+    for u, v, data in graph.edges(data=True):
+        node = nodes[v]
+        while len(node.inputs) <= data["inp"]:
+            node.inputs.append(None)
+        node.inputs[data["inp"]] = (u, data["out"])
+    for node in nodes.values():
+        _bind(node, diag)
+
+    # Weights: only open the .bin when some Const needs bytes from it.
+    bin_path = _bin_path(xml_path, weights)
+    needs_bin = any(n.kind == "const" and n.attrs is not None and n.attrs.size > 0
+                    for n in nodes.values())
+    wfile = None
+    if needs_bin:
+        try:
+            wfile = Weights(bin_path)
+        except OSError as e:
+            diag.error("no-weights", f"cannot read the weights file '{bin_path}': "
+                       f"{e.strerror or e}", line=None)
+
+    try:
+        order = list(nx.topological_sort(graph))
+    except nx.NetworkXUnfeasible:
+        order = []   # the cycle is already reported; inference needs an order
+    specs: dict[tuple[str, int], TensorSpec | None] = {}
+    for lid in order:
+        node = nodes[lid]
+        if node.op is None or node.attrs is None:
+            continue
+        if len(node.inputs) != len(node.layer.inputs) or any(i is None for i in node.inputs):
+            continue   # an unconnected input is already reported
+        input_specs = [specs.get(src) for src in node.inputs]
+        if any(s is None for s in input_specs):
+            continue   # an earlier layer failed; do not cascade errors
+        if node.kind == "const":
+            value = _load_const(node, wfile, bin_path, diag)
+            if value is None:
+                continue
+            node.const_value = value
+            out = [TensorSpec.of_value(value, value_etype(node))]
+            node.specs = out
+        else:
+            node.specs = infer_node(node, input_specs, diag)
+        for i, s in enumerate(node.specs or []):
+            specs[(lid, i)] = s
+
+    parameters = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "parameter"]
+    results = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "result"]
+    return Program(xml_path, doc, graph, nodes, order, parameters, results, diag.items, wfile)
+
+
+def value_etype(node: Node):
+    return element_type(node.attrs.element_type)

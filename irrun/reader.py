@@ -1,0 +1,212 @@
+"""The IR reader: a hardened lxml parse of model.xml into layers, ports and edges with lines.
+
+Nothing here knows about ops; problems go to a Collector so that a validator can
+report all of them in one pass.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+from .errors import Collector
+from .etypes import is_known, normalize_precision
+
+SUPPORTED_VERSIONS = (10, 11)
+
+
+@dataclass
+class Port:
+    id: int | None
+    index: int                      # position inside <input> or <output>
+    precision: str | None           # as written
+    dims: list[int] | None          # declared dims; [] for no <dim> (scalar or dynamic rank)
+    names: list[str]
+    line: int
+
+
+@dataclass
+class Layer:
+    id: str
+    name: str
+    type: str
+    version: str | None
+    line: int
+    data: dict[str, str] = field(default_factory=dict)
+    data_line: int | None = None
+    inputs: list[Port] = field(default_factory=list)
+    outputs: list[Port] = field(default_factory=list)
+    output_names: list[str] | None = None   # Result's output_names (v11)
+
+    @property
+    def op_label(self) -> str:
+        """Type-version as written in the file, e.g. Bucketize-opset3."""
+        return f"{self.type}-{self.version}"
+
+    def input_position(self, port_id: int) -> int | None:
+        for p in self.inputs:
+            if p.id == port_id:
+                return p.index
+        return None
+
+    def output_position(self, port_id: int) -> int | None:
+        for p in self.outputs:
+            if p.id == port_id:
+                return p.index
+        return None
+
+
+@dataclass
+class Edge:
+    from_layer: str
+    from_port: int | None
+    to_layer: str
+    to_port: int | None
+    line: int
+
+
+@dataclass
+class IRDocument:
+    path: str
+    version: int
+    name: str
+    layers: list[Layer]
+    edges: list[Edge]
+
+
+def hardened_parser() -> etree.XMLParser:
+    """No entity expansion, no DTD, no network, no huge-tree mode."""
+    return etree.XMLParser(resolve_entities=False, load_dtd=False, no_network=True,
+                           dtd_validation=False, huge_tree=False, remove_comments=True,
+                           remove_pis=True)
+
+
+def _int(text, what, line, diag, layer=None, code="bad-number"):
+    try:
+        return int(str(text).strip())
+    except (TypeError, ValueError):
+        diag.error(code, f"{what} '{text}' is not an integer", line=line, layer=layer)
+        return None
+
+
+def _ports(parent, layer: Layer, diag: Collector) -> list[Port]:
+    ports = []
+    if parent is None:
+        return ports
+    for index, el in enumerate(parent.iterfind("port")):
+        pid = _int(el.get("id"), "port id", el.sourceline, diag, layer, "bad-port")
+        dims = []
+        for d in el.iterfind("dim"):
+            try:
+                value = int((d.text or "").strip())
+            except ValueError:
+                diag.error("bad-dim", f"port {el.get('id')}: <dim>{d.text}</dim> is not a number",
+                           line=d.sourceline, layer=layer)
+                continue
+            if value < -1:
+                diag.error("bad-dim", f"port {el.get('id')}: <dim>{value}</dim> is below -1",
+                           line=d.sourceline, layer=layer)
+                continue
+            dims.append(value)
+        precision = el.get("precision")
+        if precision is not None and not is_known(normalize_precision(precision) or ""):
+            diag.error("bad-precision", f"port {el.get('id')}: unknown precision '{precision}'",
+                       line=el.sourceline, layer=layer)
+            precision = None
+        names = [n.strip() for n in (el.get("names") or "").split(",") if n.strip()]
+        ports.append(Port(pid, index, precision, dims, names, el.sourceline))
+    return ports
+
+
+def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None:
+    """Parse the XML text; None when the file is not IR at all (the reason is in diag)."""
+    try:
+        root = etree.fromstring(content, hardened_parser())
+    except etree.XMLSyntaxError as e:
+        line = e.lineno if e.lineno else None
+        msg = e.msg if hasattr(e, "msg") and e.msg else str(e)
+        diag.error("xml", f"XML is not well formed: {msg}", line=line)
+        return None
+    tree = root.getroottree()
+    if tree.docinfo.doctype or tree.docinfo.internalDTD is not None:
+        diag.error("xml-dtd", "the file declares a DTD (<!DOCTYPE ...>); IR files have none, "
+                   "and irrun never loads DTDs or expands entities", line=1)
+        return None
+    if root.tag != "net":
+        diag.error("not-ir", f"root element is <{root.tag}>, expected <net>", line=root.sourceline)
+        return None
+    version_text = root.get("version")
+    version = None
+    try:
+        version = int(version_text)
+    except (TypeError, ValueError):
+        pass
+    if version not in SUPPORTED_VERSIONS:
+        diag.error("ir-version", f"IR version '{version_text}' is not supported "
+                   f"(supported: {', '.join(map(str, SUPPORTED_VERSIONS))})", line=root.sourceline)
+        return None
+
+    layers_el = root.find("layers")
+    layer_els = list(layers_el.iterfind("layer")) if layers_el is not None else []
+    if layer_els and all(el.get("version") is None for el in layer_els) and \
+            any("execTimeMcs" in etree.tostring(el, encoding=str) for el in layer_els[:50]):
+        diag.error("exec-graph", "this is an execution-graph dump (benchmark_app -exec_graph_path "
+                   "or get_runtime_model), not an IR model: its layers have no version and carry "
+                   "execTimeMcs; read the original model.xml instead", line=root.sourceline)
+        return None
+
+    layers: list[Layer] = []
+    seen: dict[str, Layer] = {}
+    for el in layer_els:
+        lid, ltype, lversion = el.get("id"), el.get("type"), el.get("version")
+        name = el.get("name", "")
+        layer = Layer(lid or "", name, ltype or "", lversion, el.sourceline)
+        missing = [a for a, v in (("id", lid), ("type", ltype), ("version", lversion)) if v is None]
+        if missing:
+            diag.error("bad-layer", f"<layer> has no {', '.join(missing)} attribute",
+                       line=el.sourceline, layer=layer if lid is not None else None)
+            if lid is None or ltype is None:
+                continue
+        if lid in seen:
+            other = seen[lid]
+            diag.error("duplicate-id", f"layer id {lid} is used twice: here and at line {other.line} "
+                       f"('{other.name}')", line=el.sourceline, layer=layer)
+            diag.error("duplicate-id", f"layer id {lid} is used twice: here and at line {el.sourceline} "
+                       f"('{name}')", line=other.line, layer=other)
+            continue
+        data_el = el.find("data")
+        if data_el is not None:
+            layer.data = dict(data_el.attrib)
+            layer.data_line = data_el.sourceline
+        if el.get("output_names") is not None:
+            layer.output_names = [n.strip() for n in el.get("output_names").split(",") if n.strip()]
+        layer.inputs = _ports(el.find("input"), layer, diag)
+        layer.outputs = _ports(el.find("output"), layer, diag)
+        seen[lid] = layer
+        layers.append(layer)
+
+    edges: list[Edge] = []
+    edges_el = root.find("edges")
+    for el in (edges_el.iterfind("edge") if edges_el is not None else ()):
+        attrs = {a: el.get(a) for a in ("from-layer", "from-port", "to-layer", "to-port")}
+        missing = [a for a, v in attrs.items() if v is None]
+        if missing:
+            diag.error("bad-edge", f"<edge> has no {', '.join(missing)} attribute", line=el.sourceline)
+            continue
+        fp = _int(attrs["from-port"], "edge from-port", el.sourceline, diag, code="bad-edge")
+        tp = _int(attrs["to-port"], "edge to-port", el.sourceline, diag, code="bad-edge")
+        edges.append(Edge(attrs["from-layer"].strip(), fp, attrs["to-layer"].strip(), tp, el.sourceline))
+
+    return IRDocument(path, version, root.get("name", ""), layers, edges)
+
+
+def read_document(path: str | os.PathLike, diag: Collector) -> IRDocument | None:
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            content = f.read()
+    except OSError as e:
+        diag.error("read", f"cannot read the model file: {e.strerror or e}")
+        return None
+    return parse_bytes(content, path, diag)

@@ -1,0 +1,270 @@
+"""The op registry: (type, since-opset) -> kernel, shape rule and attribute schema."""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+from .etypes import ELEMENT_TYPES, UNSUPPORTED
+from .shapes import parse_partial_shape
+
+# Annotation markers for attribute fields that are not plain Python types.
+ElementTypeName = typing.NewType("ElementTypeName", str)    # "f32", "i64", ... (or "undefined"/"dynamic")
+PartialShapeText = typing.NewType("PartialShapeText", str)  # parsed with the partial-shape grammar
+
+
+@dataclass(frozen=True)
+class NoAttrs:
+    """Schema of an op without attributes."""
+
+
+@dataclass
+class OpDef:
+    type: str                    # the IR spelling, e.g. "SoftMax"
+    since: int | None            # first opset that has this version; None for custom versions
+    version: str | None          # a non-opset version string ("extension"), else None
+    impl: Any                    # the class holding infer() and run()
+    attrs: type                  # dataclass with one field per <data> attribute
+    category: str
+    min_inputs: int
+    max_inputs: int | None       # None: variadic
+
+    @property
+    def label(self) -> str:
+        """Versioned name, as in the specs: Bucketize-3."""
+        return f"{self.type}-{self.since if self.since is not None else self.version}"
+
+    def infer(self, attrs, *inputs):
+        return self.impl.infer(attrs, *inputs)
+
+    def run(self, attrs, *inputs):
+        return self.impl.run(attrs, *inputs)
+
+
+_REGISTRY: dict[str, list[OpDef]] = {}
+
+
+def _arity(run: Callable) -> tuple[int, int | None]:
+    params = list(inspect.signature(run).parameters.values())[1:]  # skip attrs
+    lo, hi = 0, 0
+    for p in params:
+        if p.kind is p.VAR_POSITIONAL:
+            return lo, None
+        hi += 1
+        if p.default is p.empty:
+            lo += 1
+    return lo, hi
+
+
+def register(type: str, since: int | None = None, *, attrs: type = NoAttrs,
+             version: str | None = None, category: str = "", replace: bool = False):
+    """Class decorator: register an op version.
+
+    `since` is the opset that introduced this version (Bucketize-3 -> since=3);
+    `version` registers a custom op under a non-opset version string such as "extension".
+    The class has static `infer(attrs, *specs) -> list[TensorSpec]` and
+    `run(attrs, *arrays) -> tuple[np.ndarray, ...]`; optional inputs default to None.
+    """
+    if (since is None) == (version is None):
+        raise TypeError("register() takes exactly one of since= and version=")
+
+    def deco(cls):
+        lo, hi = _arity(cls.run)
+        op = OpDef(type, since, version, cls, attrs, category, lo, hi)
+        versions = _REGISTRY.setdefault(type.lower(), [])
+        clash = [o for o in versions if o.since == since and o.version == version]
+        if clash and not replace:
+            raise ValueError(f"{op.label} is registered twice")
+        for o in clash:
+            versions.remove(o)
+        versions.append(op)
+        versions.sort(key=lambda o: (o.since is None, o.since or 0))
+        cls.opdef = op
+        return cls
+
+    return deco
+
+
+def unregister(type: str, since: int | None = None, version: str | None = None) -> None:
+    versions = _REGISTRY.get(type.lower(), [])
+    versions[:] = [o for o in versions if not (o.since == since and o.version == version)]
+
+
+def all_ops() -> list[OpDef]:
+    return [op for versions in _REGISTRY.values() for op in versions]
+
+
+def registered_versions(type: str) -> list[OpDef]:
+    return list(_REGISTRY.get(type.lower(), []))
+
+
+_OPSET = re.compile(r"^opset(\d+)$")
+
+
+class LookupFailure(Exception):
+    """Raised by lookup(); the message lists what is registered."""
+
+    def __init__(self, message: str, code: str):
+        super().__init__(message)
+        self.code = code
+
+
+def lookup(type: str, version: str | None) -> OpDef:
+    """The op for a layer's type and version attribute (case-insensitive type, like OpenVINO)."""
+    import difflib
+
+    versions = _REGISTRY.get(type.lower())
+    if not versions:
+        names = sorted({o.type for o in all_ops()})
+        close = difflib.get_close_matches(type, names, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        custom = (" It looks like a custom op (version=\"extension\"): register a kernel "
+                  "with @irrun.register or --extension." if version and not _OPSET.match(version) else "")
+        raise LookupFailure(f"unknown op type '{type}'{hint}{custom} "
+                            f"({len(names)} op types are registered; `irrun ops` lists them)",
+                            "unknown-op")
+    available = ", ".join(o.label for o in versions)
+    m = _OPSET.match(version or "")
+    if m:
+        n = int(m.group(1))
+        candidates = [o for o in versions if o.since is not None and o.since <= n]
+        if candidates:
+            return candidates[-1]
+        raise LookupFailure(f"no kernel for {type}-{version}; registered: {available}",
+                            "unknown-opset")
+    exact = [o for o in versions if o.version == version]
+    if exact:
+        return exact[-1]
+    custom = " (a custom op: register it with @irrun.register)" if version == "extension" else ""
+    raise LookupFailure(f"no kernel for {type} with version '{version}'{custom}; "
+                        f"registered: {available}", "unknown-opset")
+
+
+# ---------------------------------------------------------------- attribute parsing
+
+class AttrProblem(Exception):
+    def __init__(self, message: str, code: str = "bad-attribute"):
+        super().__init__(message)
+        self.code = code
+
+
+def _parse_bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "1"):
+        return True
+    if low in ("false", "0"):
+        return False
+    raise ValueError("is not a boolean (true/false)")
+
+
+def _parse_int(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError("is not an integer") from None
+
+
+def _parse_float(text: str) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise ValueError("is not a number") from None
+
+
+def _parse_tuple(text: str, item: Callable) -> tuple:
+    s = text.strip()
+    if s.startswith("[") and s.endswith("]"):
+        s = s[1:-1]
+    if s.strip() == "":
+        return ()
+    try:
+        return tuple(item(p) for p in s.split(","))
+    except ValueError as e:
+        raise ValueError(f"is not a comma-separated list ({e})") from None
+
+
+def _parse_etype(text: str) -> str:
+    t = text.strip()
+    if t in ELEMENT_TYPES or t in UNSUPPORTED or t in ("undefined", "dynamic"):
+        return t
+    raise ValueError(f"is not an element type (one of {', '.join(ELEMENT_TYPES)})")
+
+
+def _parser(annotation) -> Callable[[str], Any]:
+    if annotation is bool:
+        return _parse_bool
+    if annotation is int:
+        return _parse_int
+    if annotation is float:
+        return _parse_float
+    if annotation is str:
+        return str
+    if annotation is ElementTypeName:
+        return _parse_etype
+    if annotation is PartialShapeText:
+        def shape(text):
+            try:
+                parse_partial_shape(text)
+            except ValueError as e:
+                raise ValueError(f"is not a partial shape: {e}") from None
+            return text
+        return shape
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is Literal:
+        def literal(text):
+            if text in args:
+                return text
+            # OpenVINO compares enum names case-insensitively.
+            for a in args:
+                if isinstance(a, str) and a.lower() == text.lower():
+                    return a
+            raise ValueError(f"is not one of {', '.join(map(str, args))}")
+        return literal
+    if origin is tuple:
+        return lambda text: _parse_tuple(text, _parser(args[0]))
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        inner = [a for a in args if a is not type(None)]
+        return _parser(inner[0])
+    raise TypeError(f"unsupported attribute annotation {annotation!r}")
+
+
+def schema(attrs_cls) -> dict[str, tuple[Callable, bool]]:
+    """{field: (parser, required)} for an attribute dataclass (cached on the class)."""
+    cached = attrs_cls.__dict__.get("_irrun_schema")
+    if cached is not None:
+        return cached
+    hints = typing.get_type_hints(attrs_cls)
+    result = {}
+    for f in dataclasses.fields(attrs_cls):
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        result[f.name] = (_parser(hints[f.name]), required)
+    attrs_cls._irrun_schema = result
+    return result
+
+
+def parse_attrs(attrs_cls, data: dict[str, str]):
+    """Parse <data> into the op's attribute dataclass.
+
+    Returns (attrs or None, problems, unknown); problems are (name, message, code) of
+    errors, unknown the attribute names the schema does not have.
+    """
+    problems: list[tuple[str, str, str]] = []
+    values = {}
+    spec = schema(attrs_cls)
+    for name, (parse, required) in spec.items():
+        if name not in data:
+            if required:
+                problems.append((name, f"required attribute '{name}' is missing", "missing-attribute"))
+            continue
+        try:
+            values[name] = parse(data[name])
+        except ValueError as e:
+            problems.append((name, f"attribute {name}='{data[name]}' {e}", "bad-attribute"))
+    unknown = [k for k in data if k not in spec]
+    if problems:
+        return None, problems, unknown
+    return attrs_cls(**values), problems, unknown

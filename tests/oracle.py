@@ -1,0 +1,69 @@
+"""Differential testing helpers: build a model with OpenVINO's Python API, write it with
+ov.save_model, then run it through OpenVINO's CPU plugin and through irrun."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+import pytest
+
+import irrun
+
+ov = pytest.importorskip("openvino")
+
+_core = None
+
+
+def core():
+    global _core
+    if _core is None:
+        _core = ov.Core()
+    return _core
+
+
+def save(model, directory, name="model", compress_to_fp16=False) -> str:
+    """Write `model` as IR with ov.save_model; return the .xml path."""
+    path = os.path.join(os.fspath(directory), f"{name}.xml")
+    ov.save_model(model, path, compress_to_fp16=compress_to_fp16)
+    return path
+
+
+def ov_run(xml: str, feed: dict) -> list[np.ndarray]:
+    """Outputs of OpenVINO's CPU plugin (f32 inference precision), in Result order."""
+    compiled = core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    request = compiled.create_infer_request()
+    results = request.infer(feed)
+    return [np.array(results[out]) for out in compiled.outputs]
+
+
+def irrun_run(xml: str, feed: dict) -> list[np.ndarray]:
+    m = irrun.read_model(xml)
+    out = m.infer(feed)
+    return [out[o.name] for o in m.outputs]
+
+
+def compare(model, feed: dict, *, rtol=None, atol=0.0, compress_to_fp16=False, tmpdir=None):
+    """Save `model`, run it in both, and assert shapes, dtypes and values agree."""
+    with tempfile.TemporaryDirectory(dir=tmpdir) as d:
+        xml = save(model, d, compress_to_fp16=compress_to_fp16)
+        expected = ov_run(xml, feed)
+        got = irrun_run(xml, feed)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert_same(g, e, rtol=rtol, atol=atol)
+    return got, expected
+
+
+def assert_same(got: np.ndarray, expected: np.ndarray, rtol=None, atol=0.0):
+    """Shape first, then dtype, then values: integers exact, floats within a few ulp."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape, f"shape {got.shape} != {expected.shape}"
+    assert got.dtype == expected.dtype, f"dtype {got.dtype} != {expected.dtype}"
+    if got.dtype.kind in "iub":
+        np.testing.assert_array_equal(got, expected)
+        return
+    if rtol is None:
+        rtol = {2: 1e-3, 4: 1e-5, 8: 1e-12}.get(got.dtype.itemsize, 1e-5)
+    np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
+                               rtol=rtol, atol=atol, equal_nan=True)
