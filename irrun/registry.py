@@ -233,7 +233,11 @@ def _parser(annotation) -> Callable[[str], Any]:
 
 
 def schema(attrs_cls) -> dict[str, tuple[Callable, bool]]:
-    """{field: (parser, required)} for an attribute dataclass (cached on the class)."""
+    """{IR attribute name: (parser, required)} for an attribute dataclass (cached on the class).
+
+    An IR name that is not a Python identifier (AvgPool's `exclude-pad`) is given as
+    `field(metadata={"ir_name": "exclude-pad"})`; the field keeps its Python name.
+    """
     cached = attrs_cls.__dict__.get("_irrun_schema")
     if cached is not None:
         return cached
@@ -241,7 +245,7 @@ def schema(attrs_cls) -> dict[str, tuple[Callable, bool]]:
     result = {}
     for f in dataclasses.fields(attrs_cls):
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        result[f.name] = (_parser(hints[f.name]), required)
+        result[f.metadata.get("ir_name", f.name)] = (_parser(hints[f.name]), required)
     attrs_cls._irrun_schema = result
     return result
 
@@ -255,13 +259,14 @@ def parse_attrs(attrs_cls, data: dict[str, str]):
     problems: list[tuple[str, str, str]] = []
     values = {}
     spec = schema(attrs_cls)
+    field_of = {f.metadata.get("ir_name", f.name): f.name for f in dataclasses.fields(attrs_cls)}
     for name, (parse, required) in spec.items():
         if name not in data:
             if required:
                 problems.append((name, f"required attribute '{name}' is missing", "missing-attribute"))
             continue
         try:
-            values[name] = parse(data[name])
+            values[field_of[name]] = parse(data[name])
         except ValueError as e:
             problems.append((name, f"attribute {name}='{data[name]}' {e}", "bad-attribute"))
     unknown = [k for k in data if k not in spec]
