@@ -6,6 +6,7 @@ report all of them in one pass.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 
 from lxml import etree
@@ -75,11 +76,62 @@ class IRDocument:
     edges: list[Edge]
 
 
+class _RefuseAll(etree.Resolver):
+    """Defence in depth: libxml2 asks the resolver before loading any external entity or DTD."""
+
+    def resolve(self, url, pubid, context):
+        raise etree.XMLSyntaxError(f"refused to load external resource '{url}'", None, 0, 0)
+
+
 def hardened_parser() -> etree.XMLParser:
     """No entity expansion, no DTD, no network, no huge-tree mode."""
-    return etree.XMLParser(resolve_entities=False, load_dtd=False, no_network=True,
-                           dtd_validation=False, huge_tree=False, remove_comments=True,
-                           remove_pis=True)
+    parser = etree.XMLParser(resolve_entities=False, load_dtd=False, no_network=True,
+                             dtd_validation=False, huge_tree=False, remove_comments=True,
+                             remove_pis=True)
+    parser.resolvers.add(_RefuseAll())
+    return parser
+
+
+def _prolog_text(content: bytes) -> str:
+    """The document decoded far enough to scan its prolog (UTF-16/32 files too)."""
+    head = content[:4]
+    for bom, codec in ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+                       (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be")):
+        if head.startswith(bom):
+            return content[len(bom):].decode(codec, errors="replace")
+    for pattern, codec in ((b"<\x00\x00\x00", "utf-32-le"), (b"\x00\x00\x00<", "utf-32-be"),
+                           (b"<\x00", "utf-16-le"), (b"\x00<", "utf-16-be")):
+        if head.startswith(pattern):
+            return content.decode(codec, errors="replace")
+    # UTF-8 and every other ASCII-compatible encoding spell the prolog in ASCII.
+    return content.decode("latin-1")
+
+
+def doctype_line(content: bytes) -> int | None:
+    """The line of a <!DOCTYPE in the prolog, or None.
+
+    Checked before libxml2 parses anything, so an internal subset (entity bombs, external
+    entities, parameter entities, external DTDs) is never even read by the XML parser.
+    """
+    text = _prolog_text(content)
+    i, n = 0, len(text)
+    if text.startswith("\ufeff"):
+        i = 1
+    while i < n:
+        c = text[i]
+        if c in " \t\r\n":
+            i += 1
+        elif text.startswith("<?", i):
+            end = text.find("?>", i + 2)
+            i = n if end < 0 else end + 2
+        elif text.startswith("<!--", i):
+            end = text.find("-->", i + 4)
+            i = n if end < 0 else end + 3
+        elif text.startswith("<!", i) and text[i + 2:i + 9].upper() == "DOCTYPE":
+            return text.count("\n", 0, i) + 1
+        else:
+            return None   # the root element (or junk the parser will report)
+    return None
 
 
 def _int(text, what, line, diag, layer=None, code="bad-number"):
@@ -121,6 +173,12 @@ def _ports(parent, layer: Layer, diag: Collector) -> list[Port]:
 
 def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None:
     """Parse the XML text; None when the file is not IR at all (the reason is in diag)."""
+    dtd_message = ("the file declares a DTD (<!DOCTYPE ...>); IR files have none, and irrun "
+                   "never loads DTDs or expands entities (refused before parsing)")
+    line = doctype_line(content)
+    if line is not None:
+        diag.error("xml-dtd", dtd_message, line=line)
+        return None
     try:
         root = etree.fromstring(content, hardened_parser())
     except etree.XMLSyntaxError as e:
@@ -130,8 +188,7 @@ def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None
         return None
     tree = root.getroottree()
     if tree.docinfo.doctype or tree.docinfo.internalDTD is not None:
-        diag.error("xml-dtd", "the file declares a DTD (<!DOCTYPE ...>); IR files have none, "
-                   "and irrun never loads DTDs or expands entities", line=1)
+        diag.error("xml-dtd", dtd_message, line=1)   # only if the prolog scan missed it
         return None
     if root.tag != "net":
         diag.error("not-ir", f"root element is <{root.tag}>, expected <net>", line=root.sourceline)
@@ -204,6 +261,10 @@ def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None
 def read_document(path: str | os.PathLike, diag: Collector) -> IRDocument | None:
     path = os.fspath(path)
     try:
+        # Only regular files: a FIFO would block forever, /dev/zero would never end.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            diag.error("read", "the model is not a regular file")
+            return None
         with open(path, "rb") as f:
             content = f.read()
     except OSError as e:
