@@ -147,6 +147,10 @@ class TensorSpec:
     etype: ElementType
     shape: tuple[Dim, ...] | None
     value: np.ndarray | None = None   # known at inference time (a constant or folded)
+    # Partial value of a rank-0/1 integer tensor (what OpenVINO's value bounds carry): its
+    # elements in order, each as the interval it is known to lie in (a static Dim may hold a
+    # negative value). ShapeOf produces it, Gather/Concat/... pass it on, Reshape reads it.
+    dims: tuple[Dim, ...] | None = None
 
     @classmethod
     def make(cls, etype, shape, value=None) -> "TensorSpec":
