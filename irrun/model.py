@@ -164,24 +164,23 @@ class Model:
 
     __call__ = infer
 
-    def profile(self, feed=None, *, repeat: int = 1) -> list[dict]:
-        """Per-layer timings as data: name, type, version, shape, dtype, seconds (best of repeat)."""
-        rows: dict[str, dict] = {}
+    def profile(self, feed=None, *, repeat: int = 1, until: str | None = None) -> list[dict]:
+        """Per-layer timings as data, slowest first: one dict per layer that runs a kernel.
 
-        def listen(node, outputs, seconds):
-            row = rows.get(node.layer.id)
-            if row is None:
-                first = outputs[0] if outputs else None
-                rows[node.layer.id] = dict(
-                    name=node.layer.name, type=node.layer.type, version=node.layer.version,
-                    shape=list(first.shape) if first is not None else None,
-                    dtype=first.dtype.name if first is not None else None, seconds=seconds)
-            else:
-                row["seconds"] = min(row["seconds"], seconds)
+        Keys: name, id, type, version, op ("Type-opsetN"), line, outputs ([{dtype, shape}]),
+        dtype and shape (of output 0), seconds (best of `repeat` runs) and share (0..1).
+        """
+        from .inspect import Profiler
 
+        profiler = Profiler()
         for _ in range(max(1, repeat)):
-            self.infer(feed, listener=listen)
-        return sorted(rows.values(), key=lambda r: -r["seconds"])
+            self.infer(feed, until=until, listener=profiler)
+        return profiler.rows()
+
+    def run_order(self, until: str | None = None) -> list[str]:
+        """The names of the layers a run executes, in order (what a progress bar counts)."""
+        plan = self._plan(self._targets(until)[0])
+        return [step.node.layer.name for step in plan.steps]
 
 
 def read_model(xml, weights=None) -> Model:

@@ -1,0 +1,406 @@
+"""Looking inside a run: trace lines, the per-layer profile, tensor dumps and the NaN check.
+
+Each tool is a listener for the executor, `listener(node, outputs, seconds)`, called after
+every layer; `chain()` lets several watch one run. None of them changes what is computed.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import OpError
+
+
+# ---------------------------------------------------------------- tensor summaries
+
+def _shape_text(a: np.ndarray) -> str:
+    return "[" + ",".join(str(d) for d in a.shape) + "]"
+
+
+def _etype_name(node, index: int, a: np.ndarray) -> str:
+    """The IR element type of an output (sub-byte types are held in a wider numpy dtype)."""
+    specs = node.specs or ()
+    if index < len(specs) and specs[index] is not None:
+        return specs[index].etype.name
+    return a.dtype.name
+
+
+def _as_numeric(a: np.ndarray) -> np.ndarray:
+    # bf16 (ml_dtypes) has numpy kind 'V': numpy's reductions and isfinite need a real float.
+    if a.dtype.kind == "V":
+        return a.astype(np.float32)
+    return a
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a trace line says about one tensor."""
+
+    size: int
+    lo: object = None            # min over the finite values; None when there are none
+    hi: object = None
+    nan: int = 0
+    inf: int = 0
+
+    @property
+    def finite(self) -> bool:
+        return self.nan == 0 and self.inf == 0
+
+
+def summarize(a: np.ndarray) -> Summary:
+    a = _as_numeric(np.asarray(a))
+    if a.size == 0:
+        return Summary(0)
+    if a.dtype.kind in "fc":
+        ok = np.isfinite(a)
+        if ok.all():
+            return Summary(a.size, a.min(), a.max())
+        nan = int(np.count_nonzero(np.isnan(a)))
+        inf = int(a.size - np.count_nonzero(ok)) - nan
+        finite = a[ok]
+        if finite.size == 0:
+            return Summary(a.size, None, None, nan, inf)
+        return Summary(a.size, finite.min(), finite.max(), nan, inf)
+    return Summary(a.size, a.min(), a.max())
+
+
+def _number(v) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (np.integer, int)):
+        return str(int(v))
+    return format(float(v), ".6g")
+
+
+def describe(etype: str, a: np.ndarray) -> str:
+    """`f32[2,3] in [-1, 4.5]`, with NaN/Inf counts flagged by `!!`."""
+    s = summarize(a)
+    text = f"{etype}{_shape_text(a)}"
+    if s.size == 0:
+        return text + " (empty)"
+    if s.lo is None:
+        text += " (no finite values)"
+    else:
+        text += f" in [{_number(s.lo)}, {_number(s.hi)}]"
+    if not s.finite:
+        flags = [f"{n} {what}" for n, what in ((s.nan, "NaN"), (s.inf, "Inf")) if n]
+        text += "  !! " + ", ".join(flags)
+    return text
+
+
+def preview(a: np.ndarray, items: int = 6) -> str:
+    """A one-line look at the first and last values (-vv)."""
+    a = _as_numeric(np.asarray(a))
+    with np.printoptions(threshold=items, edgeitems=max(1, items // 2), precision=4,
+                         linewidth=10**6, suppress=False):
+        return " ".join(np.array2string(a, separator=", ").split())
+
+
+# ---------------------------------------------------------------- trace (-v / -vv)
+
+def _where(node) -> str:
+    layer = node.layer
+    return f"{layer.op_label} '{layer.name}' (line {layer.line})"
+
+
+def trace_lines(node, outputs, level: int = 1, names: dict | None = None) -> list[str]:
+    """The trace of one layer: `Type-opsetN 'name' (line N): dtype[shape] in [min, max]`.
+
+    Level 2 adds a line naming the inputs and one value preview per output. `names` maps
+    layer ids to layer names (for the inputs line).
+    """
+    parts = [describe(_etype_name(node, i, a), a) for i, a in enumerate(outputs)]
+    lines = [f"{_where(node)}: {'; '.join(parts) if parts else '(no outputs)'}"]
+    if level >= 2:
+        if node.inputs:
+            def src(s):
+                who = names.get(s[0], s[0]) if names else s[0]
+                return f"'{who}':{s[1]}"
+            lines.append("    inputs: " + ", ".join(src(s) for s in node.inputs if s is not None))
+        for i, a in enumerate(outputs):
+            label = f"values {i}" if len(outputs) > 1 else "values"
+            lines.append(f"    {label}: {preview(a)}")
+    return lines
+
+
+class Tracer:
+    """Listener printing the trace of each layer as it runs.
+
+    Level 1 traces Parameters and ops; level 2 also Consts, inputs and value previews.
+    Results have no outputs of their own and are not traced.
+    """
+
+    def __init__(self, echo, level: int = 1, program=None):
+        self.echo = echo
+        self.level = level
+        self.names = {lid: n.layer.name for lid, n in program.nodes.items()} if program else None
+
+    def __call__(self, node, outputs, seconds):
+        if node.kind == "result" or (node.kind == "const" and self.level < 2):
+            return
+        for line in trace_lines(node, outputs, self.level, self.names):
+            self.echo(line)
+
+
+# ---------------------------------------------------------------- NaN check
+
+class NonFiniteError(OpError):
+    """--check-nan: a layer produced NaN or Inf."""
+
+    code = "non-finite"
+
+
+class FiniteCheck:
+    """Listener raising NonFiniteError at the first layer output holding NaN or Inf."""
+
+    def __init__(self, path: str | None = None):
+        self.path = path
+
+    def __call__(self, node, outputs, seconds):
+        problem = first_non_finite(outputs)
+        if problem is not None:
+            layer = node.layer
+            raise NonFiniteError(problem + "; the first layer producing non-finite values").locate(
+                file=self.path, line=layer.line, layer_id=layer.id, layer_name=layer.name,
+                op=layer.op_label)
+
+
+def first_non_finite(outputs) -> str | None:
+    """`output 0 has 2 NaN (first at index [0, 1])` for the first non-finite output, else None."""
+    for i, a in enumerate(outputs):
+        a = _as_numeric(a)
+        if a.dtype.kind not in "fc" or a.size == 0:
+            continue
+        bad = ~np.isfinite(a)
+        if not bad.any():
+            continue
+        nan = int(np.count_nonzero(np.isnan(a)))
+        inf = int(np.count_nonzero(bad)) - nan
+        counts = " and ".join(f"{n} {w}" for n, w in ((nan, "NaN"), (inf, "Inf")) if n)
+        first = [int(k) for k in np.unravel_index(int(np.argmax(bad)), a.shape)]
+        return f"output {i} has {counts} (first at index {first})"
+    return None
+
+
+# ---------------------------------------------------------------- profile
+
+def _ports(node, outputs) -> list[dict]:
+    return [{"dtype": _etype_name(node, i, a), "shape": [int(d) for d in a.shape]}
+            for i, a in enumerate(outputs)]
+
+
+class Profiler:
+    """Listener collecting the time of each layer that runs a kernel.
+
+    Parameters, Consts and Results do no work and are left out. Over several runs a
+    layer keeps its best (smallest) time, as timing tools usually report.
+    """
+
+    def __init__(self):
+        self._rows: dict[str, dict] = {}
+
+    def __call__(self, node, outputs, seconds):
+        if node.kind != "op":
+            return
+        row = self._rows.get(node.layer.id)
+        if row is not None:
+            row["seconds"] = min(row["seconds"], seconds)
+            return
+        layer = node.layer
+        ports = _ports(node, outputs)
+        self._rows[layer.id] = dict(
+            name=layer.name, id=layer.id, type=layer.type, version=layer.version,
+            op=layer.op_label, line=layer.line, outputs=ports,
+            dtype=ports[0]["dtype"] if ports else None,
+            shape=ports[0]["shape"] if ports else None,
+            seconds=seconds)
+
+    def rows(self) -> list[dict]:
+        """One dict per layer, slowest first, with `share` of the total (0..1)."""
+        rows = sorted(self._rows.values(), key=lambda r: (-r["seconds"], r["name"]))
+        total = sum(r["seconds"] for r in rows)
+        return [dict(r, share=(r["seconds"] / total if total > 0 else 0.0)) for r in rows]
+
+
+def totals_by_type(rows: list[dict]) -> list[dict]:
+    """Per op type: count, seconds and share, slowest first."""
+    groups: dict[str, dict] = {}
+    for r in rows:
+        g = groups.setdefault(r["type"], dict(type=r["type"], layers=0, seconds=0.0, share=0.0))
+        g["layers"] += 1
+        g["seconds"] += r["seconds"]
+        g["share"] += r["share"]
+    return sorted(groups.values(), key=lambda g: (-g["seconds"], g["type"]))
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
+    out = []
+    for row in [header] + rows:
+        cells = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def profile_table(rows: list[dict], wall_seconds: float | None = None) -> str:
+    """The text table of `irrun --profile`, in the manner of `benchmark_app -pc`."""
+    if not rows:
+        return "profile: no layer ran a kernel"
+    body = []
+    for r in rows:
+        outs = "; ".join(f"{p['dtype']}[{','.join(map(str, p['shape']))}]" for p in r["outputs"])
+        body.append([_clip(r["name"], 40), r["op"], _clip(outs, 40), f"{r['seconds'] * 1e3:.3f}",
+                     f"{r['share'] * 100:.1f}%"])
+    total = sum(r["seconds"] for r in rows)
+    body.append(["total", f"{len(rows)} layer{'s' if len(rows) != 1 else ''}", "",
+                 f"{total * 1e3:.3f}", "100.0%"])
+    lines = _table(["layer", "type-version", "output", "time ms", "share"], body, {3, 4})
+    lines.insert(len(lines) - 1, "")
+    by_type = totals_by_type(rows)
+    lines.append("")
+    lines += _table(["op type", "layers", "time ms", "share"],
+                    [[g["type"], str(g["layers"]), f"{g['seconds'] * 1e3:.3f}",
+                      f"{g['share'] * 100:.1f}%"] for g in by_type], {1, 2, 3})
+    if wall_seconds is not None:
+        lines.append("")
+        lines.append(f"wall time of the run: {wall_seconds * 1e3:.3f} ms")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- dump
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.+=-]+")
+
+
+def safe_filename(name: str, limit: int = 100) -> str:
+    """A layer name made safe as a file name on any filesystem.
+
+    Runs of other characters (/, :, spaces, ...) become one '_'; leading dots are dropped
+    so no name is hidden or means '..'; long names are cut.
+    """
+    s = _UNSAFE.sub("_", name).lstrip(".")
+    s = s[:limit].rstrip(".")
+    return s or "layer"
+
+
+class Dumper:
+    """Listener writing every output port as `<layer>.<port>.npy`, plus `index.json`.
+
+    `patterns` (fnmatch globs on the layer name) limit what is written. Consts (weights)
+    are only written when a pattern names them. bf16 tensors are stored as f32, since
+    .npy has no bf16; index.json records both types.
+    """
+
+    def __init__(self, directory: str, patterns: tuple[str, ...] | list[str] = ()):
+        self.directory = directory
+        self.patterns = tuple(patterns)
+        self.entries: list[dict] = []
+        self._taken: set[str] = set()
+        os.makedirs(directory, exist_ok=True)
+
+    def wanted(self, node) -> bool:
+        if node.kind == "result":
+            return False
+        if not self.patterns:
+            return node.kind != "const"
+        return any(fnmatch.fnmatchcase(node.layer.name, p) for p in self.patterns)
+
+    def _file_for(self, layer, port: int) -> str:
+        base = safe_filename(layer.name)
+        name = f"{base}.{port}.npy"
+        if name.lower() in self._taken:     # two names sanitised alike: add the unique layer id
+            name = f"{base}.id{safe_filename(layer.id)}.{port}.npy"
+        self._taken.add(name.lower())        # case-insensitive filesystems (macOS, Windows)
+        return name
+
+    def __call__(self, node, outputs, seconds):
+        if not self.wanted(node):
+            return
+        layer = node.layer
+        for i, a in enumerate(outputs):
+            etype = _etype_name(node, i, a)
+            file = self._file_for(layer, i)
+            stored = a.astype(np.float32) if a.dtype.kind == "V" else a
+            np.save(os.path.join(self.directory, file), stored, allow_pickle=False)
+            entry = dict(layer=layer.name, id=layer.id, port=i, file=file, dtype=etype,
+                         shape=[int(d) for d in a.shape], type_version=layer.op_label,
+                         line=layer.line)
+            if stored is not a:
+                entry["stored_as"] = "f32"
+            self.entries.append(entry)
+
+    def close(self) -> str:
+        """Write index.json (also after a failed run: it lists what was written)."""
+        path = os.path.join(self.directory, "index.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.entries, f, indent=1)
+            f.write("\n")
+        return path
+
+
+# ---------------------------------------------------------------- progress
+
+class Progress:
+    """Listener driving click's progress bar, on a terminal only and only for a long run.
+
+    The bar appears once the run has taken `delay` seconds, so short runs print nothing.
+    """
+
+    def __init__(self, total: int, stream, delay: float = 1.0, label: str = "running"):
+        self.total = total
+        self.stream = stream
+        self.delay = delay
+        self.label = label
+        self.done = 0
+        self.bar = None
+        self.enabled = bool(getattr(stream, "isatty", lambda: False)())
+        self._start = time.perf_counter()
+
+    def __call__(self, node, outputs, seconds):
+        if not self.enabled:
+            return
+        self.done += 1
+        if self.bar is None:
+            if time.perf_counter() - self._start < self.delay:
+                return
+            import click
+            self.bar = click.progressbar(length=self.total, file=self.stream, label=self.label,
+                                         show_pos=True)
+            self.bar.__enter__()
+            self.bar.update(self.done)
+        else:
+            self.bar.update(1)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+def chain(*listeners):
+    """One listener calling each given one (None entries are skipped) in order."""
+    active = [f for f in listeners if f is not None]
+    if not active:
+        return None
+    if len(active) == 1:
+        return active[0]
+
+    def listen(node, outputs, seconds):
+        for f in active:
+            f(node, outputs, seconds)
+    return listen
+
+
+__all__ = ["Dumper", "FiniteCheck", "NonFiniteError", "Profiler", "Progress", "Summary", "Tracer", "chain",
+           "describe", "first_non_finite", "profile_table", "safe_filename",
+           "summarize", "totals_by_type", "trace_lines"]
