@@ -88,6 +88,49 @@ def register(type: str, since: int | None = None, *, attrs: type = NoAttrs,
     return deco
 
 
+_EXTENSIONS: dict[str, object] = {}
+
+
+def load_extension(path) -> None:
+    """Import a Python file of custom ops (`irrun --extension my_ops.py`): its @register runs.
+
+    A file is imported once per process; errors in it become a ReadError naming the file.
+    """
+    import importlib.util
+    import os
+    import sys
+
+    from .errors import ReadError
+
+    path = os.path.abspath(os.fspath(path))
+    if path in _EXTENSIONS:
+        return
+    if not os.path.isfile(path):
+        raise ReadError(f"no such extension file: '{path}'", file=path)
+    name = "irrun_extension_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    name += f"_{len(_EXTENSIONS)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ReadError("cannot import the extension (is it a .py file?)", file=path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        del sys.modules[name]
+        line = None
+        tb = e.__traceback__
+        while tb is not None:      # the innermost frame inside the extension file
+            if os.path.abspath(tb.tb_frame.f_code.co_filename) == path:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        if isinstance(e, SyntaxError) and e.lineno:
+            line = e.lineno
+        raise ReadError(f"the extension failed to import: {type(e).__name__}: {e}",
+                        file=path, line=line) from e
+    _EXTENSIONS[path] = module
+
+
 def unregister(type: str, since: int | None = None, version: str | None = None) -> None:
     versions = _REGISTRY.get(type.lower(), [])
     versions[:] = [o for o in versions if not (o.since == since and o.version == version)]
