@@ -66,19 +66,10 @@ def _guard(ctx, fn, *args, **kwargs):
 
 
 def load_npz(path: str) -> dict[str, np.ndarray]:
-    """An npz of input arrays; never unpickles (object arrays are refused)."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except FileNotFoundError:
-        raise ReadError(f"no such inputs file: '{path}'", file=path) from None
-    except ValueError as e:
-        if "allow_pickle" in str(e) or "Object arrays" in str(e):
-            raise FeedError("the inputs file holds object arrays, which irrun never "
-                            "unpickles; save numeric arrays", file=path) from None
-        raise ReadError(f"cannot read the inputs file: {e}", file=path) from None
-    except (OSError, zipfile.BadZipFile, EOFError) as e:
-        raise ReadError(f"the inputs file is not a readable .npz ({e})", file=path) from None
+    """An npz of input arrays; never unpickles (object arrays are refused). See feed.load_npz."""
+    from .feed import load_npz as load
+
+    return load(path)
 
 
 def sample_inputs_for(model_path: str) -> str | None:

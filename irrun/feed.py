@@ -1,15 +1,51 @@
-"""Checking and casting user inputs against the model's Parameters."""
+"""Checking and casting user inputs against the model's Parameters, and reading input .npz files."""
 from __future__ import annotations
 
+import ast
+import zipfile
+import zlib
+
+import ml_dtypes
 import numpy as np
 
-from .errors import FeedError
+from .errors import FeedError, ReadError, ResourceError
 from .etypes import ElementType
-from .shapes import format_shape, shape_matches
+from .shapes import format_shape
+from .weights import max_tensor_bytes
 
 
-def _describe(spec) -> str:
-    return f"{spec.etype.name}{format_shape(spec.shape)}"
+def _value_kind(dtype: np.dtype) -> str:
+    """float | int | uint | bool | other, seeing ml_dtypes' bfloat16 (numpy kind 'V') as a float."""
+    kind = dtype.kind
+    if kind == "f":
+        return "float"
+    if kind in "iu":
+        return "int" if kind == "i" else "uint"
+    if kind == "b":
+        return "bool"
+    if kind == "V" and dtype.fields is None:
+        try:
+            ml_dtypes.finfo(dtype)
+            return "float"
+        except (ValueError, TypeError, KeyError):
+            pass
+        try:
+            info = ml_dtypes.iinfo(dtype)
+            return "int" if info.min < 0 else "uint"
+        except (ValueError, TypeError, KeyError):
+            pass
+    return "other"
+
+
+def _shape_problem(shape, got: tuple[int, ...]) -> str | None:
+    if shape is None:
+        return None
+    if len(shape) != len(got):
+        return f"rank {len(got)} (shape {list(got)}), expected rank {len(shape)}"
+    for axis, (d, n) in enumerate(zip(shape, got)):
+        if not d.contains(n):
+            return f"shape {list(got)}: dim {axis} is {n}, expected {d}"
+    return None
 
 
 def cast_input(name: str, value, etype: ElementType, shape) -> np.ndarray:
@@ -20,52 +56,59 @@ def cast_input(name: str, value, etype: ElementType, shape) -> np.ndarray:
     integers out of range, strings, objects. OpenVINO would silently truncate or wrap.
     """
     want = f"{etype.name}{format_shape(shape)}"
+
+    def fail(problem: str):
+        raise FeedError(f"input '{name}': {problem}; expected {want}")
+
     if isinstance(value, np.ndarray):
         arr = value
     else:
         try:
             arr = np.asarray(value)
-        except (ValueError, TypeError) as e:
-            raise FeedError(f"input '{name}': cannot make an array of the value ({e}); "
-                            f"expected {want}") from None
-    kind = arr.dtype.kind
-    if kind in "OUSVMm" and not (kind == "V" and arr.dtype == etype.dtype):
-        raise FeedError(f"input '{name}': got {arr.dtype} values, expected {want}")
-    if not shape_matches(shape, arr.shape):
-        raise FeedError(f"input '{name}': got shape {list(arr.shape)}, expected {want}")
+        except (ValueError, TypeError, OverflowError) as e:
+            fail(f"cannot make an array of the value ({e})")
+    kind = _value_kind(arr.dtype)
+    if kind == "other":
+        if arr.dtype == np.dtype("V2") and etype.name in ("bf16", "f16"):
+            fail("got raw 2-byte void values (an .npz cannot hold bfloat16); save them as "
+                 "float32 and irrun rounds them")
+        fail(f"got {arr.dtype} values")
+    problem = _shape_problem(shape, arr.shape)
+    if problem:
+        fail(f"got {problem}")
     if arr.dtype == etype.dtype:
         return arr
-    if etype.kind == "bool":
-        if kind != "b":
-            raise FeedError(f"input '{name}': got {arr.dtype} values for a boolean input; "
-                            f"expected {want}")
-        return arr.astype(np.bool_)
+    if etype.kind == "bool" or kind == "bool":
+        fail(f"got {arr.dtype} values" + (" for a boolean input" if kind != "bool" else ""))
     if etype.is_float:
-        if kind == "f" or arr.dtype.kind == "V":
-            return arr.astype(etype.dtype)
-        if kind in "iub":
-            if kind == "b":
-                raise FeedError(f"input '{name}': got bool values, expected {want}")
-            cast = arr.astype(etype.dtype)
-            if arr.size and not np.array_equal(cast.astype(np.float64), arr.astype(np.float64)):
-                raise FeedError(f"input '{name}': {arr.dtype} values are not exactly "
-                                f"representable in {etype.name}; expected {want}")
+        if kind == "float":
+            with np.errstate(over="ignore", invalid="ignore"):
+                cast = arr.astype(etype.dtype)
+            # Rounding to fewer bits is the same-kind cast a user expects; turning a finite
+            # value into infinity is not.
+            grew = np.isinf(cast) & np.isfinite(arr.astype(np.float64))
+            if grew.any():
+                bad = arr.reshape(-1)[np.flatnonzero(grew.reshape(-1))[0]]
+                fail(f"value {float(bad)!r} overflows {etype.name} (it would become inf)")
             return cast
-    if etype.is_integer:
-        if kind == "f":
-            raise FeedError(f"input '{name}': got {arr.dtype} values for an integer input "
-                            f"(it would truncate them); expected {want}")
-        if kind == "b":
-            raise FeedError(f"input '{name}': got bool values, expected {want}")
-        if arr.size:
-            lo, hi = _range(etype)
-            amin, amax = int(arr.min()), int(arr.max())
-            if amin < lo or amax > hi:
-                bad = amin if amin < lo else amax
-                raise FeedError(f"input '{name}': value {bad} is out of the range of "
-                                f"{etype.name} [{lo}, {hi}]; expected {want}")
-        return arr.astype(etype.dtype)
-    raise FeedError(f"input '{name}': got {arr.dtype} values, expected {want}")
+        # Integers for a float input: only when every value survives the round trip.
+        with np.errstate(invalid="ignore", over="ignore"):
+            cast = arr.astype(etype.dtype)
+            back = cast.astype(arr.dtype)
+        if not np.array_equal(back, arr) or not np.isfinite(cast).all():
+            fail(f"{arr.dtype} values are not exactly representable in {etype.name}")
+        return cast
+    if kind == "float":
+        fail(f"got {arr.dtype} values for an integer input (it would truncate them)")
+    if arr.dtype.kind == "V":
+        arr = arr.astype(np.int64)
+    if arr.size:
+        lo, hi = _range(etype)
+        amin, amax = int(arr.min()), int(arr.max())
+        if amin < lo or amax > hi:
+            bad = amin if amin < lo else amax
+            fail(f"value {bad} is out of the range of {etype.name} [{lo}, {hi}]")
+    return arr.astype(etype.dtype)
 
 
 def _range(etype: ElementType) -> tuple[int, int]:
@@ -75,3 +118,89 @@ def _range(etype: ElementType) -> tuple[int, int]:
         return 0, (1 << etype.bits) - 1
     info = np.iinfo(etype.dtype)
     return int(info.min), int(info.max)
+
+
+# ---------------------------------------------------------------- .npz files
+
+def _npy_header(f) -> tuple[np.dtype, tuple[int, ...], bool]:
+    """dtype, shape and Fortran order from a .npy header, without unpickling anything."""
+    version = np.lib.format.read_magic(f)
+    if version not in ((1, 0), (2, 0), (3, 0)):
+        raise ValueError(f"unknown .npy format version {version}")
+    header_len_size = 2 if version == (1, 0) else 4
+    raw = f.read(header_len_size)
+    if len(raw) != header_len_size:
+        raise ValueError("the .npy header is truncated")
+    n = int.from_bytes(raw, "little")
+    if n > 1 << 16:
+        raise ValueError(f"the .npy header claims {n} bytes")
+    text = f.read(n)
+    if len(text) != n:
+        raise ValueError("the .npy header is truncated")
+    header = ast.literal_eval(text.decode("latin-1" if version != (3, 0) else "utf-8"))
+    if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}:
+        raise ValueError("the .npy header is not a numpy header dict")
+    shape = header["shape"]
+    if not isinstance(shape, tuple) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ValueError(f"the .npy header has a bad shape {shape!r}")
+    dtype = np.lib.format.descr_to_dtype(header["descr"])
+    return dtype, shape, bool(header["fortran_order"])
+
+
+def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, key: str) -> np.ndarray:
+    with z.open(info) as f:
+        dtype, shape, fortran = _npy_header(f)
+        if dtype.hasobject:
+            raise FeedError(f"input '{key}' is an object array ({dtype}); irrun never unpickles "
+                            "inputs: save numeric arrays", file=path)
+        count = 1
+        for d in shape:
+            count *= d
+        need = count * dtype.itemsize
+        if need > max_tensor_bytes():
+            raise ResourceError(f"input '{key}' declares shape {list(shape)} of {dtype} "
+                                f"({need} bytes), more than the limit of {max_tensor_bytes()} "
+                                "bytes (IRRUN_MAX_BYTES)", file=path)
+        if need > info.file_size:
+            raise ReadError(f"input '{key}' is truncated: shape {list(shape)} of {dtype} needs "
+                            f"{need} bytes, the member holds at most {info.file_size}", file=path)
+        data = f.read(need)
+    if len(data) != need:
+        raise ReadError(f"input '{key}' is truncated: got {len(data)} of {need} bytes", file=path)
+    arr = np.frombuffer(data, dtype=dtype, count=count)
+    return arr.reshape(shape[::-1]).transpose() if fortran else arr.reshape(shape)
+
+
+def load_npz(path: str) -> dict[str, np.ndarray]:
+    """The arrays of an input .npz keyed by name; never unpickles (object arrays are refused).
+
+    Each member's header is checked before its data is read, so a header that declares a
+    huge shape (or a zip bomb) is refused instead of allocated.
+    """
+    path = str(path)
+    try:
+        z = zipfile.ZipFile(path)
+    except FileNotFoundError:
+        raise ReadError(f"no such inputs file: '{path}'", file=path) from None
+    except IsADirectoryError:
+        raise ReadError(f"the inputs file '{path}' is a directory", file=path) from None
+    except (zipfile.BadZipFile, EOFError, ValueError) as e:
+        raise ReadError(f"the inputs file is not an .npz (a zip of .npy arrays): {e}",
+                        file=path) from None
+    except OSError as e:
+        raise ReadError(f"cannot read the inputs file: {e.strerror or e}", file=path) from None
+    result = {}
+    with z:
+        for info in z.infolist():
+            if info.is_dir():
+                continue
+            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            try:
+                result[key] = _read_member(z, info, path, key)
+            except (FeedError, ReadError, ResourceError):
+                raise
+            except (ValueError, SyntaxError, TypeError, MemoryError, EOFError, OSError,
+                    zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError) as e:
+                raise ReadError(f"input '{key}' in the inputs file cannot be read: {e}",
+                                file=path) from None
+    return result

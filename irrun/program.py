@@ -124,9 +124,7 @@ def _load_const(node: Node, weights: Weights | None, bin_path: str, diag: Collec
     if need == 0:
         return const_value(None, et, dims, 0, 0)
     if weights is None:
-        diag.error("no-weights", f"the Const needs {need} bytes of weights, but '{bin_path}' "
-                   "cannot be read", line=line, layer=layer)
-        return None
+        return None   # the unreadable .bin is reported once, not once per Const
     if a.offset + need > weights.size:
         diag.error("const-offset", f"offset={a.offset} + size={need} runs past the end of "
                    f"'{weights.path}' ({weights.size} bytes)", line=line, layer=layer)

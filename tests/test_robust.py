@@ -1,0 +1,520 @@
+"""Hostile and broken input (issue 7): XML attacks, memory bombs, bad feeds, bad values.
+
+Every case ends in one of irrun's documented error types, located where possible; nothing
+reads a local file or the network, nothing allocates without bound, nothing crashes.
+"""
+import http.server
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import zipfile
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from lxml import etree
+
+import irrun
+from irrun import weights as irrun_weights
+from irrun.cli import cli
+from irrun.errors import (FeedError, IrrunError, ModelError, OpError, ReadError, ResourceError)
+from irrun.etypes import encode, element_type
+from irrun.reader import hardened_parser
+
+ATTACKS = Path(__file__).parent / "attacks"
+SECRET = "irrun-secret-7f3a9c"
+
+
+# ------------------------------------------------------------------ helpers
+
+def write_ir(tmp_path, layers: str, edges: str, blob: bytes = b"", name="model"):
+    """A small IR v11 file from layer and edge XML; returns the .xml path."""
+    xml = tmp_path / f"{name}.xml"
+    xml.write_text(f'<?xml version="1.0"?>\n<net name="{name}" version="11">\n<layers>\n'
+                   f'{layers}\n</layers>\n<edges>\n{edges}\n</edges>\n</net>\n')
+    (tmp_path / f"{name}.bin").write_bytes(blob)
+    return xml
+
+
+def port(pid, et, dims, names=None):
+    n = f' names="{names}"' if names else ""
+    d = "".join(f"<dim>{x}</dim>" for x in dims)
+    return f'<port id="{pid}" precision="{et}"{n}>{d}</port>'
+
+
+def parameter(lid, name, et, shape, dims):
+    return (f'<layer id="{lid}" name="{name}" type="Parameter" version="opset1">'
+            f'<data shape="{shape}" element_type="{et}"/>'
+            f'<output>{port(0, et.upper(), dims, name)}</output></layer>')
+
+
+def const(lid, name, et, shape, offset, size, dims):
+    return (f'<layer id="{lid}" name="{name}" type="Const" version="opset1">'
+            f'<data element_type="{et}" shape="{shape}" offset="{offset}" size="{size}"/>'
+            f'<output>{port(0, et.upper(), dims)}</output></layer>')
+
+
+def result(lid, name, et, dims):
+    return (f'<layer id="{lid}" name="{name}" type="Result" version="opset1">'
+            f'<input>{port(0, et.upper(), dims)}</input></layer>')
+
+
+def edge(a, b):
+    return f'<edge from-layer="{a}" from-port="0" to-layer="{b}" to-port="0"/>'
+
+
+def identity_model(tmp_path, et="f32", shape="2,?", dims=(2, -1), name="x"):
+    """Parameter -> Result."""
+    return write_ir(tmp_path, parameter(0, name, et, shape, dims) + result(1, "out", et, dims),
+                    edge(0, 1))
+
+
+def line_of(path, needle):
+    for i, text in enumerate(Path(path).read_text().splitlines(), 1):
+        if needle in text:
+            return i
+    raise AssertionError(f"{needle!r} not in {path}")
+
+
+def run_cli(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+# ------------------------------------------------------------------ XML attacks
+
+class Watcher(http.server.BaseHTTPRequestHandler):
+    """An HTTP server that records every request an attack file might make."""
+
+    requests: list = []
+
+    def do_GET(self):
+        Watcher.requests.append(self.path)
+        body = f'<!ENTITY leak "{SECRET}">'.encode()
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_url():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Watcher)
+    Watcher.requests = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/evil"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def secret_url(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    return secret.as_uri()
+
+
+def instantiate(template: str, url: str, tmp_path) -> Path:
+    out = tmp_path / template.replace(".xml.in", ".xml")
+    out.write_text((ATTACKS / template).read_text().replace("{URL}", url))
+    return out
+
+
+def assert_refused(path):
+    """validate() reports the DOCTYPE at its line; read_model raises a located ModelError."""
+    text = Path(path).read_bytes()
+    enc = "utf-16" if text.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8"
+    want_line = next(i for i, t in enumerate(text.decode(enc).splitlines(), 1) if "<!DOCTYPE" in t)
+    diags = irrun.validate(path)
+    assert [(d.code, d.line, d.severity) for d in diags] == [("xml-dtd", want_line, "error")]
+    with pytest.raises(ModelError) as info:
+        irrun.read_model(path)
+    assert str(info.value).startswith(f"{path}:{want_line}: error: the file declares a DTD")
+    assert SECRET not in str(info.value) and "root:" not in str(info.value)
+    return diags
+
+
+STATIC_ATTACKS = ["xxe_etc_passwd.xml", "xxe_etc_passwd_utf16.xml", "doctype_after_comment.xml",
+                  "billion_laughs.xml", "billion_laughs_attribute.xml", "quadratic_blowup.xml"]
+TEMPLATES = ["xxe_local_file.xml.in", "xxe_http.xml.in", "xxe_parameter_entity.xml.in",
+             "external_dtd.xml.in"]
+
+
+@pytest.mark.parametrize("name", STATIC_ATTACKS)
+def test_static_attack_files_are_refused(name):
+    assert_refused(ATTACKS / name)
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_attacks_on_a_local_file_read_nothing(name, tmp_path, secret_url):
+    path = instantiate(name, secret_url, tmp_path)
+    assert_refused(path)
+    # Defence in depth: even the raw hardened parser, without irrun's prolog check,
+    # never pulls the secret into the tree.
+    try:
+        root = etree.fromstring(path.read_bytes(), hardened_parser())
+    except etree.XMLSyntaxError as e:
+        assert SECRET not in str(e)
+    else:
+        assert SECRET.encode() not in etree.tostring(root)
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_attacks_over_http_make_no_request(name, tmp_path, http_url):
+    path = instantiate(name, http_url, tmp_path)
+    assert_refused(path)
+    try:
+        etree.fromstring(path.read_bytes(), hardened_parser())
+    except etree.XMLSyntaxError:
+        pass
+    assert Watcher.requests == []
+
+
+def test_the_watcher_would_see_a_request(http_url):
+    """The HTTP check above can fail: an ordinary parser that loads DTDs does fetch."""
+    import urllib.request
+    urllib.request.urlopen(http_url, timeout=5).read()
+    assert Watcher.requests == ["/evil"]
+
+
+_CHILD = textwrap.dedent("""
+    import json, resource, sys, time
+    from lxml import etree
+    import irrun
+    from irrun.reader import hardened_parser
+    irrun.validate(sys.argv[2])          # warm up: import the ops, the registry, ...
+    content = open(sys.argv[1], "rb").read()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    if sys.argv[3] == "irrun":
+        outcome = [d.code for d in irrun.validate(sys.argv[1])]
+    else:
+        try:
+            etree.fromstring(content, hardened_parser())
+            outcome = "parsed"
+        except etree.XMLSyntaxError as e:
+            outcome = "XMLSyntaxError"
+    seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"kib": after - before, "seconds": seconds, "outcome": outcome}))
+""")
+
+
+@pytest.mark.parametrize("name", ["billion_laughs.xml", "billion_laughs_attribute.xml",
+                                  "quadratic_blowup.xml"])
+@pytest.mark.parametrize("how", ["irrun", "raw-parser"])
+def test_entity_bombs_fail_fast_in_little_memory(name, how, tmp_path):
+    """In a fresh process with a CPU limit: the peak memory hardly moves and it ends at once.
+
+    Expanded, billion_laughs is 3 GB of text and quadratic_blowup 400 MB.
+    """
+    plain = identity_model(tmp_path)
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_CPU, (30, 30))\n"
+    proc = subprocess.run([sys.executable, "-c", limit + _CHILD, str(ATTACKS / name), str(plain), how],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    if how == "irrun":
+        assert report["outcome"] == ["xml-dtd"]
+    assert report["kib"] < 20 * 1024, report      # growth of peak RSS, KiB
+    assert report["seconds"] < 5, report
+
+
+def test_fifo_target_is_never_opened(tmp_path):
+    """An XXE that names a FIFO: opening it would block, so a hang would show a read attempt."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    path = instantiate("xxe_local_file.xml.in", fifo.as_uri(), tmp_path)
+    code = ("import sys, irrun\nfrom lxml import etree\nfrom irrun.reader import hardened_parser\n"
+            "print([d.code for d in irrun.validate(sys.argv[1])])\n"
+            "try:\n    etree.fromstring(open(sys.argv[1], 'rb').read(), hardened_parser())\n"
+            "except etree.XMLSyntaxError:\n    pass\nprint('done')\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.stdout.split() == ["['xml-dtd']", "done"], proc.stderr
+
+
+def test_dtd_attack_through_the_cli_is_one_line(tmp_path):
+    r = run_cli(ATTACKS / "xxe_etc_passwd.xml")
+    assert r.exit_code == 1
+    assert r.output.strip().count("\n") == 0
+    assert f"{ATTACKS / 'xxe_etc_passwd.xml'}:2: error:" in r.output
+    assert "root:" not in r.output
+
+
+def test_model_that_is_not_a_regular_file(tmp_path):
+    fifo = tmp_path / "model.xml"
+    os.mkfifo(fifo)
+    diags = irrun.validate(fifo)
+    assert [d.code for d in diags] == ["read"] and "not a regular file" in diags[0].message
+
+
+# ------------------------------------------------------------------ bad feeds
+
+@pytest.fixture
+def two_inputs(tmp_path):
+    """x: f32[2,?], ids: i32[3] -> two Results."""
+    layers = (parameter(0, "x", "f32", "2,?", (2, -1)) + parameter(1, "ids", "i32", "3", (3,))
+              + result(2, "out_x", "f32", (2, -1)) + result(3, "out_ids", "i32", (3,)))
+    xml = write_ir(tmp_path, layers, edge(0, 2) + edge(1, 3))
+    return irrun.read_model(xml), xml
+
+
+def feed_error(model, feed) -> str:
+    with pytest.raises(FeedError) as info:
+        model.infer(feed)
+    text = str(info.value)
+    assert "\n" not in text
+    return text
+
+
+X = np.zeros((2, 4), np.float32)
+IDS = np.array([1, 2, 3], np.int32)
+
+
+def test_good_feed_runs(two_inputs):
+    m, _ = two_inputs
+    out = m.infer({"x": X, "ids": IDS})
+    np.testing.assert_array_equal(out["x"], X)
+    np.testing.assert_array_equal(out["ids"], IDS)
+
+
+def test_unknown_input_name(two_inputs):
+    m, xml = two_inputs
+    text = feed_error(m, {"x": X, "ids": IDS, "idz": IDS})
+    assert "unknown input name 'idz'" in text and "x: f32[2,?]" in text and "ids: i32[3]" in text
+
+
+def test_missing_input(two_inputs):
+    text = feed_error(two_inputs[0], {"x": X})
+    assert "missing input: ids: i32[3]" in text
+
+
+def test_wrong_rank(two_inputs):
+    m, xml = two_inputs
+    text = feed_error(m, {"x": np.zeros(8, np.float32), "ids": IDS})
+    line = line_of(xml, 'name="x" type="Parameter"')
+    assert text.startswith(f"{xml}:{line}: error: layer 'x' (Parameter-opset1): input 'x': "
+                           "got rank 1 (shape [8]), expected rank 2; expected f32[2,?]")
+
+
+def test_wrong_dim(two_inputs):
+    text = feed_error(two_inputs[0], {"x": np.zeros((3, 4), np.float32), "ids": IDS})
+    assert "input 'x': got shape [3, 4]: dim 0 is 3, expected 2; expected f32[2,?]" in text
+
+
+@pytest.mark.parametrize("value, problem", [
+    (np.array(["a", "b", "c"]), "got <U1 values"),
+    (np.array([b"a", b"b", b"c"]), "got |S1 values"),
+    (np.array([1, None, 3], dtype=object), "got object values"),
+    (np.array([1 + 2j, 2, 3]), "got complex128 values"),
+    (np.zeros(3, dtype=[("a", "i4")]), "values"),
+    (np.array([1.0, 2.0, 3.0]), "got float64 values for an integer input (it would truncate them)"),
+    (np.array([1.7, 2, 3], np.float32), "got float32 values for an integer input"),
+    (np.array([1, 2, 2**40]), "value 1099511627776 is out of the range of i32"),
+    (np.array([-2**31 - 1, 0, 0]), "value -2147483649 is out of the range of i32"),
+    (np.array([True, False, True]), "got bool values"),
+    (np.array([1, 2, 3], ml_dtypes.bfloat16), "got bfloat16 values for an integer input"),
+    ([[1, 2], [3]], "cannot make an array of the value"),
+])
+def test_lossy_or_foreign_values_for_an_integer_input(two_inputs, value, problem):
+    text = feed_error(two_inputs[0], {"x": X, "ids": value})
+    assert "input 'ids': " in text and problem in text and text.endswith("expected i32[3]")
+
+
+@pytest.mark.parametrize("value", [np.array([1, 2, 3], np.int64), np.array([1, 2, 3], np.int8),
+                                   np.array([1, 2, 3], np.uint64), [1, 2, 3], (4, 5, 6),
+                                   np.array([1, 2, 3], ">i4")])
+def test_same_kind_integer_casts_are_silent(two_inputs, value):
+    out = two_inputs[0].infer({"x": X, "ids": value})["ids"]
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, np.asarray(value))
+
+
+@pytest.mark.parametrize("value", [X.astype(np.float64), X.astype(np.float16), X.tolist(),
+                                   X.astype(ml_dtypes.bfloat16), X.astype(">f8"),
+                                   np.array([[1, 2, 3, 4], [5, 6, 7, 8]], np.int64)])
+def test_same_kind_float_casts_are_silent(two_inputs, value):
+    out = two_inputs[0].infer({"x": value, "ids": IDS})["x"]
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, np.asarray(value).astype(np.float32))
+
+
+def test_f64_precision_rounds_silently_but_overflow_is_an_error(two_inputs):
+    m = two_inputs[0]
+    fine = np.full((2, 1), 0.1)
+    assert m.infer({"x": fine, "ids": IDS})["x"][0, 0] == np.float32(0.1)
+    text = feed_error(m, {"x": np.full((2, 1), 1e300), "ids": IDS})
+    assert "value 1e+300 overflows f32 (it would become inf)" in text
+    # inf and nan stay what they are
+    special = np.array([[np.inf], [np.nan]])
+    out = m.infer({"x": special, "ids": IDS})["x"]
+    assert np.isinf(out[0, 0]) and np.isnan(out[1, 0])
+
+
+def test_integers_for_a_float_input_must_be_exact(two_inputs):
+    text = feed_error(two_inputs[0], {"x": np.array([[2**24 + 1], [0]]), "ids": IDS})
+    assert "int64 values are not exactly representable in f32" in text
+
+
+@pytest.mark.parametrize("et", ["f16", "bf16"])
+def test_half_float_inputs(tmp_path, et):
+    m = irrun.read_model(identity_model(tmp_path, et=et, shape="3", dims=(3,)))
+    want = element_type(et).dtype
+    for value in (np.array([1.5, -2, 3], np.float32), np.array([1.5, -2, 3], want), [1.5, -2, 3]):
+        out = m.infer({"x": value})["x"]
+        assert out.dtype == want
+        np.testing.assert_array_equal(out, np.array([1.5, -2, 3], want))
+    assert "overflows" in feed_error(m, {"x": np.array([1e6, 0, 0])}) if et == "f16" else True
+    text = feed_error(m, {"x": np.zeros(3, "V2")})
+    assert "an .npz cannot hold bfloat16" in text
+
+
+def test_boolean_input(tmp_path):
+    m = irrun.read_model(identity_model(tmp_path, et="boolean", shape="2", dims=(2,)))
+    assert m.infer({"x": [True, False]})["x"].tolist() == [True, False]
+    assert "got int64 values for a boolean input" in feed_error(m, {"x": [1, 0]})
+    assert "got float64 values for a boolean input" in feed_error(m, {"x": [1.0, 0.0]})
+
+
+def test_feed_given_twice_under_two_names(tmp_path):
+    layers = (f'<layer id="0" name="x" type="Parameter" version="opset1">'
+              f'<data shape="2" element_type="f32"/><output>{port(0, "FP32", (2,), "x,alias")}'
+              f'</output></layer>' + result(1, "out", "f32", (2,)))
+    m = irrun.read_model(write_ir(tmp_path, layers, edge(0, 1)))
+    text = feed_error(m, {"x": [1.0, 2.0], "alias": [1.0, 2.0]})
+    assert "input 'x' is given twice (as 'x' and 'alias')" in text
+
+
+# ---- input files through the CLI: one line, exit 1
+
+def cli_error(*args) -> str:
+    r = run_cli(*args)
+    assert r.exit_code == 1, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1, r.output
+    assert "Traceback" not in r.output
+    return lines[0]
+
+
+def test_cli_runs_a_good_npz(two_inputs, tmp_path):
+    _, xml = two_inputs
+    np.savez(tmp_path / "in.npz", x=X, ids=IDS)
+    r = run_cli(xml, "--inputs", tmp_path / "in.npz", "--output", tmp_path / "out.npz")
+    assert r.exit_code == 0, r.output
+    with np.load(tmp_path / "out.npz") as z:
+        np.testing.assert_array_equal(z["ids"], IDS)
+
+
+def test_cli_npz_with_unknown_and_missing_names(two_inputs, tmp_path):
+    _, xml = two_inputs
+    np.savez(tmp_path / "in.npz", x=X, idz=IDS)
+    assert "unknown input name 'idz'" in cli_error(xml, "--inputs", tmp_path / "in.npz")
+    np.savez(tmp_path / "in2.npz", x=X)
+    assert "missing input: ids: i32[3]" in cli_error(xml, "--inputs", tmp_path / "in2.npz")
+
+
+def test_cli_npz_with_lossy_dtype(two_inputs, tmp_path):
+    _, xml = two_inputs
+    np.savez(tmp_path / "in.npz", x=X, ids=IDS.astype(np.float64))
+    line = cli_error(xml, "--inputs", tmp_path / "in.npz")
+    assert f"{xml}:" in line and "input 'ids': got float64 values for an integer input" in line
+
+
+def test_cli_npz_object_array_is_never_unpickled(two_inputs, tmp_path):
+    _, xml = two_inputs
+    marker = tmp_path / "unpickled"
+    np.savez(tmp_path / "in.npz", x=X, ids=np.array([Boom(marker)], dtype=object))
+    line = cli_error(xml, "--inputs", tmp_path / "in.npz")
+    assert "input 'ids' is an object array" in line and "never unpickles" in line
+    assert not marker.exists()
+
+
+class Boom:
+    """Unpickling this would create a file: proof that nothing was unpickled."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.marker),))
+
+
+def test_cli_truncated_npz(two_inputs, tmp_path):
+    _, xml = two_inputs
+    np.savez(tmp_path / "in.npz", x=np.zeros((2, 1000), np.float32), ids=IDS)
+    data = (tmp_path / "in.npz").read_bytes()
+    for cut in (len(data) // 2, len(data) - 30, 100):
+        (tmp_path / "cut.npz").write_bytes(data[:cut])
+        line = cli_error(xml, "--inputs", tmp_path / "cut.npz")
+        assert line.startswith(f"{tmp_path / 'cut.npz'}: error: ") and "inputs file" in line
+
+
+def test_cli_truncated_member_inside_a_valid_zip(two_inputs, tmp_path):
+    _, xml = two_inputs
+    np.savez(tmp_path / "in.npz", x=X, ids=IDS)
+    with zipfile.ZipFile(tmp_path / "in.npz") as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    with zipfile.ZipFile(tmp_path / "bad.npz", "w") as z:
+        z.writestr("x.npy", members["x.npy"][:-5])
+        z.writestr("ids.npy", members["ids.npy"])
+    line = cli_error(xml, "--inputs", tmp_path / "bad.npz")
+    assert "input 'x' is truncated" in line
+
+
+@pytest.mark.parametrize("content", [b"", b"hello, world\n", b"PK\x03\x04garbage" * 3,
+                                     b"\x93NUMPY\x01\x00"])
+def test_cli_not_an_npz(two_inputs, tmp_path, content):
+    _, xml = two_inputs
+    (tmp_path / "in.npz").write_bytes(content)
+    line = cli_error(xml, "--inputs", tmp_path / "in.npz")
+    assert "not an .npz" in line
+
+
+def test_cli_npy_instead_of_npz(two_inputs, tmp_path):
+    _, xml = two_inputs
+    np.save(tmp_path / "in.npy", X)
+    assert "not an .npz" in cli_error(xml, "--inputs", tmp_path / "in.npy")
+
+
+def test_cli_npz_header_declaring_a_huge_array(two_inputs, tmp_path):
+    """A 100-byte member whose header claims 8 EB: refused before anything is allocated."""
+    _, xml = two_inputs
+    np.savez(tmp_path / "in.npz", x=X, ids=IDS)
+    with zipfile.ZipFile(tmp_path / "in.npz") as z:
+        ids = z.read("ids.npy")
+    with zipfile.ZipFile(tmp_path / "bomb.npz", "w") as z:
+        z.writestr("x.npy", ids.replace(b"(3,)", b"(1000000000000000000,)".ljust(4)))
+    line = cli_error(xml, "--inputs", tmp_path / "bomb.npz")
+    assert "input 'x' declares shape [1000000000000000000]" in line and "limit" in line
+
+
+def test_cli_missing_inputs_file(two_inputs, tmp_path):
+    _, xml = two_inputs
+    assert "no such inputs file" in cli_error(xml, "--inputs", tmp_path / "nope.npz")
+
+
+def test_cli_missing_model_file(tmp_path):
+    line = cli_error(tmp_path / "nope.xml", "--inputs", tmp_path / "in.npz")
+    assert f"{tmp_path / 'nope.xml'}: error: no such model file" in line
+    with pytest.raises(ReadError):
+        irrun.read_model(tmp_path / "nope.xml")
+
+
+def test_missing_bin_file(tmp_path):
+    blob = np.array([1, 2], np.float32).tobytes()
+    xml = write_ir(tmp_path, const(0, "w", "f32", "2", 0, 8, (2,)) + result(1, "out", "f32", (2,)),
+                   edge(0, 1), blob)
+    assert irrun.read_model(xml).infer({})["out"].tolist() == [1.0, 2.0]
+    (tmp_path / "model.bin").unlink()
+    line = cli_error(xml)
+    assert f"{xml}: error: cannot read the weights file '{tmp_path / 'model.bin'}'" in line
+    with pytest.raises(ModelError):
+        irrun.read_model(xml)
