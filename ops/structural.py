@@ -91,10 +91,9 @@ def convert_array(x: np.ndarray, dst) -> np.ndarray:
         f = x.astype(np.float64)
         f = np.trunc(np.nan_to_num(f, nan=0.0))
         f = np.clip(f, float(info.min), float(info.max))
-        out = np.empty(f.shape, dtype=dst.dtype)
         # float(info.max) of a 64-bit type rounds up past the range: saturate by hand.
         big = f >= float(info.max)
-        np.copyto(out, f.astype(dst.dtype), where=~big)
+        out = np.where(big, 0.0, f).astype(dst.dtype)
         out[big] = info.max
         return out
     return x.astype(dst.dtype)

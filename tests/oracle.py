@@ -22,6 +22,11 @@ def core():
     return _core
 
 
+def ov_type(name: str):
+    """The openvino.Type for an IR element type name ("f32", "boolean", ...)."""
+    return getattr(ov.Type, name)
+
+
 def save(model, directory, name="model", compress_to_fp16=False) -> str:
     """Write `model` as IR with ov.save_model; return the .xml path."""
     path = os.path.join(os.fspath(directory), f"{name}.xml")
@@ -33,8 +38,27 @@ def ov_run(xml: str, feed: dict) -> list[np.ndarray]:
     """Outputs of OpenVINO's CPU plugin (f32 inference precision), in Result order."""
     compiled = core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     request = compiled.create_infer_request()
+    feed = {k: _ov_tensor(v) for k, v in feed.items()}
     results = request.infer(feed)
-    return [np.array(results[out]) for out in compiled.outputs]
+    outs = []
+    for out in compiled.outputs:
+        value = np.array(results[out])
+        if out.get_element_type() == ov.Type.bf16:
+            # OpenVINO's Python API hands bf16 back as float16-typed bits: reinterpret them.
+            import ml_dtypes
+            value = value.view(np.uint16).view(ml_dtypes.bfloat16)
+        outs.append(value)
+    return outs
+
+
+def _ov_tensor(value):
+    """bf16 arrays go in bit for bit (OpenVINO's Python API has no bfloat16 dtype)."""
+    value = np.asarray(value)
+    if value.dtype.name == "bfloat16":
+        t = ov.Tensor(ov.Type.bf16, list(value.shape))
+        t.data.view(np.uint16)[...] = value.view(np.uint16)
+        return t
+    return value
 
 
 def irrun_run(xml: str, feed: dict) -> list[np.ndarray]:
