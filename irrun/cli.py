@@ -31,9 +31,12 @@ class RunByDefault(click.Group):
 
     def parse_args(self, ctx, args):
         rest = list(args)
+        # Group options that take a value (--extension FILE): skip the value too.
+        valued = {name for p in self.params if isinstance(p, click.Option) and not p.is_flag
+                  and not p.count for name in p.opts + p.secondary_opts}
         i = 0
         while i < len(rest) and rest[i].startswith("-") and rest[i] not in ("--help", "-h"):
-            i += 1
+            i += 2 if rest[i] in valued else 1
         if i < len(rest) and rest[i] not in self.commands and rest[i] not in ("--help", "-h"):
             rest.insert(i, "run")
         return super().parse_args(ctx, rest)
@@ -42,8 +45,10 @@ class RunByDefault(click.Group):
 @click.group(cls=RunByDefault, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="irrun")
 @click.option("--traceback", is_flag=True, help="Show the Python stack on errors (debugging).")
+@click.option("--extension", "extensions", multiple=True, type=click.Path(dir_okay=False),
+              help="Import a Python file of custom ops (@irrun.register) first; repeatable.")
 @click.pass_context
-def cli(ctx, traceback):
+def cli(ctx, traceback, extensions):
     """Run, validate and inspect OpenVINO IR models (model.xml + model.bin).
 
     \b
@@ -51,9 +56,18 @@ def cli(ctx, traceback):
     irrun validate MODEL.xml...
     irrun info MODEL.xml
     irrun ops
+    irrun graph MODEL.xml -o model.svg|model.dot|model.html
     """
     ctx.ensure_object(dict)
     ctx.obj["traceback"] = traceback
+    _load_extensions(ctx, extensions)
+
+
+def _load_extensions(ctx, paths):
+    from .registry import load_extension
+
+    for path in paths:
+        _guard(ctx, load_extension, path)
 
 
 def _guard(ctx, fn, *args, **kwargs):
@@ -94,10 +108,31 @@ def _preview(a: np.ndarray) -> str:
               help="Write the outputs to this .npz, keyed by output name.")
 @click.option("--weights", "-w", type=click.Path(dir_okay=False),
               help="The .bin file (default: beside MODEL with the same stem).")
+@click.option("--profile", is_flag=True,
+              help="After the run, print each layer's time (slowest first) and totals per op type.")
+@click.option("--dump", "dump_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write every intermediate tensor to DIR as <layer>.<port>.npy, plus index.json.")
+@click.option("--dump-layers", "dump_patterns", multiple=True, metavar="PATTERN",
+              help="With --dump: only layers whose name matches this glob (repeatable).")
+@click.option("-v", "--verbose", count=True,
+              help="Trace each layer as it runs on stderr; -vv adds Consts, inputs and values.")
+@click.option("--check-nan", is_flag=True,
+              help="Stop at the first layer that produces NaN or Inf and name it (exit 1).")
+@click.option("--until", metavar="LAYER", help="Run only up to LAYER and output its outputs.")
+@click.option("--extension", "extensions", multiple=True, type=click.Path(dir_okay=False),
+              help="Import a Python file of custom ops (@irrun.register) first; repeatable.")
 @click.pass_context
-def run_cmd(ctx, model, inputs_path, output_path, weights):
+def run_cmd(ctx, model, inputs_path, output_path, weights, profile, dump_dir, dump_patterns,
+            verbose, check_nan, until, extensions):
     """Run MODEL on INPUTS and print or save the outputs."""
+    import time
+
+    from . import inspect
     from .model import read_model
+
+    if dump_patterns and not dump_dir:
+        raise click.UsageError("--dump-layers needs --dump DIR")
+    _load_extensions(ctx, extensions)
 
     def go():
         m = read_model(model, weights)
@@ -111,7 +146,28 @@ def run_cmd(ctx, model, inputs_path, output_path, weights):
                                 f"the model needs: {needed}", file=model)
         else:
             feed = load_npz(path)
-        outputs = m.infer(feed)
+        err = click.get_text_stream("stderr")
+        tracer = inspect.Tracer(lambda line: click.echo(line, err=True), verbose, m.program) \
+            if verbose else None
+        dumper = inspect.Dumper(dump_dir, dump_patterns) if dump_dir else None
+        profiler = inspect.Profiler() if profile else None
+        # The trace already shows progress; a bar would garble it.
+        progress = None if verbose else inspect.Progress(len(m.run_order(until)), err)
+        nan_check = inspect.FiniteCheck(model) if check_nan else None
+        # Dump and trace before the NaN check, so the offending layer is in both.
+        listener = inspect.chain(tracer, dumper, profiler, progress, nan_check)
+        start = time.perf_counter()
+        try:
+            outputs = m.infer(feed, until=until, listener=listener)
+        finally:
+            wall = time.perf_counter() - start
+            if progress is not None:
+                progress.close()
+            if dumper is not None:
+                dumper.close()
+                n = len(dumper.entries)
+                click.echo(f"dumped {n} tensor{'s' if n != 1 else ''} to {dump_dir} "
+                           f"(index.json lists them)", err=True)
         if output_path:
             np.savez(output_path, **outputs)
             click.echo(f"wrote {len(outputs)} output{'s' if len(outputs) != 1 else ''} "
@@ -120,6 +176,58 @@ def run_cmd(ctx, model, inputs_path, output_path, weights):
             for name, a in outputs.items():
                 click.echo(f"{name}: {a.dtype}{list(a.shape)}")
                 click.echo("  " + _preview(a))
+        if profiler is not None:
+            click.echo("")
+            click.echo(inspect.profile_table(profiler.rows(), wall))
+
+    _guard(ctx, go)
+
+
+@cli.command("graph")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--output", "-o", "output_path", type=click.Path(dir_okay=False),
+              help="model.svg, model.dot or model.html (the suffix picks the format); "
+                   "default: DOT on stdout.")
+@click.option("--format", "fmt", type=click.Choice(["dot", "svg", "html"]),
+              help="The format, when the output's suffix does not say.")
+@click.option("--layout", "layout_engine", type=click.Choice(["auto", "dot", "builtin"]),
+              default="auto", show_default=True,
+              help="SVG/HTML layout: Graphviz's dot (when installed) or irrun's own.")
+@click.option("--weights", "-w", type=click.Path(dir_okay=False),
+              help="The .bin file (default: beside MODEL with the same stem).")
+@click.pass_context
+def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights):
+    """Draw MODEL's layer graph as DOT, SVG or a self-contained HTML page.
+
+    Layers show type-version and output shapes, edges dtype and shape; colours follow the
+    op category, and layers that fail validation are outlined in red.
+
+    An invalid model is drawn as far as it can be read.
+    """
+    from . import drawing
+
+    if fmt is None:
+        suffix = os.path.splitext(output_path)[1].lower() if output_path else ".dot"
+        fmt = drawing.FORMATS.get(suffix)
+        if fmt is None:
+            raise click.UsageError(f"cannot tell the format from '{output_path}': use a .svg, "
+                                   ".dot or .html name, or --format")
+
+    def go():
+        program = drawing.load_for_drawing(model, weights)
+        try:
+            text = drawing.render(program, fmt, layout_engine)
+        except RuntimeError as e:   # dot missing or failing
+            raise _Fail(f"{model}: error: {e}") from None
+        if not output_path:
+            click.echo(text, nl=False)
+            return
+        with open(output_path, "w", encoding="utf-8") as f:
+            f.write(text)
+        errors = sum(d.severity == "error" for d in program.diagnostics)
+        note = (f"; {errors} error{'s' if errors != 1 else ''} highlighted (irrun validate "
+                f"lists them)") if errors else ""
+        click.echo(f"wrote {output_path} ({len(program.doc.layers)} layers{note})")
 
     _guard(ctx, go)
 

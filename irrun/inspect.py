@@ -342,9 +342,8 @@ class Dumper:
     def close(self) -> str:
         """Write index.json (also after a failed run: it lists what was written)."""
         path = os.path.join(self.directory, "index.json")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.entries, f, indent=1)
-            f.write("\n")
+        with open(path, "w", encoding="utf-8") as f:   # one entry per line: greppable
+            f.write("[\n" + ",\n".join(json.dumps(e) for e in self.entries) + "\n]\n")
         return path
 
 

@@ -1,0 +1,367 @@
+"""The graph picture: DOT text, SVG and a self-contained HTML page of a model's layers.
+
+SVG comes from Graphviz's `dot` program when it is installed (Debian: `apt-get install
+graphviz`), else from a small built-in layered layout, so `irrun graph` works everywhere.
+Invalid models are drawn as far as they can be read, with failing layers highlighted.
+"""
+from __future__ import annotations
+
+import html
+import os
+import shutil
+import subprocess
+import zlib
+from dataclasses import dataclass, field
+
+from .errors import ModelError
+from .etypes import normalize_precision
+from .shapes import format_shape
+
+# Fill colours by op category (the spec's categories, lower-cased); others get a palette colour.
+CATEGORY_COLORS = {
+    "infrastructure": "#e8e8e8",
+    "type": "#f5f0d0",
+    "arithmetic": "#cfe3ff",
+    "activation": "#d4f5d4",
+    "comparison": "#f3dcf7",
+    "logical": "#ead9f7",
+    "condition": "#ffe3c2",
+    "convolution": "#ffd0d0",
+    "pooling": "#ffe0e8",
+    "normalization": "#d8f0f0",
+    "reduction": "#e0e6ff",
+    "matrix": "#ffd9b8",
+    "movement": "#fff3b0",
+    "shape": "#e6f2c8",
+    "sparse": "#c9efe4",
+    "sequence": "#e3d7ff",
+    "generation": "#f0e0d0",
+    "image": "#d9ecff",
+    "detection": "#f7d5e6",
+    "quantization": "#ecdcc8",
+    "signals": "#d0f0ff",
+    "sort": "#f0f0c0",
+    "segmentation": "#e0f0d8",
+    "unknown": "#ffffff",
+}
+_PALETTE = ["#fde2e4", "#e2ece9", "#dfe7fd", "#fff1e6", "#e9edc9", "#f0efeb", "#cddafd",
+            "#fad2e1", "#bee1e6", "#eae4e9"]
+ERROR_COLOR = "#d00000"
+WARNING_COLOR = "#e07b00"
+
+
+def category_color(category: str) -> str:
+    key = (category or "unknown").lower()
+    if key in CATEGORY_COLORS:
+        return CATEGORY_COLORS[key]
+    return _PALETTE[zlib.crc32(key.encode()) % len(_PALETTE)]
+
+
+# ---------------------------------------------------------------- what is drawn
+
+@dataclass
+class Box:
+    id: str
+    name: str
+    op: str                      # Type-version as written in the file
+    category: str
+    outputs: list[str]           # "f32[1,3,224,224]" per output port
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def lines(self) -> list[str]:
+        name = self.name if len(self.name) <= 40 else self.name[:37] + "..."
+        outs = self.outputs if len(self.outputs) <= 1 else [f"{i}: {o}" for i, o in enumerate(self.outputs)]
+        lines = [self.op, name] + outs
+        if self.errors:
+            first = self.errors[0]
+            lines.append("ERROR: " + (first if len(first) <= 48 else first[:45] + "..."))
+        return lines
+
+    @property
+    def tooltip(self) -> str:
+        parts = [f"{self.op} '{self.name}' (id {self.id})"]
+        parts += [f"error: {m}" for m in self.errors] + [f"warning: {m}" for m in self.warnings]
+        return "\n".join(parts)
+
+
+@dataclass
+class Arrow:
+    src: str
+    dst: str
+    out: int
+    inp: int
+    label: str
+
+
+def _declared(port) -> str:
+    """A port as the file declares it, for layers whose inference failed."""
+    et = normalize_precision(port.precision) if port.precision else None
+    dims = "[" + ",".join("?" if d == -1 else str(d) for d in (port.dims or [])) + "]"
+    return f"{et or '?'}{dims} (declared)"
+
+
+def _port_text(node, index: int) -> str:
+    if node.specs is not None and index < len(node.specs):
+        spec = node.specs[index]
+        return f"{spec.etype.name}{format_shape(spec.shape)}"
+    if index < len(node.layer.outputs):
+        return _declared(node.layer.outputs[index])
+    return "?"
+
+
+def picture(program) -> tuple[list[Box], list[Arrow]]:
+    """The boxes (layers, in file order) and arrows (edges) of a loaded Program."""
+    if program.doc is None:
+        raise ModelError(program.diagnostics)
+    errors: dict[str, list[str]] = {}
+    warnings: dict[str, list[str]] = {}
+    for d in program.diagnostics:
+        if d.layer_id is not None:
+            (errors if d.severity == "error" else warnings).setdefault(d.layer_id, []).append(d.message)
+    boxes = []
+    for layer in program.doc.layers:
+        node = program.nodes[layer.id]
+        category = node.op.category if node.op is not None and node.op.category else (
+            "infrastructure" if node.kind != "op" else "unknown")
+        count = len(node.specs) if node.specs is not None else (
+            0 if node.kind == "result" else len(layer.outputs))
+        boxes.append(Box(layer.id, layer.name, layer.op_label, category,
+                         [_port_text(node, i) for i in range(count)],
+                         errors.get(layer.id, []), warnings.get(layer.id, [])))
+    arrows = []
+    for u, v, data in program.graph.edges(data=True):
+        arrows.append(Arrow(u, v, data["out"], data["inp"], _port_text(program.nodes[u], data["out"])))
+    arrows.sort(key=lambda a: (a.dst, a.inp))
+    return boxes, arrows
+
+
+# ---------------------------------------------------------------- DOT
+
+def _q(text: str) -> str:
+    """A DOT double-quoted string; newlines become centred line breaks."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def to_dot(program) -> str:
+    boxes, arrows = picture(program)
+    title = os.path.basename(program.path)
+    out = [f"digraph {_q(title)} {{",
+           "  graph [rankdir=TB, fontname=\"Helvetica\", nodesep=0.3, ranksep=0.45];",
+           "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10, "
+           "penwidth=1];",
+           "  edge [fontname=\"Helvetica\", fontsize=8, fontcolor=\"#555555\", color=\"#777777\"];"]
+    for b in boxes:
+        attrs = [f"label={_q(chr(10).join(b.lines))}", f"fillcolor={_q(category_color(b.category))}",
+                 f"tooltip={_q(b.tooltip)}"]
+        if b.errors:
+            attrs += [f"color={_q(ERROR_COLOR)}", "penwidth=3", f"fontcolor={_q(ERROR_COLOR)}"]
+        elif b.warnings:
+            attrs += [f"color={_q(WARNING_COLOR)}", "penwidth=2"]
+        out.append(f"  {_q('L' + b.id)} [{', '.join(attrs)}];")
+    for a in arrows:
+        out.append(f"  {_q('L' + a.src)} -> {_q('L' + a.dst)} [label={_q(' ' + a.label)}, "
+                   f"tooltip={_q(f'output {a.out} -> input {a.inp}: {a.label}')}];")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def dot_program() -> str | None:
+    """The path of Graphviz's `dot`, or None when it is not installed."""
+    return shutil.which("dot")
+
+
+def render_with_dot(dot_text: str, fmt: str = "svg") -> bytes:
+    exe = dot_program()
+    if exe is None:
+        raise RuntimeError("Graphviz's 'dot' is not installed (Debian: apt-get install graphviz)")
+    proc = subprocess.run([exe, f"-T{fmt}"], input=dot_text.encode("utf-8"),
+                          capture_output=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"dot failed: {proc.stderr.decode('utf-8', 'replace').strip()}")
+    return proc.stdout
+
+
+# ---------------------------------------------------------------- built-in layout
+
+CHAR_W, LINE_H, PAD, GAP_X, GAP_Y = 6.6, 14, 8, 24, 56
+
+
+def _ranks(program, boxes, arrows) -> dict[str, int]:
+    """Longest-path layering; sources (Consts, Parameters) sit just above their first user."""
+    order = list(program.order) or [b.id for b in boxes]     # a cyclic file has no order
+    position = {lid: i for i, lid in enumerate(order)}
+    preds: dict[str, list[str]] = {b.id: [] for b in boxes}
+    succs: dict[str, list[str]] = {b.id: [] for b in boxes}
+    for a in arrows:
+        if position.get(a.src, 0) < position.get(a.dst, 0):   # drop back edges of a cycle
+            preds[a.dst].append(a.src)
+            succs[a.src].append(a.dst)
+    rank: dict[str, int] = {}
+    for lid in order:
+        rank[lid] = max((rank[p] + 1 for p in preds[lid]), default=0)
+    for lid in reversed(order):
+        if not preds[lid] and succs[lid]:
+            rank[lid] = min(rank[s] for s in succs[lid]) - 1
+    return rank
+
+
+def _box_size(box: Box) -> tuple[float, float]:
+    lines = box.lines
+    return max(60.0, max(len(t) for t in lines) * CHAR_W + 2 * PAD), len(lines) * LINE_H + 2 * PAD - 4
+
+
+def layout(program) -> tuple[list[Box], list[Arrow], dict[str, tuple[float, float, float, float]]]:
+    """Boxes, arrows and {id: (x, y, w, h)} of a simple top-down layered drawing."""
+    boxes, arrows = picture(program)
+    rank = _ranks(program, boxes, arrows)
+    size = {b.id: _box_size(b) for b in boxes}
+    by_rank: dict[int, list[str]] = {}
+    for b in boxes:
+        by_rank.setdefault(rank[b.id], []).append(b.id)
+    preds: dict[str, list[str]] = {}
+    succs: dict[str, list[str]] = {}
+    for a in arrows:
+        preds.setdefault(a.dst, []).append(a.src)
+        succs.setdefault(a.src, []).append(a.dst)
+    x: dict[str, float] = {}
+    geo: dict[str, tuple[float, float, float, float]] = {}
+    # Two passes: the second centres a source (Const, Parameter) over the users the first
+    # pass placed; everything else is centred under its inputs, overlaps pushed right.
+    for _ in range(2):
+        previous, x, y = dict(x), {}, 10.0
+        for r in sorted(by_rank):
+            def want(lid):
+                near = [x[p] for p in preds.get(lid, ()) if p in x]
+                if not near:
+                    near = [previous[s] for s in succs.get(lid, ()) if s in previous]
+                return sum(near) / len(near) if near else None
+
+            wanted = {lid: want(lid) for lid in by_rank[r]}
+            # Layers with nothing to follow keep their file order, to the left.
+            ids = sorted(by_rank[r], key=lambda lid: wanted[lid] if wanted[lid] is not None else -1.0)
+            cursor = 10.0
+            for lid in ids:
+                w, h = size[lid]
+                centre = max(cursor + w / 2, wanted[lid] if wanted[lid] is not None else 0.0)
+                x[lid] = centre
+                cursor = centre + w / 2 + GAP_X
+                geo[lid] = (centre - w / 2, y, w, h)
+            y += max(size[lid][1] for lid in ids) + GAP_Y
+    return boxes, arrows, geo
+
+
+def layout_svg(program) -> str:
+    boxes, arrows, geo = layout(program)
+    width = max((gx + w for gx, _, w, _ in geo.values()), default=100) + 10
+    height = max((gy + h for _, gy, _, h in geo.values()), default=60) + 10
+    e = html.escape
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+           f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="Helvetica, Arial, sans-serif">',
+           f"<title>{e(os.path.basename(program.path))}</title>",
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
+           'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#777"/></marker></defs>',
+           '<rect width="100%" height="100%" fill="white"/>']
+    for a in arrows:
+        sx, sy, sw, sh = geo[a.src]
+        dx, dy, dw, dh = geo[a.dst]
+        x1, y1, x2, y2 = sx + sw / 2, sy + sh, dx + dw / 2, dy
+        bend = max(20.0, abs(y2 - y1) / 2)
+        out.append(f'<g class="edge"><title>{e(a.src)}:{a.out} -&gt; {e(a.dst)}:{a.inp} '
+                   f'{e(a.label)}</title><path d="M{x1:.1f},{y1:.1f} C{x1:.1f},{y1 + bend:.1f} '
+                   f'{x2:.1f},{y2 - bend:.1f} {x2:.1f},{y2:.1f}" fill="none" stroke="#777" '
+                   f'marker-end="url(#arrow)"/><text x="{(x1 + x2) / 2 + 4:.1f}" '
+                   f'y="{(y1 + y2) / 2 + 3:.1f}" font-size="9" fill="#555" stroke="white" '
+                   f'stroke-width="3" paint-order="stroke">{e(a.label)}</text></g>')
+    for b in boxes:
+        bx, by, w, h = geo[b.id]
+        stroke, sw = ("#555", 1)
+        if b.errors:
+            stroke, sw = ERROR_COLOR, 3
+        elif b.warnings:
+            stroke, sw = WARNING_COLOR, 2
+        out.append(f'<g class="node" id="L{e(b.id)}"><title>{e(b.tooltip)}</title>'
+                   f'<rect x="{bx:.1f}" y="{by:.1f}" width="{w:.1f}" height="{h:.1f}" rx="6" '
+                   f'fill="{category_color(b.category)}" stroke="{stroke}" stroke-width="{sw}"/>')
+        for i, t in enumerate(b.lines):
+            weight = ' font-weight="bold"' if i == 0 else ""
+            color = ERROR_COLOR if t.startswith("ERROR: ") else "#000"
+            out.append(f'<text x="{bx + w / 2:.1f}" y="{by + PAD + 7 + i * LINE_H:.1f}" '
+                       f'font-size="11" text-anchor="middle" fill="{color}"{weight}>{e(t)}</text>')
+        out.append("</g>")
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- front ends
+
+def to_svg(program, layout_engine: str = "auto") -> str:
+    """SVG text; `layout_engine` is "dot", "builtin" or "auto" (dot when installed)."""
+    if layout_engine == "dot" or (layout_engine == "auto" and dot_program()):
+        return render_with_dot(to_dot(program), "svg").decode("utf-8")
+    return layout_svg(program)
+
+
+def _strip_prolog(svg: str) -> str:
+    """SVG without its XML declaration and DOCTYPE, for inlining into HTML."""
+    start = svg.find("<svg")
+    return svg[start:] if start >= 0 else svg
+
+
+def to_html(program, layout_engine: str = "auto") -> str:
+    """One self-contained page: the SVG inline, a legend and the diagnostics; no network."""
+    boxes, _ = picture(program)
+    svg = _strip_prolog(to_svg(program, layout_engine))
+    e = html.escape
+    title = os.path.basename(program.path)
+    categories = sorted({b.category for b in boxes})
+    legend = "".join(f'<span class="key" style="background:{category_color(c)}">{e(c)}</span>'
+                     for c in categories)
+    legend += (f'<span class="key" style="border:3px solid {ERROR_COLOR}">fails validation</span>'
+               f'<span class="key" style="border:2px solid {WARNING_COLOR}">has warnings</span>')
+    diags = "".join(f'<li class="{d.severity}">{e(str(d))}</li>' for d in program.diagnostics)
+    errors = sum(d.severity == "error" for d in program.diagnostics)
+    warnings = len(program.diagnostics) - errors
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>
+<style>
+body {{ font-family: Helvetica, Arial, sans-serif; margin: 1em; }}
+.key {{ display: inline-block; padding: 2px 8px; margin: 2px; border: 1px solid #999;
+        border-radius: 4px; font-size: 12px; }}
+.graph {{ overflow: auto; border: 1px solid #ddd; margin-top: 0.5em; }}
+li.error {{ color: {ERROR_COLOR}; }} li.warning {{ color: {WARNING_COLOR}; }}
+li {{ font-family: monospace; font-size: 12px; }}
+</style></head>
+<body>
+<h1>{e(title)}</h1>
+<p>{len(boxes)} layers; {errors} errors, {warnings} warnings. Hover over a layer for details.</p>
+<div class="legend">{legend}</div>
+<div class="graph">
+{svg}</div>
+<ul class="diagnostics">{diags}</ul>
+</body></html>
+"""
+
+
+FORMATS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".html": "html", ".htm": "html"}
+
+
+def render(program, fmt: str, layout_engine: str = "auto") -> str:
+    if fmt == "dot":
+        return to_dot(program)
+    if fmt == "svg":
+        return to_svg(program, layout_engine)
+    if fmt == "html":
+        return to_html(program, layout_engine)
+    raise ValueError(f"unknown picture format '{fmt}'; one of dot, svg, html")
+
+
+def load_for_drawing(xml, weights=None):
+    """The Program of a model, even an invalid one; ModelError only when nothing can be read."""
+    from .program import load_program
+
+    program = load_program(os.fspath(xml), weights)
+    if program.doc is None:
+        raise ModelError(program.diagnostics)
+    return program
