@@ -95,11 +95,16 @@ def describe(etype: str, a: np.ndarray) -> str:
 
 
 def preview(a: np.ndarray, items: int = 6) -> str:
-    """A one-line look at the first and last values (-vv)."""
+    """A one-line look at the values (-vv): all of a small tensor, else the flat ends."""
     a = _as_numeric(np.asarray(a))
-    with np.printoptions(threshold=items, edgeitems=max(1, items // 2), precision=4,
-                         linewidth=10**6, suppress=False):
-        return " ".join(np.array2string(a, separator=", ").split())
+    if a.dtype.kind == "f" and a.dtype.itemsize < 4:
+        a = a.astype(np.float32)           # f16: print its value, not float16 noise digits
+    if a.size > items:
+        a = a.reshape(-1)                   # big tensors: first and last values, flat
+    formatter = {"float_kind": lambda v: format(float(v), ".5g"), "int_kind": str,
+                 "bool": lambda v: "true" if v else "false"}
+    with np.printoptions(threshold=items, edgeitems=max(1, items // 2), linewidth=10**6):
+        return " ".join(np.array2string(a, separator=", ", formatter=formatter).split())
 
 
 # ---------------------------------------------------------------- trace (-v / -vv)
