@@ -1,4 +1,29 @@
-"""irrun's exception types and the Diagnostic record every message is made of."""
+"""irrun's exception types and the Diagnostic record every message is made of.
+
+The reader, the validator, the executor and the API raise only these (anything else
+escaping is an irrun bug; the executor reports a kernel's stray exception as an OpError
+saying "internal error"). Each carries a Diagnostic with the file, line, layer id, layer
+name and op where known, so ``str(e)`` is one ``FILE:LINE: error: layer 'L' (Op): ...`` line.
+
+    IrrunError             base class; catch this to catch everything irrun raises on purpose
+    ├── ReadError          a model, weights, inputs or extension file cannot be read at all
+    │                      (missing, not a regular file, not an .npz, truncated)
+    ├── ModelError         the model is invalid; .diagnostics lists every problem of the file
+    │                      (XML attacks such as a DOCTYPE end up here, with the DTD's line)
+    ├── ShapeError         an op's shape/type rule rejects its inputs (read_model reports it
+    │                      inside a ModelError)
+    ├── FeedError          the inputs do not fit the Parameters: unknown or missing names,
+    │                      rank/dims, a lossy or foreign dtype, an object array
+    ├── OpError            a kernel met a value it cannot compute with at run time (an index
+    │                      out of range, unsorted boundaries, ...); the executor adds the layer
+    ├── UnsupportedError   valid in OpenVINO but not implemented in irrun (yet)
+    └── ResourceError      a tensor would need more memory than irrun may allocate
+                           (irrun.weights.max_tensor_bytes(), env IRRUN_MAX_BYTES) or its
+                           element count overflows int64; raised before anything is allocated
+
+``irrun.validate()`` never raises for a bad file: it returns the Diagnostics instead. The CLI
+prints each error as one line and exits 1; ``irrun --traceback ...`` re-raises with the stack.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

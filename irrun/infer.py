@@ -14,6 +14,7 @@ import numpy as np
 from .errors import IrrunError, ShapeError
 from .etypes import normalize_precision
 from .shapes import TensorSpec, format_shape
+from .weights import check_alloc
 
 # Fold an op at load time only when its inputs are small: big Consts (weights) stay memory
 # mapped, and load time stays proportional to the file, not to the work.
@@ -75,6 +76,15 @@ def infer_node(node, input_specs: list[TensorSpec], diag, fold=True) -> list[Ten
         _warnings.reset(token)
     for code, message in sink:
         diag.warning(code, message, layer=layer)
+    # A memory bomb (a huge static Parameter, a Broadcast or Range of small constants to a
+    # huge shape) is refused here, before constant folding or a run could allocate it.
+    for index, spec in enumerate(specs):
+        if spec.shape is not None:
+            try:
+                check_alloc([d.lo for d in spec.shape], spec.etype, f"output {index}")
+            except IrrunError as e:
+                diag.error("too-large", e.message, layer=layer)
+                return None
 
     if fold and specs and all(s.value is not None for s in input_specs) and input_specs and \
             all(s.value.size <= FOLD_MAX_ELEMENTS for s in input_specs) and node.op.type != "Result":

@@ -12,13 +12,13 @@ import networkx as nx
 import numpy as np
 
 from . import registry
-from .errors import Collector, UnsupportedError
+from .errors import Collector, IrrunError, UnsupportedError
 from .etypes import element_type, nbytes
 from .graph import build_graph
 from .infer import infer_node
 from .reader import IRDocument, Layer, read_document
 from .shapes import TensorSpec, is_static, parse_partial_shape, static_values
-from .weights import Weights, const_value, max_tensor_bytes
+from .weights import Weights, check_alloc, const_value
 
 
 @dataclass
@@ -102,14 +102,12 @@ def _load_const(node: Node, weights: Weights | None, bin_path: str, diag: Collec
         diag.error("bad-shape", f"Const shape '{a.shape}' is not static", line=line, layer=layer)
         return None
     dims = static_values(shape)
-    count = 1
-    for d in dims:
-        count *= d
-    need = nbytes(et, count)
-    if need > max_tensor_bytes():
-        diag.error("too-large", f"Const shape {list(dims)} of {et.name} needs {need} bytes, more "
-                   f"than the limit of {max_tensor_bytes()} bytes", line=line, layer=layer)
+    try:
+        count = check_alloc(dims, et, "the Const")   # before anything is mapped or decoded
+    except IrrunError as e:
+        diag.error("too-large", e.message, line=line, layer=layer)
         return None
+    need = nbytes(et, count)
     if a.size < need:
         diag.error("const-size", f"size={a.size} bytes is smaller than the {need} bytes that "
                    f"shape {list(dims)} of {et.name} needs", line=line, layer=layer)

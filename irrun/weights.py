@@ -1,24 +1,101 @@
 """Const data: a read-only memory map of model.bin, decoded per Const without a copy."""
 from __future__ import annotations
 
+import errno
+import math
 import mmap
 import os
+import stat
 
 import numpy as np
 
-from .etypes import decode, nbytes
+from .errors import ResourceError, UnsupportedError
+from .etypes import ElementType, decode, element_type, nbytes
 
-# Refuse tensors larger than this many bytes (IRRUN_MAX_BYTES overrides): a declared
-# shape must never make irrun allocate without bound (a "memory bomb").
-def max_tensor_bytes() -> int:
-    env = os.environ.get("IRRUN_MAX_BYTES")
-    if env:
-        return int(env)
+_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+INT64_MAX = (1 << 63) - 1
+
+
+def _memory_available() -> int:
+    """Physical memory, or the cgroup's limit when a container sets a lower one."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         total = 8 << 30
-    return total // 2
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+            if text.isdigit() and 0 < int(text) < total:
+                total = int(text)
+        except OSError:
+            pass
+    return total
+
+
+def max_tensor_bytes() -> int:
+    """The largest tensor irrun allocates: IRRUN_MAX_BYTES (`1000000`, `512M`, `4G`), else half
+    of the memory available.
+
+    A declared shape must never make irrun allocate without bound (a "memory bomb"): a
+    Const, a Parameter, an input array or a kernel output above this is refused before
+    anything is allocated.
+    """
+    env = os.environ.get("IRRUN_MAX_BYTES", "").strip()
+    if env:
+        text = env.lower().removesuffix("ib").removesuffix("b")
+        unit = text[-1:] if text[-1:] in _SUFFIXES else ""
+        try:
+            value = float(text[:len(text) - len(unit)]) * _SUFFIXES[unit]
+        except ValueError:
+            value = -1.0
+        if not (value >= 0 and math.isfinite(value)):
+            raise ResourceError(f"IRRUN_MAX_BYTES='{env}' is not a byte count (examples: "
+                                "1000000, 512M, 4G)")
+        return int(value)
+    return _memory_available() // 2
+
+
+def _itemsize(dtype) -> float:
+    """Bytes per element of a NumPy dtype, an ElementType or an IR type name."""
+    if isinstance(dtype, ElementType):
+        return dtype.bits / 8
+    if isinstance(dtype, str):
+        try:
+            return element_type(dtype).bits / 8
+        except (ValueError, UnsupportedError):
+            pass
+    return np.dtype(dtype).itemsize
+
+
+def _dtype_name(dtype) -> str:
+    return dtype.name if isinstance(dtype, ElementType) else str(np.dtype(dtype)) \
+        if not isinstance(dtype, str) else dtype
+
+
+def check_alloc(shape, dtype, what: str) -> int:
+    """Refuse to allocate a tensor of `shape` (ints) and `dtype` that is too large.
+
+    Call it before allocating any output whose size comes from input *values* (a
+    num_segments, a Range's bounds, a target shape, repeats, pads, ...). Returns the
+    element count; raises ResourceError naming `what`, the shape and the size (the executor
+    adds the layer). A negative dim or a count that overflows int64 is refused too.
+    """
+    dims = [int(d) for d in shape]
+    if any(d < 0 for d in dims):
+        raise ResourceError(f"{what}: shape {dims} has a negative dimension")
+    count = 1
+    for d in dims:
+        count *= d
+    size = int(count * _itemsize(dtype))
+    name = _dtype_name(dtype)
+    if count > INT64_MAX:
+        raise ResourceError(f"{what}: shape {dims} has {count} elements, which overflows int64")
+    limit = max_tensor_bytes()
+    if size > limit:
+        raise ResourceError(f"{what}: shape {dims} of {name} needs {size} bytes, more than the "
+                            f"limit of {limit} bytes (set IRRUN_MAX_BYTES to change it)")
+    return count
 
 
 class Weights:
@@ -26,6 +103,9 @@ class Weights:
 
     def __init__(self, path: str):
         self.path = path
+        # Check before open(): opening a FIFO blocks; /dev/zero never ends.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size == 0:

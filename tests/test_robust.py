@@ -515,6 +515,225 @@ def test_missing_bin_file(tmp_path):
     assert irrun.read_model(xml).infer({})["out"].tolist() == [1.0, 2.0]
     (tmp_path / "model.bin").unlink()
     line = cli_error(xml)
-    assert f"{xml}: error: cannot read the weights file '{tmp_path / 'model.bin'}'" in line
+    assert line.startswith(f"{xml}:") and "error:" in line
+    assert f"cannot read the weights file '{tmp_path / 'model.bin'}'" in line
     with pytest.raises(ModelError):
         irrun.read_model(xml)
+
+
+# ------------------------------------------------------------------ memory and CPU bombs
+
+def test_max_tensor_bytes_default_and_env(monkeypatch):
+    monkeypatch.delenv("IRRUN_MAX_BYTES", raising=False)
+    default = irrun_weights.max_tensor_bytes()
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert 0 < default <= ram // 2
+    for text, want in [("1000", 1000), ("64M", 64 << 20), ("2G", 2 << 30), ("1.5k", 1536),
+                       ("512MiB", 512 << 20)]:
+        monkeypatch.setenv("IRRUN_MAX_BYTES", text)
+        assert irrun_weights.max_tensor_bytes() == want
+    for bad in ("lots", "-5", "inf", "nan"):
+        monkeypatch.setenv("IRRUN_MAX_BYTES", bad)
+        with pytest.raises(ResourceError, match="is not a byte count"):
+            irrun_weights.max_tensor_bytes()
+
+
+def test_check_alloc(monkeypatch):
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "1M")
+    check = irrun_weights.check_alloc
+    assert check((256, 1024), np.float32, "out") == 256 * 1024
+    assert check((0, 10**30), np.float32, "out") == 0
+    with pytest.raises(ResourceError, match=r"^<model>: error: output 0 \(num_segments=1000000\): "
+                       r"shape \[1000000, 4\] of float32 needs 16000000 bytes, more than the limit "
+                       r"of 1048576 bytes"):
+        check((1000000, 4), np.float32, "output 0 (num_segments=1000000)")
+    with pytest.raises(ResourceError, match="overflows int64"):
+        check((2**32, 2**32), np.uint8, "out")
+    with pytest.raises(ResourceError, match="negative dimension"):
+        check((3, -1), np.float32, "out")
+    assert check((8 * 2**20,), "u1", "bits") == 8 * 2**20     # packed sub-byte types
+
+
+def test_const_larger_than_its_bin_slice(tmp_path):
+    xml = write_ir(tmp_path, const(0, "w", "f32", "1000,1000", 0, 16, (1000, 1000))
+                   + result(1, "out", "f32", (1000, 1000)), edge(0, 1), b"\0" * 16)
+    [d] = [d for d in irrun.validate(xml) if d.severity == "error"]
+    assert (d.layer_name, d.code) == ("w", "const-size")
+    assert "size=16 bytes is smaller than the 4000000 bytes that shape [1000, 1000] of f32 " \
+           "needs" in d.message
+
+
+def test_const_running_past_the_end_of_the_bin(tmp_path):
+    xml = write_ir(tmp_path, const(0, "w", "f32", "4", 8, 16, (4,)) + result(1, "out", "f32", (4,)),
+                   edge(0, 1), b"\0" * 16)
+    [d] = [d for d in irrun.validate(xml) if d.severity == "error"]
+    assert (d.layer_name, d.code) == ("w", "const-offset") and "runs past the end" in d.message
+
+
+def test_const_over_the_limit_is_refused_before_allocating(tmp_path, monkeypatch):
+    """A 4 GB Const whose size= and .bin would be big enough: refused, and nothing allocated."""
+    import tracemalloc
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "1M")
+    need = 100000 * 10000 * 4
+    xml = write_ir(tmp_path, const(0, "w", "f32", "100000,10000", 0, need, (100000, 10000))
+                   + result(1, "out", "f32", (100000, 10000)), edge(0, 1))
+    with open(tmp_path / "model.bin", "wb") as f:    # sparse file: no disk used
+        f.truncate(need)
+    tracemalloc.start()
+    try:
+        diags = irrun.validate(xml)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    [d] = [d for d in diags if d.severity == "error"]
+    assert (d.layer_name, d.code, d.line) == ("w", "too-large", 4)
+    assert f"shape [100000, 10000] of f32 needs {need} bytes, more than the limit of 1048576" \
+        in d.message
+    assert peak < 8 << 20
+
+
+def test_const_shape_overflowing_int64(tmp_path):
+    xml = write_ir(tmp_path, const(0, "w", "i64", "4294967296,4294967296,4", 0, 8, (1,))
+                   + result(1, "out", "i64", (1,)), edge(0, 1), b"\0" * 8)
+    [d] = [d for d in irrun.validate(xml) if d.severity == "error"]
+    assert d.layer_name == "w" and "73786976294838206464 elements, which overflows int64" in d.message
+
+
+@pytest.mark.parametrize("shape, dims", [("100000,100000,100000", (100000,) * 3),
+                                         ("100000..,100000,100000", (-1, 100000, 100000))])
+def test_parameter_with_a_huge_shape_is_refused_at_load_time(tmp_path, shape, dims):
+    xml = identity_model(tmp_path, shape=shape, dims=dims)
+    with pytest.raises(ModelError) as info:
+        irrun.read_model(xml)
+    d = info.value.diagnostics[0]
+    assert (d.layer_name, d.code) == ("x", "too-large")
+    assert "shape [100000, 100000, 100000] of f32 needs 4000000000000000 bytes" in d.message
+    line = cli_error(xml, "--inputs", tmp_path / "unused.npz")
+    assert line.startswith(f"{xml}:") and "layer 'x' (Parameter-opset1)" in line
+
+
+# ------------------------------------------------------------------ run-time values
+
+EXTENSION = '''
+"""Test ops for tests/test_robust.py: a kernel bug, and a Range-like op with a value-dependent size."""
+import numpy as np
+from irrun.registry import register
+from irrun.shapes import TensorSpec
+from irrun.weights import check_alloc
+
+CALLS = []
+
+
+@register("IrrunTestIndexBug", since=1, category="test")
+class IndexBug1:
+    @staticmethod
+    def infer(attrs, x):
+        return [x]
+
+    @staticmethod
+    def run(attrs, x):
+        return (x[np.array([10**6])],)     # IndexError from deep inside NumPy
+
+
+@register("IrrunTestAlloc", since=1, category="test")
+class Alloc1:
+    """out = zeros(n) of f32: the output size comes from a value, like Range or num_segments."""
+
+    @staticmethod
+    def infer(attrs, n):
+        if n.value is not None:
+            return [TensorSpec.make("f32", [int(n.value)])]
+        return [TensorSpec.make("f32", [None])]
+
+    @staticmethod
+    def run(attrs, n):
+        CALLS.append(int(n))
+        count = int(n)
+        check_alloc((count,), np.float32, f"output 0 (n={count})")
+        return (np.zeros(count, np.float32),)
+'''
+
+
+@pytest.fixture(scope="module")
+def test_ops(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ext") / "robust_test_ops.py"
+    path.write_text(EXTENSION)
+    from irrun.registry import load_extension, registered_versions
+    if not registered_versions("IrrunTestAlloc"):
+        load_extension(path)
+    return path
+
+
+def op_layer(lid, name, type_, in_et, in_dims, out_et, out_dims):
+    return (f'<layer id="{lid}" name="{name}" type="{type_}" version="opset1">'
+            f'<input>{port(0, in_et, in_dims)}</input>'
+            f'<output>{port(1, out_et, out_dims)}</output></layer>')
+
+
+def chain(tmp_path, first: str, type_, in_et, in_dims, out_dims, blob=b""):
+    """first (layer 0) -> type_ (layer 1) -> Result (layer 2)."""
+    layers = first + op_layer(1, "op", type_, in_et, in_dims, "FP32", out_dims) + \
+        result(2, "out", "f32", out_dims)
+    return write_ir(tmp_path, layers, edge(0, 1) + '<edge from-layer="1" from-port="1" '
+                    'to-layer="2" to-port="0"/>', blob)
+
+
+def test_kernel_index_error_is_an_internal_op_error(tmp_path, test_ops):
+    xml = chain(tmp_path, parameter(0, "x", "f32", "3", (3,)), "IrrunTestIndexBug", "FP32",
+                (3,), (3,))
+    m = irrun.read_model(xml)
+    with pytest.raises(OpError) as info:
+        m.infer({"x": np.zeros(3, np.float32)})
+    assert not isinstance(info.value, IndexError)
+    op_line = line_of(xml, 'name="op"')
+    assert str(info.value).startswith(f"{xml}:{op_line}: error: layer 'op' "
+                                      "(IrrunTestIndexBug-opset1): internal error in the kernel: "
+                                      "IndexError")
+    np.savez(tmp_path / "in.npz", x=np.zeros(3, np.float32))
+    r = run_cli("--extension", test_ops, xml, "--inputs", tmp_path / "in.npz")
+    assert r.exit_code == 1
+    assert r.output.count("\n") == 1 and "internal error in the kernel: IndexError" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_traceback_flag_shows_the_stack(tmp_path, test_ops):
+    xml = chain(tmp_path, parameter(0, "x", "f32", "3", (3,)), "IrrunTestIndexBug", "FP32",
+                (3,), (3,))
+    np.savez(tmp_path / "in.npz", x=np.zeros(3, np.float32))
+    args = [sys.executable, "-m", "irrun", "--extension", str(test_ops), "--traceback", str(xml),
+            "--inputs", str(tmp_path / "in.npz")]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert "Traceback (most recent call last)" in proc.stderr
+    assert "IndexError" in proc.stderr and "return (x[np.array([10**6])],)" in proc.stderr
+    plain = subprocess.run([a for a in args if a != "--traceback"], capture_output=True,
+                           text=True, timeout=120)
+    assert plain.returncode == 1 and "Traceback" not in plain.stderr
+    assert plain.stderr.strip().count("\n") == 0
+
+
+def test_value_dependent_size_refused_at_run_time(tmp_path, test_ops, monkeypatch):
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "1M")
+    from irrun.registry import registered_versions
+    calls = sys.modules[registered_versions("IrrunTestAlloc")[0].impl.__module__].CALLS
+    xml = chain(tmp_path, parameter(0, "n", "i64", "", ()), "IrrunTestAlloc", "I64", (), (-1,))
+    m = irrun.read_model(xml)
+    assert m.infer({"n": 5})["out"].tolist() == [0.0] * 5
+    with pytest.raises(ResourceError) as info:
+        m.infer({"n": 10**9})
+    op_line = line_of(xml, 'name="op"')
+    assert str(info.value).startswith(f"{xml}:{op_line}: error: layer 'op' "
+                                      "(IrrunTestAlloc-opset1): output 0 (n=1000000000): shape "
+                                      "[1000000000] of float32 needs 4000000000 bytes")
+    np.savez(tmp_path / "in.npz", n=np.int64(10**9))
+    assert "needs 4000000000 bytes" in cli_error("--extension", test_ops, xml, "--inputs",
+                                                 tmp_path / "in.npz")
+    calls.clear()
+    # The same op on a constant n: refused at load time, before constant folding runs it.
+    blob = np.int64(10**9).tobytes()
+    (tmp_path / "const").mkdir()
+    xml2 = chain(tmp_path / "const", const(0, "n", "i64", "", 0, 8, ()),
+                 "IrrunTestAlloc", "I64", (), (10**9,), blob)
+    [d] = [d for d in irrun.validate(xml2) if d.severity == "error"]
+    assert (d.layer_name, d.code) == ("op", "too-large") and "4000000000 bytes" in d.message
+    assert calls == []
