@@ -1,0 +1,479 @@
+"""Convolution-1, GroupConvolution-1, MaxPool-1/8, AvgPool-1: spec examples, rules, and
+differential tests against OpenVINO's CPU plugin over every auto_pad mode."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, strategies as st
+
+import irrun
+from irrun.registry import lookup, parse_attrs
+from irrun.shapes import Dim, TensorSpec
+
+import irrun.ops  # noqa: F401  (registers the kernels)
+
+AUTO_PADS = ["explicit", "same_upper", "same_lower", "valid", "notset"]
+
+
+def op(type_, opset, **data):
+    """(kernel class, parsed attrs) from IR-style <data> strings."""
+    opdef = lookup(type_, f"opset{opset}")
+    attrs, problems, unknown = parse_attrs(opdef.attrs, {k.replace("exclude_pad", "exclude-pad"): str(v)
+                                                         for k, v in data.items()})
+    assert not problems and not unknown, (problems, unknown)
+    return opdef.impl, attrs
+
+
+def dims(spec):
+    return [str(d) for d in spec.shape]
+
+
+# ---------------------------------------------------------------- spec examples (MaxPool-8)
+
+X3 = np.array([[[[-1, 2, 3], [4, 5, -6], [-7, 8, 9]]]], np.float32)
+
+
+@pytest.mark.parametrize("attrs, x, values, indices", [
+    # Example 1: explicit pads. The spec prints -6 (index 5) at [1, 3], but that window holds
+    # 3 and -6: the maximum is 3 (index 2), which OpenVINO's CPU plugin also gives.
+    (dict(strides="1,1", pads_begin="1,1", pads_end="1,1", kernel="2,2", auto_pad="explicit"), X3,
+     [[-1, 2, 3, 3], [4, 5, 5, 3], [4, 8, 9, 9], [-7, 8, 9, 9]],
+     [[0, 1, 2, 2], [3, 4, 4, 2], [3, 7, 8, 8], [6, 7, 8, 8]]),
+    # Example 2: 1-D, valid
+    (dict(strides="1", kernel="3", auto_pad="valid"),
+     np.array([[[-1, 2, 3, 5, -7, 9, 1]]], np.float32), [3, 5, 5, 9, 9], [2, 3, 3, 5, 5]),
+    # Example 3: same_lower
+    (dict(strides="1,1", kernel="2,2", auto_pad="same_lower"), X3,
+     [[-1, 2, 3], [4, 5, 5], [4, 8, 9]], [[0, 1, 2], [3, 4, 4], [3, 7, 8]]),
+    # Example 4: same_upper, two channels (indices count across channels)
+    (dict(strides="1,1", kernel="2,2", auto_pad="same_upper"),
+     np.array([[[[-1, 2, 3], [4, 5, -6], [-7, 8, 9]], [[2, -1, 5], [6, -7, 1], [8, 2, -3]]]], np.float32),
+     [[[5, 5, 3], [8, 9, 9], [8, 9, 9]], [[6, 5, 5], [8, 2, 1], [8, 2, -3]]],
+     [[[4, 4, 2], [7, 8, 8], [7, 8, 8]], [[12, 11, 11], [15, 16, 14], [15, 16, 17]]]),
+    # Example 5: valid with ceil rounding
+    (dict(strides="2,2", kernel="2,2", rounding_type="ceil", auto_pad="valid"), X3,
+     [[5, 3], [8, 9]], [[4, 2], [7, 8]]),
+    # Example 6: dilations
+    (dict(strides="1,1", kernel="2,2", dilations="2,2", pads_begin="1,1", pads_end="1,1"),
+     np.arange(1, 10, dtype=np.float32).reshape(1, 1, 3, 3),
+     [[5, 6, 5], [8, 9, 8], [5, 6, 5]], [[4, 5, 4], [7, 8, 7], [4, 5, 4]]),
+    # Example 7: axis=2, indices restart in each channel
+    (dict(strides="1,1", kernel="2,2", dilations="1,1", pads_begin="0,0", pads_end="0,0", axis=2),
+     np.arange(1, 19, dtype=np.float32).reshape(1, 2, 3, 3),
+     [[[5, 6], [8, 9]], [[14, 15], [17, 18]]], [[[4, 5], [7, 8]], [[4, 5], [7, 8]]]),
+])
+def test_maxpool8_spec_examples(attrs, x, values, indices):
+    impl, a = op("MaxPool", 8, **attrs)
+    (out_spec, idx_spec) = impl.infer(a, TensorSpec.of_value(x, "f32"))
+    got_v, got_i = impl.run(a, x)
+    expected_v = np.array(values, np.float32).reshape(got_v.shape)
+    np.testing.assert_array_equal(got_v, expected_v)
+    np.testing.assert_array_equal(got_i, np.array(indices).reshape(got_i.shape))
+    assert got_i.dtype == np.int64 and idx_spec.etype.name == "i64"
+    assert list(got_v.shape) == [d.value for d in out_spec.shape]
+
+
+@pytest.mark.parametrize("data, expected", [
+    (dict(auto_pad="same_upper", kernel="2,2", pads_begin="1,1", pads_end="1,1", strides="2,2"), [1, 3, 32, 32]),
+    (dict(auto_pad="explicit", kernel="2,2", pads_begin="1,1", pads_end="1,1", strides="2,2"), [1, 3, 17, 17]),
+    (dict(auto_pad="valid", kernel="2,2", pads_begin="1,1", pads_end="1,1", strides="2,2"), [1, 3, 16, 16]),
+])
+def test_maxpool8_spec_xml_shapes(data, expected):
+    # Note the first example: same_upper with stride 2 on 32 keeps 32 in the spec text, but
+    # the shape rule (and OpenVINO) give ceil(32 / 2) = 16; the spec's XML is wrong there.
+    impl, a = op("MaxPool", 8, **data)
+    out, idx = impl.infer(a, TensorSpec.make("f32", [1, 3, 32, 32]))
+    want = [1, 3, 16, 16] if data["auto_pad"] == "same_upper" else expected
+    assert dims(out) == dims(idx) == [str(v) for v in want]
+
+
+@pytest.mark.parametrize("data, expected", [
+    (dict(auto_pad="same_upper", exclude_pad="true", kernel="2,2", pads_begin="0,0", pads_end="1,1", strides="2,2"), 16),
+    (dict(auto_pad="same_upper", exclude_pad="false", kernel="5,5", pads_begin="0,0", pads_end="1,1", strides="2,2"), 16),
+    (dict(auto_pad="explicit", exclude_pad="true", kernel="5,5", pads_begin="1,1", pads_end="1,1", strides="3,3"), 10),
+    (dict(auto_pad="explicit", exclude_pad="false", kernel="5,5", pads_begin="1,1", pads_end="1,1", strides="2,2"), 15),
+    (dict(auto_pad="valid", exclude_pad="true", kernel="5,5", pads_begin="1,1", pads_end="1,1", strides="2,2"), 14),
+])
+def test_avgpool_spec_xml_shapes(data, expected):
+    # The spec's same_upper examples also say 32 with stride 2; the shape rule gives 16.
+    impl, a = op("AvgPool", 1, **data)
+    (out,) = impl.infer(a, TensorSpec.make("f32", [1, 3, 32, 32]))
+    assert dims(out) == ["1", "3", str(expected), str(expected)]
+
+
+@pytest.mark.parametrize("data, x, w, expected", [
+    (dict(dilations="1", pads_begin="0", pads_end="0", strides="2", auto_pad="valid"),
+     [1, 5, 128], [16, 5, 4], [1, 16, 63]),
+    (dict(dilations="1,1", pads_begin="2,2", pads_end="2,2", strides="1,1", auto_pad="explicit"),
+     [1, 3, 224, 224], [64, 3, 5, 5], [1, 64, 224, 224]),
+    (dict(dilations="2,2,2", pads_begin="0,0,0", pads_end="0,0,0", strides="3,3,3", auto_pad="explicit"),
+     [1, 7, 320, 320, 320], [32, 7, 3, 3, 3], [1, 32, 106, 106, 106]),
+])
+def test_convolution_spec_xml_shapes(data, x, w, expected):
+    impl, a = op("Convolution", 1, **data)
+    (out,) = impl.infer(a, TensorSpec.make("f32", x), TensorSpec.make("f32", w))
+    assert dims(out) == [str(v) for v in expected]
+
+
+def test_group_convolution_spec_shape():
+    # group-convolution-1 example: data [1,12,224,224], filters [4,1,3,5,5] -> [1,4,224,224]
+    impl, a = op("GroupConvolution", 1, dilations="1,1", pads_begin="2,2", pads_end="2,2",
+                 strides="1,1", auto_pad="explicit")
+    (out,) = impl.infer(a, TensorSpec.make("f32", [1, 12, 224, 224]), TensorSpec.make("f32", [4, 1, 3, 5, 5]))
+    assert dims(out) == ["1", "4", "224", "224"]
+
+
+# ---------------------------------------------------------------- rules and errors
+
+
+def naive_conv(x, w, strides, dil, pb, pe):
+    """Textbook loops over output pixels; only for cross-checking small cases."""
+    x = np.pad(x.astype(np.float64), [(0, 0), (0, 0)] + list(zip(pb, pe)))
+    n, c = x.shape[:2]
+    k = w.shape[2:]
+    out_sp = [(x.shape[2 + i] - ((k[i] - 1) * dil[i] + 1)) // strides[i] + 1 for i in range(len(k))]
+    out = np.zeros((n, w.shape[0], *out_sp))
+    for o in np.ndindex(*out_sp):
+        idx = tuple(slice(o[i] * strides[i], o[i] * strides[i] + (k[i] - 1) * dil[i] + 1, dil[i])
+                    for i in range(len(k)))
+        patch = x[(slice(None), slice(None)) + idx]
+        out[(slice(None), slice(None)) + o] = np.tensordot(patch, w, axes=(range(1, patch.ndim), range(1, w.ndim)))
+    return out
+
+
+def test_convolution_matches_textbook_loops_for_integers():
+    rng = np.random.default_rng(0)
+    x = rng.integers(-50, 50, (2, 3, 7, 6)).astype(np.int32)
+    w = rng.integers(-5, 5, (4, 3, 3, 2)).astype(np.int32)
+    impl, a = op("Convolution", 1, strides="2,1", dilations="1,2", pads_begin="1,0", pads_end="2,1")
+    (got,) = impl.run(a, x, w)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, naive_conv(x, w, (2, 1), (1, 2), (1, 0), (2, 1)))
+
+
+def test_same_modes_ignore_stored_pads():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 2, 5, 6)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    _, trusted = op("Convolution", 1, strides="2,2", dilations="1,1", pads_begin="0,0",
+                    pads_end="0,0", auto_pad="same_upper")
+    impl, garbage = op("Convolution", 1, strides="2,2", dilations="1,1", pads_begin="7,7",
+                       pads_end="9,9", auto_pad="same_upper")
+    (a,) = impl.run(trusted, x, w)
+    (b,) = impl.run(garbage, x, w)
+    np.testing.assert_array_equal(a, b)
+    # 5 rows, stride 2, kernel 3: total pad 2 -> (1, 1); 6 columns: total 1 -> (0, 1) upper.
+    np.testing.assert_allclose(a, naive_conv(x, w, (2, 2), (1, 1), (1, 0), (1, 1)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("type_, opset, data, x, w, message", [
+    ("Convolution", 1, dict(strides="1,1", dilations="1,1", pads_begin="0,0", pads_end="0,0"),
+     [1, 3, 4, 4], [2, 4, 3, 3], "channels"),
+    ("Convolution", 1, dict(strides="1", dilations="1,1", pads_begin="0,0", pads_end="0,0"),
+     [1, 3, 4, 4], [2, 3, 3, 3], "strides has 1 values"),
+    ("Convolution", 1, dict(strides="1,1", dilations="1,1", pads_begin="0,0", pads_end="0,0"),
+     [1, 3, 2, 4], [2, 3, 3, 3], "larger than the padded input"),
+    ("Convolution", 1, dict(strides="0,1", dilations="1,1", pads_begin="0,0", pads_end="0,0"),
+     [1, 3, 4, 4], [2, 3, 3, 3], "below 1"),
+    ("Convolution", 1, dict(strides="1,1", dilations="1,1"),
+     [1, 3, 4, 4], [2, 3, 3], "rank"),
+    ("GroupConvolution", 1, dict(strides="1,1", dilations="1,1", pads_begin="0,0", pads_end="0,0"),
+     [1, 6, 4, 4], [4, 1, 2, 3, 3], "channels"),
+])
+def test_convolution_shape_errors(type_, opset, data, x, w, message):
+    impl, a = op(type_, opset, **data)
+    with pytest.raises(irrun.errors.ShapeError, match=message):
+        impl.infer(a, TensorSpec.make("f32", x), TensorSpec.make("f32", w))
+
+
+def test_pool_shape_errors():
+    impl, a = op("MaxPool", 8, strides="1,1", kernel="3,3", axis=4)
+    with pytest.raises(irrun.errors.ShapeError, match="axis=4 is out of range"):
+        impl.infer(a, TensorSpec.make("f32", [1, 1, 4, 4]))
+    impl, a = op("MaxPool", 1, strides="1", kernel="3,3")
+    with pytest.raises(irrun.errors.ShapeError, match="strides has 1 values"):
+        impl.infer(a, TensorSpec.make("f32", [1, 1, 4, 4]))
+    impl, a = op("AvgPool", 1, strides="1,1", kernel="5,3", exclude_pad="true")
+    with pytest.raises(irrun.errors.ShapeError, match="larger than the padded input"):
+        impl.infer(a, TensorSpec.make("f32", [1, 1, 4, 4]))
+    with pytest.raises(irrun.errors.ShapeError, match="kernel has 2 values"):
+        impl.infer(a, TensorSpec.make("f32", [1, 1, 4]))
+    with pytest.raises(irrun.errors.ShapeError, match="numeric"):
+        impl.infer(a, TensorSpec.make("boolean", [1, 1, 8, 8]))
+    impl, a = op("AvgPool", 1, strides="1", kernel="2", pads_begin="2", pads_end="0", exclude_pad="true")
+    with pytest.raises(irrun.errors.ShapeError, match="larger than each pad"):
+        impl.infer(a, TensorSpec.make("f32", [1, 1, 4]))
+    impl, a = op("AvgPool", 1, strides="1", kernel="2", pads_begin="2", pads_end="0", exclude_pad="false")
+    assert dims(impl.infer(a, TensorSpec.make("f32", [1, 1, 4]))[0]) == ["1", "1", "5"]
+
+
+def test_pool_window_over_padding_only():
+    """Ceil rounding can place a last window entirely in the end padding: MaxPool gives the
+    lowest value and the channel's first index, AvgPool 0 (OpenVINO's reference), and
+    inference warns about it."""
+    x = np.arange(1, 11, dtype=np.float32).reshape(1, 2, 5)
+    impl, a = op("MaxPool", 8, strides="3", kernel="1", rounding_type="ceil")
+    warnings = []
+    import irrun.infer as infer_mod
+    token = infer_mod._warnings.set(warnings)
+    try:
+        (spec, _) = impl.infer(a, TensorSpec.make("f32", [1, 2, 5]))
+    finally:
+        infer_mod._warnings.reset(token)
+    assert dims(spec) == ["1", "2", "3"]
+    assert warnings and warnings[0][0] == "empty-window" and "window(s) 2" in warnings[0][1]
+    v, i = impl.run(a, x)
+    np.testing.assert_array_equal(v, [[[1, 4, np.finfo(np.float32).min], [6, 9, np.finfo(np.float32).min]]])
+    np.testing.assert_array_equal(i, [[[0, 3, 0], [5, 8, 5]]])
+    impl, a = op("AvgPool", 1, strides="3", kernel="1", rounding_type="ceil", exclude_pad="true")
+    (m,) = impl.run(a, x)
+    np.testing.assert_array_equal(m, [[[1, 4, 0], [6, 9, 0]]])
+
+
+def test_maxpool_ties_and_nan():
+    """The first maximum in row-major tap order wins; NaN never wins (strict > scan)."""
+    impl, a = op("MaxPool", 8, strides="1", kernel="2")
+    v, i = impl.run(a, np.array([[[3, 3, 2, 2]]], np.float32))
+    np.testing.assert_array_equal(i, [[[0, 1, 2]]])
+    v, i = impl.run(a, np.array([[[np.nan, 1, 2, np.nan]]], np.float32))
+    np.testing.assert_array_equal(v, [[[1, 2, 2]]])
+    np.testing.assert_array_equal(i, [[[1, 2, 2]]])
+
+
+def test_integer_avg_rounds_half_to_even():
+    impl, a = op("AvgPool", 1, strides="1", kernel="2", exclude_pad="true")
+    (m,) = impl.run(a, np.array([[[5, 1, 2, 7, -4]]], np.int32))
+    np.testing.assert_array_equal(m, [[[3, 2, 4, 2]]])
+    assert m.dtype == np.int32
+
+
+def test_dynamic_dims_in_shape_inference():
+    impl, a = op("Convolution", 1, strides="2,2", dilations="1,1", pads_begin="1,0",
+                 pads_end="1,0", auto_pad="explicit")
+    (out,) = impl.infer(a, TensorSpec.make("f32", [None, 3, Dim(5, 9), None]),
+                        TensorSpec.make("f32", [8, 3, 3, 3]))
+    assert dims(out) == ["?", "8", "3..5", "1.."]
+    impl, a = op("Convolution", 1, strides="2,2", dilations="1,1", auto_pad="same_lower")
+    (out,) = impl.infer(a, TensorSpec.make("f32", [2, 3, Dim(5, 9), None]),
+                        TensorSpec.make("f32", [8, 3, 3, 3]))
+    assert dims(out) == ["2", "8", "3..5", "?"]
+    impl, a = op("MaxPool", 8, strides="2,2", kernel="2,2", auto_pad="same_upper")
+    out, idx = impl.infer(a, TensorSpec.make("f32", [2, 3, Dim(5, 9), 6]))
+    assert dims(out) == dims(idx) == ["2", "3", "?", "3"]
+    (out,) = impl.infer(a, TensorSpec.make("f32", None))[:1]
+    assert out.shape is None or len(out.shape) == 4
+
+
+# ---------------------------------------------------------------- against OpenVINO
+
+def _oracle():
+    return pytest.importorskip("oracle")   # tests/oracle.py; skips when openvino is absent
+
+
+def _ov():
+    return pytest.importorskip("openvino")
+
+
+@st.composite
+def windows(draw, max_kernel=3, dilate=True):
+    """Spatial rank, sizes, kernel, strides, dilations, pads and auto_pad that OpenVINO accepts."""
+    ns = draw(st.integers(1, 3))
+    cap = {1: 9, 2: 7, 3: 5}[ns]
+    kernel = draw(st.lists(st.integers(1, max_kernel), min_size=ns, max_size=ns))
+    dil = draw(st.lists(st.integers(1, 2), min_size=ns, max_size=ns)) if dilate else [1] * ns
+    strides = draw(st.lists(st.integers(1, 3), min_size=ns, max_size=ns))
+    pb = draw(st.lists(st.integers(0, 2), min_size=ns, max_size=ns))
+    pe = draw(st.lists(st.integers(0, 2), min_size=ns, max_size=ns))
+    auto_pad = draw(st.sampled_from(AUTO_PADS))
+    sizes = []
+    for i in range(ns):
+        extent = (kernel[i] - 1) * dil[i] + 1
+        lo = max(1, extent - (pb[i] + pe[i] if auto_pad in ("explicit", "notset") else 0))
+        sizes.append(draw(st.integers(lo, max(lo, cap))))
+    return dict(sizes=sizes, kernel=kernel, dil=dil, strides=strides, pb=pb, pe=pe, auto_pad=auto_pad)
+
+
+def _ov_pad(auto_pad):
+    return "explicit" if auto_pad == "notset" else auto_pad
+
+
+def _compare(nodes, params, feed):
+    ov = _ov()
+    model = ov.Model(nodes, params)
+    _oracle().compare(model, feed)
+
+
+def _with_notset(xml_path, auto_pad):
+    """OpenVINO's Python API cannot spell notset; patch it into the saved IR."""
+    if auto_pad == "notset":
+        text = open(xml_path).read().replace('auto_pad="explicit"', 'auto_pad="notset"')
+        open(xml_path, "w").write(text)
+
+
+def _compare_patched(model, feed, auto_pad, tmp_path, rtol=None, atol=0.0):
+    o = _oracle()
+    xml = o.save(model, tmp_path)
+    expected = o.ov_run(xml, feed)
+    _with_notset(xml, auto_pad)
+    got = o.irrun_run(xml, feed)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        o.assert_same(g, e, rtol=rtol, atol=atol)
+
+
+@pytest.mark.oracle
+@given(w=windows(), n=st.integers(1, 2), cin=st.integers(1, 3), cout=st.integers(1, 3),
+       seed=st.integers(0, 2**16))
+def test_convolution_against_openvino(tmp_path_factory, w, n, cin, cout, seed):
+    ov = _ov()
+    import openvino.opset1 as o1
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, cin, *w["sizes"])).astype(np.float32)
+    f = rng.standard_normal((cout, cin, *w["kernel"])).astype(np.float32)
+    p = o1.parameter(list(x.shape), np.float32, name="x")
+    conv = o1.convolution(p, o1.constant(f), w["strides"], w["pb"], w["pe"], w["dil"], _ov_pad(w["auto_pad"]))
+    _compare_patched(ov.Model([conv], [p]), {"x": x}, w["auto_pad"], tmp_path_factory.mktemp("c"),
+                     rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.oracle
+@given(w=windows(), n=st.integers(1, 2), groups=st.integers(1, 3), cg=st.integers(1, 2),
+       og=st.integers(1, 2), seed=st.integers(0, 2**16))
+def test_group_convolution_against_openvino(tmp_path_factory, w, n, groups, cg, og, seed):
+    ov = _ov()
+    import openvino.opset1 as o1
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, groups * cg, *w["sizes"])).astype(np.float32)
+    f = rng.standard_normal((groups, og, cg, *w["kernel"])).astype(np.float32)
+    p = o1.parameter(list(x.shape), np.float32, name="x")
+    conv = o1.group_convolution(p, o1.constant(f), w["strides"], w["pb"], w["pe"], w["dil"],
+                                _ov_pad(w["auto_pad"]))
+    _compare_patched(ov.Model([conv], [p]), {"x": x}, w["auto_pad"], tmp_path_factory.mktemp("g"),
+                     rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.oracle
+@given(w=windows(), n=st.integers(1, 2), c=st.integers(1, 3), ceil=st.booleans(),
+       version=st.sampled_from([1, 8]), index_type=st.sampled_from(["i32", "i64"]),
+       axis_pick=st.integers(0, 100), dtype=st.sampled_from([np.float32, np.int32]),
+       seed=st.integers(0, 2**16))
+def test_maxpool_against_openvino(tmp_path_factory, w, n, c, ceil, version, index_type, axis_pick,
+                                  dtype, seed):
+    ov = _ov()
+    import openvino.opset1 as o1
+    import openvino.opset8 as o8
+    rng = np.random.default_rng(seed)
+    shape = (n, c, *w["sizes"])
+    # Small integer ranges make ties common, so first-maximum-wins is exercised.
+    x = rng.integers(-4, 5, shape).astype(dtype)
+    p = o1.parameter(list(shape), dtype, name="x")
+    rounding = "ceil" if ceil else "floor"
+    if version == 1:
+        dil = [1] * len(w["sizes"])
+        pool = o1.max_pool(p, w["strides"], w["pb"], w["pe"], w["kernel"], rounding, _ov_pad(w["auto_pad"]))
+        outs = [pool]
+    else:
+        dil = w["dil"]
+        rank = len(shape)
+        axis = axis_pick % (2 * rank) - rank
+        pool = o8.max_pool(p, w["strides"], dil, w["pb"], w["pe"], w["kernel"], rounding,
+                           _ov_pad(w["auto_pad"]), index_type, axis)
+        outs = [pool.output(0), pool.output(1)]
+    assume(_fits(w, dil, ceil))
+    _compare_patched(ov.Model(outs, [p]), {"x": x}, w["auto_pad"], tmp_path_factory.mktemp("m"))
+
+
+def _fits(w, dil, ceil, no_empty=False):
+    """The dilated kernel fits the padded input (OpenVINO rejects the rest), and optionally
+    no window lies over padding only (OpenVINO's CPU AvgPool returns NaN or -0 there)."""
+    from irrun.ops.convolution import resolve_pads, window_count
+    pb, pe = resolve_pads(w["auto_pad"], w["sizes"], w["kernel"], dil, w["strides"], w["pb"], w["pe"])
+    for i, size in enumerate(w["sizes"]):
+        extent = (w["kernel"][i] - 1) * dil[i] + 1
+        if size + pb[i] + pe[i] < extent:
+            return False
+        if no_empty:
+            count = window_count(size, pb[i] + pe[i], extent, w["strides"][i], ceil)
+            last = (count - 1) * w["strides"][i] - pb[i]
+            if last >= size:
+                return False
+    return True
+
+
+@pytest.mark.oracle
+@given(w=windows(dilate=False), n=st.integers(1, 2), c=st.integers(1, 3), ceil=st.booleans(),
+       exclude=st.booleans(), dtype=st.sampled_from([np.float32, np.float32, np.int32]),
+       seed=st.integers(0, 2**16))
+def test_avgpool_against_openvino(tmp_path_factory, w, n, c, ceil, exclude, dtype, seed):
+    ov = _ov()
+    import openvino.opset1 as o1
+    assume(_fits(w, [1] * len(w["sizes"]), ceil, no_empty=True))
+    rng = np.random.default_rng(seed)
+    shape = (n, c, *w["sizes"])
+    if dtype == np.int32:
+        x = rng.integers(-20, 20, shape).astype(dtype)
+    else:
+        x = rng.standard_normal(shape).astype(dtype)
+    p = o1.parameter(list(shape), dtype, name="x")
+    pool = o1.avg_pool(p, w["strides"], w["pb"], w["pe"], w["kernel"], exclude,
+                       "ceil" if ceil else "floor", _ov_pad(w["auto_pad"]))
+    _compare_patched(ov.Model([pool], [p]), {"x": x}, w["auto_pad"], tmp_path_factory.mktemp("a"),
+                     rtol=1e-5, atol=1e-6)
+
+
+def _ov_dims(partial_shape):
+    out = []
+    for d in partial_shape:
+        hi = d.get_max_length()
+        out.append((d.get_min_length(), None if hi < 0 else hi))
+    return out
+
+
+@pytest.mark.oracle
+@given(w=windows(), kind=st.sampled_from(["conv", "group", "max", "avg"]), ceil=st.booleans(),
+       dyn=st.lists(st.sampled_from(["static", "dynamic", "interval"]), min_size=5, max_size=5))
+def test_partial_shape_inference_against_openvino(tmp_path_factory, w, kind, ceil, dyn):
+    """irrun infers the same partial output shape as OpenVINO for dynamic and interval dims."""
+    ov = _ov()
+    import openvino.opset1 as o1
+    import openvino.opset8 as o8
+    dil = w["dil"] if kind in ("conv", "group", "max") else [1] * len(w["sizes"])
+    assume(_fits(w, dil, ceil))
+    shape = [2, 2, *w["sizes"]]
+    pshape = []
+    for d, mode in zip(shape, dyn):
+        pshape.append(d if mode == "static" else -1 if mode == "dynamic" else ov.Dimension(d, d + 3))
+    p = o1.parameter(ov.PartialShape(pshape), np.float32, name="x")
+    pad = _ov_pad(w["auto_pad"])
+    rounding = "ceil" if ceil else "floor"
+    try:
+        if kind == "conv":
+            f = np.ones((3, 2, *w["kernel"]), np.float32)
+            node = o1.convolution(p, o1.constant(f), w["strides"], w["pb"], w["pe"], dil, pad)
+        elif kind == "group":
+            f = np.ones((2, 2, 1, *w["kernel"]), np.float32)
+            node = o1.group_convolution(p, o1.constant(f), w["strides"], w["pb"], w["pe"], dil, pad)
+        elif kind == "max":
+            node = o8.max_pool(p, w["strides"], dil, w["pb"], w["pe"], w["kernel"], rounding, pad).output(0)
+        else:
+            node = o1.avg_pool(p, w["strides"], w["pb"], w["pe"], w["kernel"], True, rounding, pad)
+    except RuntimeError:
+        # OpenVINO refuses these attributes for this shape (AvgPool with exclude-pad and a
+        # pad as large as the kernel): irrun must refuse them too.
+        assert kind == "avg"
+        join = lambda v: ",".join(map(str, v))  # noqa: E731
+        impl, a = op("AvgPool", 1, strides=join(w["strides"]), kernel=join(w["kernel"]),
+                     pads_begin=join(w["pb"]), pads_end=join(w["pe"]), exclude_pad="true",
+                     rounding_type=rounding, auto_pad=w["auto_pad"])
+        spec = TensorSpec.make("f32", [Dim(d.get_min_length(), d.get_max_length()) if d.get_max_length() >= 0
+                                       else None for d in ov.PartialShape(pshape)])
+        with pytest.raises(irrun.errors.ShapeError, match="larger than each pad"):
+            impl.infer(a, spec)
+        return
+    model = ov.Model([node], [p])
+    o = _oracle()
+    xml = o.save(model, tmp_path_factory.mktemp("s"))
+    _with_notset(xml, w["auto_pad"])
+    m = irrun.read_model(xml)
+    got = [(d.lo, d.hi) for d in m.outputs[0].shape]
+    assert got == _ov_dims(model.output(0).partial_shape)
