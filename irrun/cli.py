@@ -225,8 +225,8 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights):
         with open(output_path, "w", encoding="utf-8") as f:
             f.write(text)
         errors = sum(d.severity == "error" for d in program.diagnostics)
-        note = (f"; {errors} error{'s' if errors != 1 else ''} highlighted (irrun validate "
-                f"lists them)") if errors else ""
+        note = (f"; {errors} error{'s' if errors != 1 else ''} highlighted, `irrun validate` "
+                "lists them") if errors else ""
         click.echo(f"wrote {output_path} ({len(program.doc.layers)} layers{note})")
 
     _guard(ctx, go)

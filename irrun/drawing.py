@@ -240,15 +240,25 @@ def layout(program) -> tuple[list[Box], list[Arrow], dict[str, tuple[float, floa
 
             wanted = {lid: want(lid) for lid in by_rank[r]}
             # Layers with nothing to follow keep their file order, to the left.
-            ids = sorted(by_rank[r], key=lambda lid: wanted[lid] if wanted[lid] is not None else -1.0)
-            cursor = 10.0
+            ids = sorted(by_rank[r], key=lambda lid: wanted[lid] if wanted[lid] is not None else -1e9)
+            centre: dict[str, float] = {}
+            cursor = None
+            for lid in ids:       # pack left to right, each as near its wish as overlaps allow
+                w = size[lid][0]
+                target = wanted[lid] if wanted[lid] is not None else (
+                    cursor + w / 2 if cursor is not None else 0.0)
+                centre[lid] = target if cursor is None else max(cursor + w / 2, target)
+                cursor = centre[lid] + w / 2 + GAP_X
+            # Packing only pushes right: shift the row back so it sits centred on its wishes.
+            wished = [wanted[lid] - centre[lid] for lid in ids if wanted[lid] is not None]
+            shift = sum(wished) / len(wished) if wished else 0.0
             for lid in ids:
                 w, h = size[lid]
-                centre = max(cursor + w / 2, wanted[lid] if wanted[lid] is not None else 0.0)
-                x[lid] = centre
-                cursor = centre + w / 2 + GAP_X
-                geo[lid] = (centre - w / 2, y, w, h)
+                x[lid] = centre[lid] + shift
+                geo[lid] = (x[lid] - w / 2, y, w, h)
             y += max(size[lid][1] for lid in ids) + GAP_Y
+    left = min((g[0] for g in geo.values()), default=10.0)
+    geo = {lid: (gx - left + 10.0, gy, w, h) for lid, (gx, gy, w, h) in geo.items()}
     return boxes, arrows, geo
 
 
