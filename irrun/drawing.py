@@ -189,7 +189,8 @@ CHAR_W, LINE_H, PAD, GAP_X, GAP_Y = 6.6, 14, 8, 24, 56
 
 
 def _ranks(program, boxes, arrows) -> dict[str, int]:
-    """Longest-path layering; sources (Consts, Parameters) sit just above their first user."""
+    """Layer ranks: longest path from the inputs, then each layer moved down to just above its
+    first user."""
     order = list(program.order) or [b.id for b in boxes]     # a cyclic file has no order
     position = {lid: i for i, lid in enumerate(order)}
     preds: dict[str, list[str]] = {b.id: [] for b in boxes}
@@ -201,8 +202,9 @@ def _ranks(program, boxes, arrows) -> dict[str, int]:
     rank: dict[str, int] = {}
     for lid in order:
         rank[lid] = max((rank[p] + 1 for p in preds[lid]), default=0)
+    # Then as late as possible: weights and their Converts sit just above their user.
     for lid in reversed(order):
-        if not preds[lid] and succs[lid]:
+        if succs[lid]:
             rank[lid] = min(rank[s] for s in succs[lid]) - 1
     return rank
 
