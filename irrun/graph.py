@@ -21,36 +21,50 @@ def build_graph(doc: IRDocument, diag: Collector) -> nx.MultiDiGraph:
         g.add_node(layer.id, layer=layer)
 
     taken: dict[tuple[str, int], int] = {}
+    # Layers whose inputs a broken edge was meant to feed: their unconnected input ports
+    # are the same problem, reported once at the edge.
+    meant: set[str] = set()
     for e in doc.edges:
         src, dst = layers.get(e.from_layer), layers.get(e.to_layer)
-        bad = False
-        for lid, what in ((e.from_layer, "from-layer"), (e.to_layer, "to-layer")):
-            if lid not in layers:
-                diag.error("bad-edge", f"edge {what}={lid} names no layer", line=e.line)
-                bad = True
-        if bad or e.from_port is None or e.to_port is None:
+        if src is None or dst is None:
+            # Name the layer that exists: the consumer whose input is broken, else the producer.
+            for lid, what in ((e.from_layer, "from-layer"), (e.to_layer, "to-layer")):
+                if lid not in layers:
+                    diag.error("bad-edge", f"edge {what}={lid} names no layer", line=e.line,
+                               layer=dst or src)
+            if dst is not None:
+                meant.add(dst.id)
+            continue
+        if e.from_port is None or e.to_port is None:
+            meant.add(dst.id)
             continue
         out = src.output_position(e.from_port)
         if out is None:
             ids = ", ".join(str(p.id) for p in src.outputs) or "none"
             diag.error("bad-edge", f"edge from-port={e.from_port}: layer '{src.name}' (id {src.id}) "
-                       f"has no output port {e.from_port} (its output ports: {ids})", line=e.line)
+                       f"has no output port {e.from_port} (its output ports: {ids})", line=e.line,
+                       layer=src)
+            meant.add(dst.id)
             continue
         inp = dst.input_position(e.to_port)
         if inp is None:
             ids = ", ".join(str(p.id) for p in dst.inputs) or "none"
             diag.error("bad-edge", f"edge to-port={e.to_port}: layer '{dst.name}' (id {dst.id}) "
-                       f"has no input port {e.to_port} (its input ports: {ids})", line=e.line)
+                       f"has no input port {e.to_port} (its input ports: {ids})", line=e.line,
+                       layer=dst)
+            meant.add(dst.id)
             continue
         if (dst.id, inp) in taken:
-            diag.error("duplicate-edge", f"input port {e.to_port} of layer '{dst.name}' (id {dst.id}) "
-                       f"already has an edge (line {taken[(dst.id, inp)]}); each input port "
-                       f"takes exactly one", line=e.line)
+            diag.error("duplicate-edge", f"input port {e.to_port} already has an edge (line "
+                       f"{taken[(dst.id, inp)]}); each input port takes exactly one", line=e.line,
+                       layer=dst)
             continue
         taken[(dst.id, inp)] = e.line
         g.add_edge(src.id, dst.id, key=inp, out=out, inp=inp, line=e.line)
 
     for layer in doc.layers:
+        if layer.id in meant:
+            continue
         for p in layer.inputs:
             if (layer.id, p.index) not in taken:
                 diag.error("unconnected-input", f"input port {p.id} has no edge", line=p.line,
@@ -64,17 +78,22 @@ def build_graph(doc: IRDocument, diag: Collector) -> nx.MultiDiGraph:
             first = layers[ordered[0]]
             names = " -> ".join(f"'{layers[n].name}' (id {n})" for n in ordered)
             diag.error("cycle", f"the graph has a cycle through {names}", layer=first)
+    g.graph["cycle"] = cycle_nodes
 
-    results = [layer for layer in doc.layers if layer.type.lower() == "result"]
-    if not results:
-        diag.error("no-result", "the model has no Result layer, so it has no outputs", line=None)
-    elif not cycle_nodes:
-        needed = set()
-        for r in results:
-            needed.add(r.id)
-            needed |= nx.ancestors(g, r.id)
+    # Results are the model's outputs; Assign layers are sinks that OpenVINO keeps too.
+    roots = [layer for layer in doc.layers if layer.type.lower() in ("result", "assign")]
+    if not any(layer.type.lower() == "result" for layer in roots):
+        diag.error("no-result", "the model has no Result layer, so it has no outputs",
+                   line=getattr(doc, "line", None))
+    needed = set()
+    for r in roots:
+        needed.add(r.id)
+        needed |= nx.ancestors(g, r.id)
+    g.graph["unused"] = {layer.id for layer in doc.layers if layer.id not in needed}
+    if roots:
         for layer in doc.layers:
-            if layer.id not in needed:
+            # An unused Parameter is still a model input (the caller feeds it): not a mistake.
+            if layer.id not in needed and layer.type.lower() != "parameter":
                 diag.warning("unused-layer", "no Result depends on this layer; it is never run",
                              layer=layer)
     return g

@@ -35,28 +35,56 @@ def fail(message: str) -> None:
     raise ShapeError(message)
 
 
-def _declared_problems(layer, index, port, spec: TensorSpec) -> str | None:
+def _dims_disagree(declared: list[int], shape) -> bool:
+    """Whether declared <dim>s contradict an inferred partial shape.
+
+    The writer puts -1 for every dynamic or interval dim, so -1 agrees with anything, and a
+    declared number only has to fit the inferred interval (irrun may know less than
+    OpenVINO did when it wrote the file)."""
+    if len(declared) != len(shape):
+        return True
+    return any(d != -1 and not dim.contains(d) for d, dim in zip(declared, shape))
+
+
+def declared_problem(what: str, port, spec: TensorSpec) -> str | None:
+    """`what` declares precision/dims that disagree with `spec`, or None.
+
+    A port whose declaration could not be read (None) is not compared: that is already
+    reported as its own problem.
+    """
     notes = []
     if port.precision is not None:
         declared = normalize_precision(port.precision)
         if declared and declared != spec.etype.name:
             notes.append(f"precision {port.precision} but infers {spec.etype.name}")
-    if spec.shape is not None:
-        inferred = list(spec.shape)
-        declared_dims = port.dims or []
-        mismatch = len(declared_dims) != len(inferred)
-        if not mismatch:
-            for d, dim in zip(declared_dims, inferred):
-                if d == -1:
-                    continue
-                if not dim.contains(d) or (dim.is_static and dim.value != d):
-                    mismatch = True
-        if mismatch:
-            shown = "[" + ",".join(str(d) for d in declared_dims) + "]"
-            notes.append(f"dims {shown} but infers {format_shape(spec.shape)}")
+    if spec.shape is not None and port.dims is not None and _dims_disagree(port.dims, spec.shape):
+        shown = "[" + ",".join(str(d) for d in port.dims) + "]"
+        notes.append(f"dims {shown} but infers {format_shape(spec.shape)}")
     if notes:
-        return f"output port {port.id} declares " + " and ".join(notes)
+        return f"{what} declares " + " and ".join(notes)
     return None
+
+
+def check_declared_outputs(layer, specs: list[TensorSpec], diag) -> None:
+    """Warn where the layer's <output> ports declare other types or dims than inferred."""
+    for port, spec in zip(layer.outputs, specs):
+        problem = declared_problem(f"output port {port.id}", port, spec)
+        if problem:
+            diag.warning("declared-mismatch", problem, line=port.line, layer=layer)
+
+
+def check_declared_inputs(layer, input_specs: list[TensorSpec | None], diag) -> None:
+    """Warn where the layer's <input> ports declare other types or dims than what feeds them.
+
+    OpenVINO ignores these declarations as well; a Result's input port is the only place
+    that declares the type and shape of a model output.
+    """
+    for port, spec in zip(layer.inputs, input_specs):
+        if spec is None:
+            continue
+        problem = declared_problem(f"input port {port.id}", port, spec)
+        if problem:
+            diag.warning("declared-mismatch", problem, line=port.line, layer=layer)
 
 
 def infer_node(node, input_specs: list[TensorSpec], diag, fold=True) -> list[TensorSpec] | None:
@@ -71,6 +99,10 @@ def infer_node(node, input_specs: list[TensorSpec], diag, fold=True) -> list[Ten
         return None
     except (ValueError, TypeError, IndexError) as e:
         diag.error("shape", f"{e}", layer=layer)
+        return None
+    except Exception as e:   # a bug in a shape rule must not stop validating the rest
+        diag.error("internal", f"the shape rule of {node.op.label} failed: "
+                   f"{type(e).__name__}: {e} (an irrun bug; please report it)", layer=layer)
         return None
     finally:
         _warnings.reset(token)
@@ -98,11 +130,7 @@ def infer_node(node, input_specs: list[TensorSpec], diag, fold=True) -> list[Ten
             return None
         except Exception:   # a kernel bug must not stop validation; the run reports it
             pass
-    for index, spec in enumerate(specs):
-        if index < len(layer.outputs):
-            problem = _declared_problems(layer, index, layer.outputs[index], spec)
-            if problem:
-                diag.warning("declared-mismatch", problem, line=layer.outputs[index].line, layer=layer)
+    check_declared_outputs(layer, specs, diag)
     if len(specs) != len(layer.outputs) and layer.type.lower() != "result":
         diag.warning("port-count", f"the layer declares {len(layer.outputs)} output ports but the op "
                      f"has {len(specs)} outputs", layer=layer)

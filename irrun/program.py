@@ -15,7 +15,7 @@ from . import registry
 from .errors import Collector, IrrunError, UnsupportedError
 from .etypes import element_type, nbytes
 from .graph import build_graph
-from .infer import infer_node
+from .infer import check_declared_inputs, check_declared_outputs, infer_node
 from .reader import IRDocument, Layer, read_document
 from .shapes import TensorSpec, is_static, parse_partial_shape, static_values
 from .weights import Weights, check_alloc, const_value
@@ -63,14 +63,19 @@ def _bin_path(xml_path: str, weights) -> str:
     return os.path.splitext(xml_path)[0] + ".bin"
 
 
-def _bind(node: Node, diag: Collector) -> None:
+def _bind(node: Node, diag: Collector, unused: bool = False) -> None:
     layer = node.layer
-    if layer.version is None:
-        return
+    if layer.version is None or not layer.type:
+        return   # the reader reported the missing attribute
     try:
         node.op = registry.lookup(layer.type, layer.version)
     except registry.LookupFailure as e:
-        diag.error(e.code, str(e), layer=layer)
+        if unused:
+            # OpenVINO only builds the layers some Result needs, so the model still loads.
+            diag.warning(e.code, f"{e} (no Result needs this layer, so the model still runs)",
+                         layer=layer)
+        else:
+            diag.error(e.code, str(e), layer=layer)
         return
     attrs, problems, unknown = registry.parse_attrs(node.op.attrs, layer.data)
     for _, message, code in problems:
@@ -92,6 +97,14 @@ def _load_const(node: Node, weights: Weights | None, bin_path: str, diag: Collec
     """The Const's value (a view of the memory map), or None after reporting a problem."""
     a, layer = node.attrs, node.layer
     line = layer.data_line
+    written = layer.data.get("element_type")
+    if written != a.element_type:
+        # Other element type attributes ignore case, but OpenVINO reads a Const's bytes
+        # with the name exactly as written and refuses "F32".
+        diag.error("bad-attribute", f"attribute element_type='{written}': a Const's element "
+                   f"type must be spelled '{a.element_type}' (OpenVINO refuses other spellings "
+                   "here)", line=line, layer=layer)
+        return None
     try:
         et = element_type(a.element_type)
     except (UnsupportedError, ValueError) as e:
@@ -108,25 +121,26 @@ def _load_const(node: Node, weights: Weights | None, bin_path: str, diag: Collec
         diag.error("too-large", e.message, line=line, layer=layer)
         return None
     need = nbytes(et, count)
-    if a.size < need:
-        diag.error("const-size", f"size={a.size} bytes is smaller than the {need} bytes that "
-                   f"shape {list(dims)} of {et.name} needs", line=line, layer=layer)
-        return None
-    if a.size > need:
-        diag.warning("const-size", f"size={a.size} bytes is larger than the {need} bytes that "
-                     f"shape {list(dims)} of {et.name} needs", line=line, layer=layer)
     if a.offset < 0 or a.size < 0:
         diag.error("const-offset", f"offset={a.offset} and size={a.size} must not be negative",
                    line=line, layer=layer)
         return None
-    if need == 0:
+    if a.size < need:
+        diag.error("const-size", f"size={a.size} bytes is smaller than the {need} bytes that "
+                   f"shape {list(dims)} of {et.name} needs", line=line, layer=layer)
+        return None
+    if need == 0 and a.size == 0:
         return const_value(None, et, dims, 0, 0)
     if weights is None:
-        return None   # the unreadable .bin is reported once, not once per Const
-    if a.offset + need > weights.size:
-        diag.error("const-offset", f"offset={a.offset} + size={need} runs past the end of "
+        return None   # the unreadable .bin is reported once, at the first Const that needs it
+    # OpenVINO reads `size` bytes, not what the shape needs: a size past the end fails there.
+    if a.offset + a.size > weights.size:
+        diag.error("const-offset", f"offset={a.offset} + size={a.size} runs past the end of "
                    f"'{weights.path}' ({weights.size} bytes)", line=line, layer=layer)
         return None
+    if a.size > need:
+        diag.warning("const-size", f"size={a.size} bytes is larger than the {need} bytes that "
+                     f"shape {list(dims)} of {et.name} needs", line=line, layer=layer)
     return const_value(weights, et, dims, a.offset, a.size)
 
 
@@ -146,33 +160,37 @@ def load_program(xml_path, weights=None) -> Program:
         while len(node.inputs) <= data["inp"]:
             node.inputs.append(None)
         node.inputs[data["inp"]] = (u, data["out"])
+    unused = graph.graph.get("unused", set())
     for node in nodes.values():
-        _bind(node, diag)
+        _bind(node, diag, node.id in unused)
 
     # Weights: only open the .bin when some Const needs bytes from it.
     bin_path = _bin_path(xml_path, weights)
-    needs_bin = any(n.kind == "const" and n.attrs is not None and n.attrs.size > 0
-                    for n in nodes.values())
+    needing = [n for n in nodes.values()
+               if n.kind == "const" and n.attrs is not None and n.attrs.size > 0]
     wfile = None
-    if needs_bin:
+    if needing:
         try:
             wfile = Weights(bin_path)
         except OSError as e:
-            diag.error("no-weights", f"cannot read the weights file '{bin_path}': "
-                       f"{e.strerror or e}", line=None)
+            more = f" (and {len(needing) - 1} more Consts)" if len(needing) > 1 else ""
+            diag.error("no-weights", f"cannot read the weights file '{bin_path}' that this "
+                       f"Const{more} needs: {e.strerror or e}",
+                       line=needing[0].layer.data_line, layer=needing[0].layer)
 
-    try:
-        order = list(nx.topological_sort(graph))
-    except nx.NetworkXUnfeasible:
-        order = []   # the cycle is already reported; inference needs an order
+    # Infer everything outside a cycle (already reported); layers fed by one are skipped below.
+    cycle = graph.graph.get("cycle", set())
+    acyclic = graph.subgraph(n for n in graph if n not in cycle) if cycle else graph
+    order = list(nx.topological_sort(acyclic))
     specs: dict[tuple[str, int], TensorSpec | None] = {}
     for lid in order:
         node = nodes[lid]
+        input_specs = [specs.get(src) if src is not None else None for src in node.inputs]
+        check_declared_inputs(node.layer, input_specs, diag)
         if node.op is None or node.attrs is None:
             continue
         if len(node.inputs) != len(node.layer.inputs) or any(i is None for i in node.inputs):
             continue   # an unconnected input is already reported
-        input_specs = [specs.get(src) for src in node.inputs]
         if any(s is None for s in input_specs):
             continue   # an earlier layer failed; do not cascade errors
         if node.kind == "const":
@@ -181,6 +199,7 @@ def load_program(xml_path, weights=None) -> Program:
                 continue
             node.const_value = value
             out = [TensorSpec.of_value(value, value_etype(node))]
+            check_declared_outputs(node.layer, out, diag)
             node.specs = out
         else:
             node.specs = infer_node(node, input_specs, diag)

@@ -22,7 +22,7 @@ class Port:
     id: int | None
     index: int                      # position inside <input> or <output>
     precision: str | None           # as written
-    dims: list[int] | None          # declared dims; [] for no <dim> (scalar or dynamic rank)
+    dims: list[int] | None          # declared dims; [] for no <dim> (scalar or dynamic rank), None if unreadable
     names: list[str]
     line: int
 
@@ -42,8 +42,8 @@ class Layer:
 
     @property
     def op_label(self) -> str:
-        """Type-version as written in the file, e.g. Bucketize-opset3."""
-        return f"{self.type}-{self.version}"
+        """Type-version as written in the file, e.g. Bucketize-opset3 (`?` for a missing part)."""
+        return f"{self.type or '?'}-{self.version or '?'}"
 
     def input_position(self, port_id: int) -> int | None:
         for p in self.inputs:
@@ -74,6 +74,7 @@ class IRDocument:
     name: str
     layers: list[Layer]
     edges: list[Edge]
+    line: int = 1        # the <net> element's line, for problems of the whole model
 
 
 class _RefuseAll(etree.Resolver):
@@ -150,17 +151,21 @@ def _ports(parent, layer: Layer, diag: Collector) -> list[Port]:
         pid = _int(el.get("id"), "port id", el.sourceline, diag, layer, "bad-port")
         dims = []
         for d in el.iterfind("dim"):
+            text = d.text or ""
             try:
-                value = int((d.text or "").strip())
+                value = int(text.strip())
             except ValueError:
-                diag.error("bad-dim", f"port {el.get('id')}: <dim>{d.text}</dim> is not a number",
+                diag.error("bad-dim", f"port {el.get('id')}: <dim>{text}</dim> is not a number",
                            line=d.sourceline, layer=layer)
+                dims = None    # unknown: not compared with inference (no second report)
                 continue
             if value < -1:
-                diag.error("bad-dim", f"port {el.get('id')}: <dim>{value}</dim> is below -1",
-                           line=d.sourceline, layer=layer)
+                diag.error("bad-dim", f"port {el.get('id')}: <dim>{text}</dim> is below -1 "
+                           "(-1 is a dynamic dim)", line=d.sourceline, layer=layer)
+                dims = None
                 continue
-            dims.append(value)
+            if dims is not None:
+                dims.append(value)
         precision = el.get("precision")
         if precision is not None and not is_known(normalize_precision(precision) or ""):
             diag.error("bad-precision", f"port {el.get('id')}: unknown precision '{precision}'",
@@ -219,12 +224,16 @@ def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None
         lid, ltype, lversion = el.get("id"), el.get("type"), el.get("version")
         name = el.get("name", "")
         layer = Layer(lid or "", name, ltype or "", lversion, el.sourceline)
-        missing = [a for a, v in (("id", lid), ("type", ltype), ("version", lversion)) if v is None]
+        # An empty attribute is as good as a missing one (fuzzing found type="" slipping by).
+        missing = [a for a, v in (("id", lid), ("type", ltype), ("version", lversion))
+                   if v is None or not v.strip()]
         if missing:
-            diag.error("bad-layer", f"<layer> has no {', '.join(missing)} attribute",
-                       line=el.sourceline, layer=layer if lid is not None else None)
-            if lid is None or ltype is None:
-                continue
+            diag.error("bad-layer", f"<layer> has no {', '.join(missing)} attribute (or it is empty)",
+                       line=el.sourceline, layer=layer)
+            if lid is None:
+                continue   # no edge can name it
+            # Without a type or version the layer stays in the graph (its edges resolve),
+            # but no op is bound to it, so nothing else is reported about it.
         if lid in seen:
             other = seen[lid]
             diag.error("duplicate-id", f"layer id {lid} is used twice: here and at line {other.line} "
@@ -255,7 +264,7 @@ def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None
         tp = _int(attrs["to-port"], "edge to-port", el.sourceline, diag, code="bad-edge")
         edges.append(Edge(attrs["from-layer"].strip(), fp, attrs["to-layer"].strip(), tp, el.sourceline))
 
-    return IRDocument(path, version, root.get("name", ""), layers, edges)
+    return IRDocument(path, version, root.get("name", ""), layers, edges, root.sourceline)
 
 
 def read_document(path: str | os.PathLike, diag: Collector) -> IRDocument | None:

@@ -155,24 +155,42 @@ class LookupFailure(Exception):
         self.code = code
 
 
+# The opsets OpenVINO 2026.4 knows: it refuses any other "opsetN" (even when the op's
+# newest version would be well defined), so irrun does too.
+LATEST_OPSET = 17
+
+# Name the registered types in an unknown-type message only while the list is short.
+_LIST_TYPES_UP_TO = 30
+
+
 def lookup(type: str, version: str | None) -> OpDef:
     """The op for a layer's type and version attribute (case-insensitive type, like OpenVINO)."""
     import difflib
 
     versions = _REGISTRY.get(type.lower())
     if not versions:
-        names = sorted({o.type for o in all_ops()})
-        close = difflib.get_close_matches(type, names, n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        custom = (" It looks like a custom op (version=\"extension\"): register a kernel "
-                  "with @irrun.register or --extension." if version and not _OPSET.match(version) else "")
-        raise LookupFailure(f"unknown op type '{type}'{hint}{custom} "
-                            f"({len(names)} op types are registered; `irrun ops` lists them)",
-                            "unknown-op")
+        names = sorted({o.type for o in all_ops()}, key=str.lower)
+        # Suggest by lower-case spelling: OpenVINO's type lookup ignores case, so RELUX is
+        # as near to ReLU as ReLUX is.
+        by_lower = {n.lower(): n for n in names}
+        close = [by_lower[c] for c in difflib.get_close_matches(type.lower(), list(by_lower),
+                                                                 n=3, cutoff=0.6)]
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        custom = ""
+        if version == "extension":
+            custom = (' It looks like a custom op (version="extension"): register a kernel with '
+                      "@irrun.register in a Python file and pass it with --extension.")
+        listed = (f"registered: {', '.join(names)}; " if len(names) <= _LIST_TYPES_UP_TO
+                  else f"{len(names)} op types are registered; ")
+        raise LookupFailure(f"unknown op type '{type}'{hint}{custom} ({listed}"
+                            "`irrun ops` lists them with their versions)", "unknown-op")
     available = ", ".join(o.label for o in versions)
     m = _OPSET.match(version or "")
     if m:
         n = int(m.group(1))
+        if not 1 <= n <= LATEST_OPSET:
+            raise LookupFailure(f"unknown opset '{version}' (OpenVINO has opset1 to "
+                                f"opset{LATEST_OPSET}); registered: {available}", "unknown-opset")
         candidates = [o for o in versions if o.since is not None and o.since <= n]
         if candidates:
             return candidates[-1]
@@ -182,8 +200,8 @@ def lookup(type: str, version: str | None) -> OpDef:
     if exact:
         return exact[-1]
     custom = " (a custom op: register it with @irrun.register)" if version == "extension" else ""
-    raise LookupFailure(f"no kernel for {type} with version '{version}'{custom}; "
-                        f"registered: {available}", "unknown-opset")
+    raise LookupFailure(f"no kernel for {type} with version '{version}'{custom} (expected "
+                        f"opset1 to opset{LATEST_OPSET}); registered: {available}", "unknown-opset")
 
 
 # ---------------------------------------------------------------- attribute parsing
@@ -230,7 +248,9 @@ def _parse_tuple(text: str, item: Callable) -> tuple:
 
 
 def _parse_etype(text: str) -> str:
-    t = text.strip()
+    # OpenVINO reads these through EnumNames<element::Type_t>, which ignores case ("F16" is
+    # f16) but knows only the IR names ("FP16", a port precision, is refused).
+    t = text.lower()
     if t in ELEMENT_TYPES or t in UNSUPPORTED or t in ("undefined", "dynamic"):
         return t
     raise ValueError(f"is not an element type (one of {', '.join(ELEMENT_TYPES)})")
@@ -261,7 +281,8 @@ def _parser(annotation) -> Callable[[str], Any]:
         def literal(text):
             if text in args:
                 return text
-            # OpenVINO compares enum names case-insensitively.
+            # OpenVINO's EnumNames::as_enum compares lower-cased names, so "HALF_TO_EVEN"
+            # is half_to_even there; irrun accepts the same spellings, no more.
             for a in args:
                 if isinstance(a, str) and a.lower() == text.lower():
                     return a
