@@ -1,0 +1,81 @@
+"""MatMul-1 (spec page: matrix/MatMul_1).
+
+A rank-1 A is a row vector [1, K] and a rank-1 B a column vector [K, 1], whatever the
+transpose attributes say; the added dim is removed from the result. transpose_a/b swap the
+two innermost dims of inputs of rank >= 2. Batch dims broadcast with numpy rules.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from irrun.errors import OpError
+from irrun.infer import fail
+from irrun.registry import register
+from irrun.shapes import TensorSpec, format_shape
+
+from .elementwise import as_dtype, broadcast_shapes, same_etype
+
+
+@dataclass(frozen=True)
+class MatMulAttrs:
+    transpose_a: bool = False
+    transpose_b: bool = False
+
+
+def _matrix_shape(shape, transpose: bool, is_b: bool):
+    """The shape as a matrix stack [..., rows, cols], and whether a dim was added."""
+    if len(shape) == 1:
+        from irrun.shapes import Dim
+        one = Dim.of(1)
+        return ((shape[0], one) if is_b else (one, shape[0])), True
+    if transpose:
+        return tuple(shape[:-2]) + (shape[-1], shape[-2]), False
+    return tuple(shape), False
+
+
+@register("MatMul", since=1, attrs=MatMulAttrs, category="matrix")
+class MatMul1:
+    @staticmethod
+    def infer(attrs, a: TensorSpec, b: TensorSpec):
+        et = same_etype(a, b, names=("A (input 0)", "B (input 1)"))
+        if et.kind == "bool":
+            fail("MatMul does not accept boolean inputs")
+        for name, s in (("A", a), ("B", b)):
+            if s.shape is not None and len(s.shape) == 0:
+                fail(f"MatMul input {name} must have rank >= 1, got a scalar")
+        if a.shape is None or b.shape is None:
+            return [TensorSpec(et, None)]
+        ma, a_vec = _matrix_shape(a.shape, attrs.transpose_a, is_b=False)
+        mb, b_vec = _matrix_shape(b.shape, attrs.transpose_b, is_b=True)
+        k = ma[-1].merge(mb[-2])
+        if k is None:
+            fail(f"MatMul inner dims differ: A {format_shape(a.shape)} (transpose_a="
+                 f"{str(attrs.transpose_a).lower()}) gives K={ma[-1]}, B {format_shape(b.shape)} "
+                 f"(transpose_b={str(attrs.transpose_b).lower()}) gives K={mb[-2]}")
+        batch = broadcast_shapes(ma[:-2], mb[:-2], names=["A batch dims", "B batch dims"])
+        out = tuple(batch)
+        if not a_vec:
+            out += (ma[-2],)
+        if not b_vec:
+            out += (mb[-1],)
+        return [TensorSpec(et, out)]
+
+    @staticmethod
+    def run(attrs, a, b):
+        x = np.swapaxes(a, -1, -2) if attrs.transpose_a and a.ndim >= 2 else a
+        y = np.swapaxes(b, -1, -2) if attrs.transpose_b and b.ndim >= 2 else b
+        if x.shape[-1] != y.shape[-2 if y.ndim >= 2 else 0]:
+            raise OpError(f"MatMul inner dims differ: A {list(a.shape)} and B {list(b.shape)} "
+                          f"(transpose_a={attrs.transpose_a}, transpose_b={attrs.transpose_b})")
+        try:
+            np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+        except ValueError:
+            raise OpError(f"MatMul batch dims do not broadcast: A {list(a.shape)} and B "
+                          f"{list(b.shape)}") from None
+        if a.dtype.kind in "fV" and a.dtype.itemsize == 2:
+            # f16/bf16 accumulate in f32 and round once, as the CPU plugin does.
+            return (as_dtype(np.matmul(x.astype(np.float32), y.astype(np.float32)), a.dtype),)
+        with np.errstate(all="ignore"):   # integer products wrap like C++
+            return (as_dtype(np.matmul(x, y), a.dtype),)

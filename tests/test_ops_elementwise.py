@@ -1,0 +1,395 @@
+"""Element-wise binary, logical, Select and unary math ops: differential tests against
+OpenVINO's CPU plugin, shape-inference rules and the rules where the CPU plugin is not the
+reference (integer floor division, wrap-around, errors)."""
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import irrun
+from irrun.errors import OpError, ShapeError, UnsupportedError
+from irrun.etypes import from_dtype
+from irrun.registry import lookup
+from irrun.shapes import Dim, TensorSpec, format_shape
+
+oracle = pytest.importorskip("oracle")
+ov = oracle.ov
+import openvino.opset1 as o1  # noqa: E402
+import openvino.opset8 as o8  # noqa: E402
+
+import irrun.ops.elementwise as E  # noqa: E402
+
+DTYPES = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
+          "i64": np.int64, "i8": np.int8, "u8": np.uint8}
+
+
+# ------------------------------------------------------------------ helpers shared by the op tests
+
+def ov_type(name):
+    return ov.Type(np.dtype(DTYPES[name])) if name in DTYPES else getattr(ov.Type, name)
+
+
+def param(name, shape, etype):
+    return o8.parameter(list(shape), ov_type(etype) if isinstance(etype, str) else etype, name=name)
+
+
+def model(outputs, params):
+    return ov.Model([o8.result(x) for x in outputs], params, "t")
+
+
+@st.composite
+def broadcastable_shapes(draw, n=2, max_rank=4, max_side=4):
+    """n shapes that broadcast with numpy rules: dims of a common shape, some set to 1,
+    some leading dims dropped."""
+    rank = draw(st.integers(0, max_rank))
+    base = draw(st.lists(st.integers(1, max_side), min_size=rank, max_size=rank))
+    shapes = []
+    for _ in range(n):
+        r = draw(st.integers(0, rank))
+        dims = base[rank - r:]
+        ones = draw(st.lists(st.booleans(), min_size=r, max_size=r))
+        shapes.append(tuple(1 if one else d for d, one in zip(dims, ones)))
+    return shapes
+
+
+def values(rng, shape, etype, lo=-10, hi=10, grid=4):
+    """Random values on a grid of 1/grid steps (exact in every float type, with ties)."""
+    dtype = DTYPES[etype]
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(lo, hi, size=shape, endpoint=True).astype(dtype)
+    return (rng.integers(lo * grid, hi * grid, size=shape, endpoint=True) / grid).astype(dtype)
+
+
+FLOAT_RTOL = {"f32": 1e-6, "f16": 1e-3, "f64": 1e-6}   # the CPU plugin runs f64 as f32
+
+
+# ------------------------------------------------------------------ binary arithmetic
+
+ARITH = [("add", "Add"), ("subtract", "Subtract"), ("multiply", "Multiply"),
+         ("maximum", "Maximum"), ("minimum", "Minimum"), ("squared_difference", "SquaredDifference")]
+COMPARE = ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
+
+
+@pytest.mark.oracle
+@given(shapes=broadcastable_shapes(), etype=st.sampled_from(list(DTYPES)), seed=st.integers(0, 2**32 - 1),
+       pythondiv=st.booleans())
+def test_binary_family_matches_openvino(tmp_path_factory, shapes, etype, seed, pythondiv):
+    rng = np.random.default_rng(seed)
+    unsigned = etype == "u8"
+    small = etype in ("i8", "u8")
+    lo, hi = (0, 11) if unsigned else (-11, 11) if small else (-100, 100)
+    a = values(rng, shapes[0], etype, lo, hi)
+    b = values(rng, shapes[1], etype, lo, hi)
+    pa, pb = param("a", a.shape, etype), param("b", b.shape, etype)
+    pd = param("d", b.shape, etype)        # a divisor without zeros
+    pe = param("e", b.shape, etype)        # a small exponent
+    pp = param("p", a.shape, etype)        # a positive base
+    d = values(rng, b.shape, etype, 1, 9)
+    if not unsigned:
+        d = np.where(rng.integers(0, 2, b.shape) == 1, d, -d).astype(d.dtype)
+    e = values(rng, b.shape, etype, 0, 3, grid=1)
+    p = values(rng, a.shape, etype, 1, 5, grid=2)
+    outs = []
+    for fn, _ in ARITH:
+        if unsigned and fn in ("subtract", "squared_difference"):
+            continue   # u8 wraps in irrun (C++), saturates in the CPU plugin: see the rule test
+        if small and fn in ("multiply", "squared_difference"):
+            continue   # i8/u8 products overflow: same
+        outs.append(getattr(o8, fn)(pa, pb))
+    outs += [getattr(o8, fn)(pa, pb) for fn in COMPARE]
+    num = pa
+    if pythondiv and etype not in ("f32", "f16", "f64"):
+        # The CPU plugin ignores m_pythondiv for integers (it truncates): compare where
+        # floor and truncation agree, and test flooring with negative operands below.
+        num, dv = o8.abs(pa), o8.abs(pd)
+    else:
+        dv = pd
+    div = o1.divide(num, dv)
+    div.set_attribute("m_pythondiv", pythondiv)
+    outs.append(div)
+    if not small:
+        outs.append(o8.power(pp, pe))
+    feed = {"a": a, "b": b, "d": d, "e": e, "p": p}
+    m = model(outs, [pa, pb, pd, pe, pp])
+    oracle.compare(m, feed, rtol=FLOAT_RTOL.get(etype), tmpdir=tmp_path_factory.getbasetemp())
+
+
+@pytest.mark.oracle
+@given(shape=st.lists(st.integers(1, 4), max_size=3), seed=st.integers(0, 2**32 - 1))
+def test_auto_broadcast_none_logical_and_select_match_openvino(tmp_path_factory, shape, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 2, shape).astype(bool)
+    b = rng.integers(0, 2, shape).astype(bool)
+    x = values(rng, shape, "f32")
+    y = values(rng, shape, "f32")
+    pa, pb = param("a", shape, ov.Type.boolean), param("b", shape, ov.Type.boolean)
+    px, py = param("x", shape, "f32"), param("y", shape, "f32")
+    outs = [o8.logical_and(pa, pb), o8.logical_or(pa, pb), o8.logical_xor(pa, pb), o8.logical_not(pa),
+            o8.add(px, py, auto_broadcast="none"), o8.less(px, py, auto_broadcast="none"),
+            o8.equal(pa, pb), o8.select(pa, px, py, auto_broadcast="none")]
+    oracle.compare(model(outs, [pa, pb, px, py]), {"a": a, "b": b, "x": x, "y": y},
+                   tmpdir=tmp_path_factory.getbasetemp())
+
+
+@pytest.mark.oracle
+@given(shapes=broadcastable_shapes(n=3), etype=st.sampled_from(["f32", "i32", "i64", "f16", "u8"]),
+       seed=st.integers(0, 2**32 - 1))
+def test_select_and_logical_broadcast_match_openvino(tmp_path_factory, shapes, etype, seed):
+    rng = np.random.default_rng(seed)
+    c = rng.integers(0, 2, shapes[0]).astype(bool)
+    t = values(rng, shapes[1], etype, 0, 50)
+    f = values(rng, shapes[2], etype, 0, 50)
+    pc, pt, pf = param("c", c.shape, ov.Type.boolean), param("t", t.shape, etype), param("f", f.shape, etype)
+    pc2 = param("c2", f.shape, ov.Type.boolean)
+    c2 = rng.integers(0, 2, f.shape).astype(bool)
+    outs = [o1.select(pc, pt, pf), o8.logical_or(pc, pc2), o8.logical_xor(pc, pc2)]
+    oracle.compare(model(outs, [pc, pt, pf, pc2]), {"c": c, "t": t, "f": f, "c2": c2},
+                   tmpdir=tmp_path_factory.getbasetemp())
+
+
+# ------------------------------------------------------------------ unary
+
+UNARY_FLOAT = ["abs", "negative", "floor", "ceiling", "exp", "erf", "sin", "cos", "sign"]
+
+
+@pytest.mark.oracle
+@given(shape=st.lists(st.integers(1, 5), max_size=3), etype=st.sampled_from(["f32", "f16", "f64"]),
+       seed=st.integers(0, 2**32 - 1))
+def test_unary_float_matches_openvino(tmp_path_factory, shape, etype, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 3).astype(DTYPES[etype])
+    pos = (rng.random(shape) * 50 + 0.01).astype(DTYPES[etype])
+    px, pp = param("x", shape, etype), param("pos", shape, etype)
+    outs = [getattr(o8, fn)(px) for fn in UNARY_FLOAT] + [o8.sqrt(pp), o8.log(pp)]
+    feed = {"x": x, "pos": pos}
+    with __import__("tempfile").TemporaryDirectory(dir=tmp_path_factory.getbasetemp()) as d:
+        xml = oracle.save(model(outs, [px, pp]), d)
+        expected = oracle.ov_run(xml, feed)
+        got = oracle.irrun_run(xml, feed)
+    # The CPU plugin's exp/erf/sin/cos/log are a few ulp off; near zeros of sin/cos/log an
+    # absolute tolerance of a few ulp of the argument is the right scale.
+    rtol = {"f32": 4e-6, "f16": 2e-3, "f64": 4e-6}[etype]
+    atol = {"f32": 4e-6, "f16": 2e-3, "f64": 4e-6}[etype]
+    for g, e in zip(got, expected):
+        oracle.assert_same(g, e, rtol=rtol, atol=atol)
+
+
+@pytest.mark.oracle
+@given(shape=st.lists(st.integers(1, 5), max_size=3), etype=st.sampled_from(["i32", "i64", "i8"]),
+       seed=st.integers(0, 2**32 - 1))
+def test_unary_integer_matches_openvino(tmp_path_factory, shape, etype, seed):
+    """Integer inputs: exact ops stay exact, float functions round to nearest."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-4, 4, shape, endpoint=True).astype(DTYPES[etype])  # exp(4) fits i8
+    pos = rng.integers(1, 100, shape).astype(DTYPES[etype])
+    px, pp = param("x", shape, etype), param("pos", shape, etype)
+    outs = [getattr(o8, fn)(px) for fn in UNARY_FLOAT] + [o8.sqrt(pp), o8.log(pp)]
+    oracle.compare(model(outs, [px, pp]), {"x": x, "pos": pos}, tmpdir=tmp_path_factory.getbasetemp())
+
+
+# ------------------------------------------------------------------ rules the CPU plugin does not follow
+
+def run_op(type_, attrs, *arrays, opset=1):
+    op = lookup(type_, f"opset{opset}")
+    import irrun.registry as R
+    a, problems, _ = R.parse_attrs(op.attrs, attrs)
+    assert not problems, problems
+    specs = [TensorSpec.of_value(x, from_dtype(x.dtype)) for x in arrays]
+    out_specs = op.infer(a, *specs)
+    outs = op.run(a, *arrays)
+    for s, y in zip(out_specs, outs):
+        assert isinstance(y, np.ndarray)
+        assert y.dtype == s.etype.dtype
+        assert s.shape is None or len(s.shape) == y.ndim and all(d.contains(n) for d, n in zip(s.shape, y.shape))
+    return outs
+
+
+def test_integer_divide_floors_with_pythondiv_and_truncates_without():
+    a = np.array([7, -7, 7, -7, 6, -6, 0], np.int32)
+    b = np.array([2, 2, -2, -2, -3, 3, -5], np.int32)
+    (floor,) = run_op("Divide", {"m_pythondiv": "true"}, a, b)
+    (trunc,) = run_op("Divide", {"m_pythondiv": "false"}, a, b)
+    np.testing.assert_array_equal(floor, [3, -4, -4, 3, -2, -2, 0])
+    np.testing.assert_array_equal(trunc, [3, -3, -3, 3, -2, -2, 0])
+    np.testing.assert_array_equal(floor, np.floor_divide(a, b))
+    # the default is m_pythondiv=true
+    np.testing.assert_array_equal(run_op("Divide", {}, a, b)[0], floor)
+
+
+@given(a=st.lists(st.integers(-2**31, 2**31 - 1), min_size=1, max_size=20),
+       b=st.integers(-2**31, 2**31 - 1).filter(lambda v: v != 0))
+def test_integer_divide_agrees_with_python_semantics(a, b):
+    x, y = np.array(a, np.int32), np.array(b, np.int32)
+    (floor,) = run_op("Divide", {"m_pythondiv": "true"}, x, y)
+    (trunc,) = run_op("Divide", {"m_pythondiv": "false"}, x, y)
+    wrap = lambda v: (v + 2**31) % 2**32 - 2**31  # noqa: E731 (INT_MIN / -1 wraps)
+    assert floor.tolist() == [wrap(v // b) for v in a]
+    c_div = lambda v: abs(v) // abs(b) * (1 if (v < 0) == (b < 0) else -1)  # noqa: E731
+    assert trunc.tolist() == [wrap(c_div(v)) for v in a]
+
+
+def test_integer_division_by_zero_is_an_error_with_position(tmp_path):
+    pa, pb = param("a", [2, 3], "i32"), param("b", [3], "i32")
+    xml = oracle.save(model([o8.divide(pa, pb)], [pa, pb]), tmp_path)
+    m = irrun.read_model(xml)
+    with pytest.raises(OpError, match=r"division by zero: input 1 is 0 at position \[2\]") as info:
+        m.infer({"a": np.ones((2, 3), np.int32), "b": np.array([1, 2, 0], np.int32)})
+    assert "Divide" in str(info.value) and ".xml:" in str(info.value)
+    # float division by zero is IEEE: inf and nan
+    (y,) = run_op("Divide", {}, np.array([1, -1, 0], np.float32), np.zeros(3, np.float32))
+    assert np.isinf(y[0]) and y[0] > 0 and np.isinf(y[1]) and y[1] < 0 and np.isnan(y[2])
+
+
+def test_integer_arithmetic_wraps_like_cpp():
+    u = np.array([200, 3], np.uint8)
+    assert run_op("Add", {}, u, u)[0].tolist() == [144, 6]
+    assert run_op("Subtract", {}, np.array([3], np.uint8), np.array([5], np.uint8))[0].tolist() == [254]
+    i = np.array([2**31 - 1], np.int32)
+    assert run_op("Multiply", {}, i, np.array([2], np.int32))[0].tolist() == [-2]
+    assert run_op("Abs", {}, np.array([-2**31], np.int32))[0].tolist() == [-2**31]
+    assert run_op("Negative", {}, np.array([1], np.uint8))[0].tolist() == [255]
+
+
+def test_integer_power_rules():
+    base = np.array([2, 3, -2, 0, 2, 1, -1, -1, 3], np.int64)
+    exp = np.array([3, 2, 3, 0, -1, -5, -3, -2, 40], np.int64)
+    (y,) = run_op("Power", {}, base, exp)
+    assert y.tolist()[:8] == [8, 9, -8, 1, 0, 1, -1, 1]
+    assert y[8] == np.int64(pow(3, 40, 2**64) - 2**64 if pow(3, 40, 2**64) >= 2**63 else pow(3, 40, 2**64))
+    with pytest.raises(OpError, match="0 raised to a negative power"):
+        run_op("Power", {}, np.array([0], np.int32), np.array([-1], np.int32))
+
+
+def test_results_keep_dtype_for_scalars_and_bf16():
+    bf = np.array([1.5, -2.25, 3.0], ml_dtypes.bfloat16)
+    for t in ("Add", "Multiply", "Subtract", "Maximum", "Divide", "SquaredDifference", "Power"):
+        (y,) = run_op(t, {}, bf, bf)
+        assert y.dtype == bf.dtype
+        ref = {"Add": np.add, "Multiply": np.multiply, "Subtract": np.subtract, "Maximum": np.maximum,
+               "Divide": np.divide, "SquaredDifference": lambda p, q: (p - q) ** 2,
+               "Power": np.power}[t](bf.astype(np.float32), bf.astype(np.float32))
+        np.testing.assert_array_equal(y.astype(np.float32), ref.astype(ml_dtypes.bfloat16).astype(np.float32))
+    for t in ("Exp", "Erf", "Sqrt", "Abs"):
+        (y,) = run_op(t, {}, np.abs(bf))
+        assert y.dtype == bf.dtype
+    (y,) = run_op("Add", {}, np.array(2, np.int32), np.array(3, np.int32))
+    assert y.shape == () and y.dtype == np.int32 and y == 5
+    (y,) = run_op("Less", {}, np.array(2.0, np.float16), np.array([3.0, 1.0], np.float16))
+    assert y.dtype == np.bool_ and y.tolist() == [True, False]
+
+
+def test_erf_is_accurate_to_an_ulp_in_f64():
+    import math
+    x = np.concatenate([np.linspace(-7, 7, 20001), [0.0, 1e-300, 0.84375, 1.25, 1 / 0.35, 6.0, 27.0]])
+    ref = np.array([math.erf(v) for v in x])
+    got = E.erf(x)
+    np.testing.assert_allclose(got, ref, rtol=3e-16, atol=0)
+    y = E.erf(np.array([np.inf, -np.inf, np.nan, -0.0]))
+    assert y[0] == 1 and y[1] == -1 and np.isnan(y[2]) and np.signbit(y[3])
+
+
+def test_unary_integer_results_not_representable_are_errors():
+    with pytest.raises(OpError, match=r"Sqrt of integer input 0 at position \[1\] \(value -4\)"):
+        run_op("Sqrt", {}, np.array([4, -4], np.int32))
+    with pytest.raises(OpError, match="Log of integer"):
+        run_op("Log", {}, np.array([0], np.int32))
+
+
+# ------------------------------------------------------------------ shape and type inference
+
+def infer(type_, attrs, *specs, opset=1):
+    import irrun.registry as R
+    op = lookup(type_, f"opset{opset}")
+    a, problems, _ = R.parse_attrs(op.attrs, attrs)
+    assert not problems, problems
+    return op.infer(a, *specs)
+
+
+def S(etype, shape):
+    return TensorSpec.make(etype, shape)
+
+
+@pytest.mark.parametrize("a, b, out", [
+    ([2, 3], [3], "[2,3]"),
+    ([2, 1, 4], [3, 1], "[2,3,4]"),
+    ([None, 3], [4, 1, 3], "[4,?,3]"),          # ? may be 1: the result takes the other dim... or equals it
+    ([None], [5], "[5]"),
+    ([Dim(2, 8)], [Dim(4, 10)], "[4..8]"),       # neither may be 1: the intersection
+    ([Dim(1, 8)], [Dim(4, 10)], "[4..10]"),      # a may be 1: b decides
+    ([Dim(1, 8)], [Dim(0, 3)], "[..8]"),
+    ([], [2, 2], "[2,2]"),
+])
+def test_numpy_broadcast_inference_with_interval_dims(a, b, out):
+    (spec,) = infer("Add", {}, S("f32", a), S("f32", b))
+    assert format_shape(spec.shape) == out
+    (spec,) = infer("Greater", {}, S("i64", b), S("i64", a))
+    assert spec.etype.name == "boolean" and format_shape(spec.shape) == out
+
+
+def test_dynamic_rank_propagates():
+    (spec,) = infer("Multiply", {}, S("f32", None), S("f32", [3]))
+    assert spec.shape is None
+
+
+def test_incompatible_broadcast_names_both_shapes():
+    with pytest.raises(ShapeError) as info:
+        infer("Add", {}, S("f32", [2, 3]), S("f32", [4, 3]))
+    msg = str(info.value)
+    assert "input 0 [2,3]" in msg and "input 1 [4,3]" in msg and "2 vs 4" in msg
+    with pytest.raises(ShapeError, match=r"2\.\.3 vs 5"):
+        infer("Add", {}, S("f32", [Dim(2, 3)]), S("f32", [5]))
+
+
+def test_auto_broadcast_none_needs_equal_shapes_and_pdpd_is_unsupported():
+    (spec,) = infer("Subtract", {"auto_broadcast": "none"}, S("f32", [2, None]), S("f32", [None, 3]))
+    assert format_shape(spec.shape) == "[2,3]"
+    with pytest.raises(ShapeError, match=r"needs equal shapes, got input 0 \[2,3\] and input 1 \[3\]"):
+        infer("Subtract", {"auto_broadcast": "none"}, S("f32", [2, 3]), S("f32", [3]))
+    with pytest.raises(UnsupportedError, match="pdpd"):
+        infer("Add", {"auto_broadcast": "pdpd"}, S("f32", [2, 3]), S("f32", [3]))
+
+
+def test_type_rules():
+    with pytest.raises(ShapeError, match="input 0 is f32, input 1 is i32"):
+        infer("Add", {}, S("f32", [2]), S("i32", [2]))
+    with pytest.raises(ShapeError, match="does not accept element type boolean"):
+        infer("Add", {}, S("boolean", [2]), S("boolean", [2]))
+    with pytest.raises(ShapeError, match="does not accept element type f32"):
+        infer("LogicalAnd", {}, S("f32", [2]), S("f32", [2]))
+    with pytest.raises(ShapeError, match="needs a boolean input"):
+        infer("LogicalNot", {}, S("i32", [2]))
+    (spec,) = infer("Equal", {}, S("boolean", [2]), S("boolean", [1]))
+    assert spec.etype.name == "boolean"
+
+
+def test_select_inference():
+    (spec,) = infer("Select", {}, S("boolean", [None, 1]), S("i64", [3]), S("i64", [2, 1, 1]))
+    assert spec.etype.name == "i64" and format_shape(spec.shape) == "[2,?,3]"
+    with pytest.raises(ShapeError, match="then \\(input 1\\) is f32, else \\(input 2\\) is f16"):
+        infer("Select", {}, S("boolean", [1]), S("f32", [3]), S("f16", [3]))
+    with pytest.raises(ShapeError, match="boolean condition"):
+        infer("Select", {}, S("f32", [1]), S("f32", [3]), S("f32", [3]))
+    with pytest.raises(ShapeError, match=r"cond \[2\] and then \[3\] and else \[3\]"):
+        infer("Select", {}, S("boolean", [2]), S("f32", [3]), S("f32", [3]))
+
+
+def test_attribute_schema_reports_bad_values():
+    import irrun.registry as R
+    op = lookup("Divide", "opset1")
+    _, problems, _ = R.parse_attrs(op.attrs, {"m_pythondiv": "maybe", "auto_broadcast": "numpy"})
+    assert problems and "m_pythondiv='maybe'" in problems[0][1]
+    _, problems, _ = R.parse_attrs(op.attrs, {"auto_broadcast": "explicit"})
+    assert problems and "auto_broadcast='explicit'" in problems[0][1] and "none, numpy, pdpd" in problems[0][1]
+    a, problems, _ = R.parse_attrs(lookup("Add", "opset13").attrs, {"auto_broadcast": "NUMPY"})
+    assert not problems and a.auto_broadcast == "numpy"
+
+
+def test_constant_folding_computes_values(tmp_path):
+    """All-constant inputs are folded at load time: the value reaches shape inference."""
+    c1 = o8.constant(np.array([2, 3], np.int64))
+    c2 = o8.constant(np.array([4, 5], np.int64))
+    pa = param("a", [1], "f32")
+    m = model([o8.multiply(c1, c2), o8.add(pa, pa)], [pa])
+    xml = oracle.save(m, tmp_path)
+    out = oracle.irrun_run(xml, {"a": np.ones(1, np.float32)})
+    assert out[0].tolist() == [8, 15]
