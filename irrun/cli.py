@@ -9,7 +9,7 @@ import zipfile
 import click
 import numpy as np
 
-from .errors import FeedError, IrrunError, ModelError, ReadError
+from .errors import Diagnostic, FeedError, IrrunError, ModelError, ReadError
 
 
 class _Fail(click.ClickException):
@@ -21,8 +21,8 @@ class _Fail(click.ClickException):
 
 def _fail_from(e: IrrunError):
     if isinstance(e, ModelError):
-        lines = [str(d) for d in e.diagnostics if d.severity == "error"]
-        return _Fail("\n".join(lines))
+        # The same lines `irrun validate` prints (warnings too: they often explain an error).
+        return _Fail("\n".join(str(d) for d in e.diagnostics))
     return _Fail(str(e))
 
 
@@ -254,7 +254,13 @@ def validate_cmd(ctx, files, strict, fmt, weights):
         raise click.UsageError("--weights goes with a single model file")
     all_diags = []
     for f in files:
-        diags = validate(f, weights)
+        try:
+            diags = validate(f, weights)
+        except Exception as e:   # an irrun bug: report it and go on with the other files
+            if ctx.find_root().obj.get("traceback"):
+                raise
+            diags = [Diagnostic(f"internal error while validating: {type(e).__name__}: {e} "
+                                "(an irrun bug; --traceback shows where)", "error", "internal", f)]
         if strict:
             for d in diags:
                 d.severity = "error"
