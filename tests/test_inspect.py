@@ -387,13 +387,42 @@ def test_each_model_profile_dump_trace(xml, tmp_path):
     r = invoke(xml, *feed, "--profile", "--dump", tmp_path, "-v")
     assert r.exit_code == 0, r.output
     m = irrun.read_model(xml)
-    ran = [n for n in m.run_order() if m.program.nodes]
-    ops = [n for n in m.program.nodes.values() if n.kind == "op" and n.layer.name in ran]
+    ran = set(m.run_order())
+    nodes = [n for n in m.program.nodes.values() if n.layer.name in ran]
+    ops = [n for n in nodes if n.kind == "op"]
+    params = [n for n in nodes if n.kind == "parameter"]
+    # -v: one line per Parameter and op that ran.
     traced = [ln for ln in r.stderr.splitlines() if "(line " in ln]
-    assert len(traced) == len(ops) + len([n for n in m.program.parameters if n.layer.name in ran])
-    assert re.search(r"^total\s+\d+ layers?\s", r.stdout, re.M) or not ops
+    assert len(traced) == len(ops) + len(params)
+    # --profile: one row per op, and the total.
+    if ops:
+        assert re.search(rf"^total\s+{len(ops)} layers?\s", r.stdout, re.M)
+    # --dump: one file per output port of every Parameter and op.
     index = json.loads((tmp_path / "index.json").read_text())
-    assert len(index) == sum(len(n.specs) for n in ops) + len(
-        [n for n in m.program.parameters if n.layer.name in ran])
+    assert len(index) == sum(len(n.specs) for n in ops + params)
     for e in index:
-        assert os.path.exists(tmp_path / e["file"])
+        assert np.load(tmp_path / e["file"]).shape == tuple(e["shape"])
+
+
+@pytest.mark.skipif(not MODELS, reason="models/ has no model.xml yet")
+@pytest.mark.parametrize("xml", MODELS, ids=[os.path.basename(os.path.dirname(p)) for p in MODELS])
+def test_each_model_until_and_check_nan(xml, tmp_path):
+    feed = _feed_for(xml)
+    m = irrun.read_model(xml)
+    if not feed and m.inputs:
+        pytest.skip("no sample inputs beside the model")
+    by_name = {n.layer.name: n for n in m.program.nodes.values()}
+    ops = [name for name in m.run_order() if by_name[name].kind == "op"]
+    if not ops:
+        pytest.skip("the model has no op layer")
+    target = ops[len(ops) // 2]
+    r = invoke(xml, *feed, "--until", target, "--check-nan", "-o", tmp_path / "o.npz")
+    full = m.infer(dict(np.load(feed[1])) if feed else {}, intermediate=True)
+    if r.exit_code == 1:    # a layer up to the target makes NaN/Inf: it must say which, on one line
+        assert len(r.stderr.strip().splitlines()) == 1 and "non-finite" in r.stderr
+        return
+    assert r.exit_code == 0, r.output
+    with np.load(tmp_path / "o.npz") as z:
+        for key in z.files:
+            port = 0 if key == target else int(key.rsplit(":", 1)[1])   # several: "name:i"
+            np.testing.assert_array_equal(z[key], full[f"{target}:{port}"])
