@@ -1,0 +1,40 @@
+"""Builds the Bucketize-3 spec example: x [[3, 50], [10, -1]], boundaries [0, 5, 10],
+with_right_bound=true -> [[1, 3], [2, 0]].
+
+Run from anywhere: `python models/bucketize_spec/build.py`. Writes model.xml/.bin with
+OpenVINO's Python API (ov.save_model, default compress_to_fp16, so the f32 boundaries are
+stored as f16 plus a decompression Convert), inputs.npz keyed by input name and
+expected.npz with OpenVINO CPU plugin's outputs keyed by output name.
+"""
+import os
+
+import numpy as np
+import openvino as ov
+import openvino.opset3 as o3
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build() -> ov.Model:
+    data = o3.parameter([2, 2], ov.Type.f32, name="data")
+    data.output(0).get_tensor().set_names({"data"})
+    boundaries = o3.constant(np.array([0, 5, 10], np.float32), name="boundaries")
+    node = o3.bucketize(data, boundaries, output_type="i64", with_right_bound=True, name="bucketize")
+    node.output(0).get_tensor().set_names({"out"})
+    return ov.Model([node.output(0)], [data], "bucketize_spec")
+
+
+def main() -> None:
+    xml = os.path.join(HERE, "model.xml")
+    ov.save_model(build(), xml)
+    inputs = {"data": np.array([[3, 50], [10, -1]], np.float32)}
+    np.savez(os.path.join(HERE, "inputs.npz"), **inputs)
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    results = compiled.create_infer_request().infer(inputs)
+    expected = {out.get_any_name(): np.array(results[out]) for out in compiled.outputs}
+    np.savez(os.path.join(HERE, "expected.npz"), **expected)
+    print(expected)
+
+
+if __name__ == "__main__":
+    main()
