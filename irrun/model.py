@@ -191,7 +191,28 @@ def read_model(xml, weights=None) -> Model:
     program = load_program(path, weights)
     if not program.ok:
         raise ModelError(program.diagnostics)
+    unknown = _uninferred(program)
+    if unknown:
+        # A safety net: a problem that should have been reported was not (an irrun bug),
+        # so say which layer instead of failing later with a TypeError.
+        raise ModelError([Diagnostic("internal error: nothing is known about this layer's "
+                                     "outputs, though no problem was reported", "error",
+                                     "internal", path, layer.line, layer.id, layer.name,
+                                     layer.op_label) for layer in unknown])
     return Model(program)
+
+
+def _uninferred(program: Program) -> list:
+    """Layers that some Result needs whose output specs inference did not produce."""
+    import networkx as nx
+
+    needed = set()
+    for r in program.results:
+        needed.add(r.id)
+        needed |= nx.ancestors(program.graph, r.id)
+    return [program.nodes[lid].layer for lid in program.order
+            if lid in needed and program.nodes[lid].kind != "result"
+            and program.nodes[lid].specs is None]
 
 
 def validate(xml, weights=None) -> list[Diagnostic]:

@@ -1,0 +1,378 @@
+"""Fuzzing the loader, the validator and the executor with mutated IR files (issue 7).
+
+Seed models are written by OpenVINO's ov.save_model (plus every model in models/). Each
+case applies 1-3 seeded random mutations: delete, duplicate, swap or truncate lines, change
+a number or an attribute value, corrupt the .bin. Then:
+
+- irrun.validate() never raises and returns Diagnostics, none of them an "internal" error;
+- irrun.read_model() either returns a Model or raises an IrrunError, exactly when
+  validate() reported an error;
+- Model.infer() on random inputs either succeeds or raises an IrrunError that is not an
+  "internal error" (a kernel bug);
+- each case ends within a time bound (SIGALRM), with a small IRRUN_MAX_BYTES so a
+  mutated shape cannot eat the machine.
+
+The default run is modest (FUZZ_DEFAULT cases); IRRUN_FUZZ_EXAMPLES=N runs N cases in the
+slow variant: `IRRUN_FUZZ_EXAMPLES=5000 python -m pytest -m slow tests/test_fuzz.py`.
+IRRUN_FUZZ_SAVE=DIR keeps the file of every failing case there.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import random
+import re
+import shutil
+import signal
+import traceback
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import irrun
+from irrun.errors import Diagnostic, IrrunError
+
+ov = pytest.importorskip("openvino")
+
+FUZZ_DEFAULT = 400
+CASE_SECONDS = 20          # generous: a case normally takes milliseconds
+MAX_BYTES = str(16 << 20)  # IRRUN_MAX_BYTES while fuzzing
+# IRRUN_FUZZ_INDEPENDENT_DIMS=1: every dynamic dim of every input gets its own random size.
+INDEPENDENT_DIMS = bool(os.environ.get("IRRUN_FUZZ_INDEPENDENT_DIMS"))
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ------------------------------------------------------------------ seed models
+
+def _seed_models(directory: Path) -> list[Path]:
+    import openvino.opset8 as o
+    import openvino.opset3 as o3
+    import openvino.opset6 as o6
+    import openvino.opset12 as o12   # its range() is Range-4 (opset4's writes Range-1)
+
+    f32, i32, i64 = ov.Type.f32, ov.Type.i32, ov.Type.i64
+    models = {}
+
+    x = o.parameter([2, 5, 4], f32, name="logits")
+    ctc = o6.ctc_greedy_decoder_seq_len(x, o.constant(np.array([5, 3], np.int32)),
+                                        o.constant(np.array(3, np.int32)), merge_repeated=True)
+    b = o3.bucketize(x, o.constant(np.array([-1.0, 0.0, 0.5, 2.0], np.float32)), "i32", True)
+    models["seq"] = ov.Model([o.result(ctc.output(0)), o.result(ctc.output(1)), o.result(b)],
+                             [x], "seq")
+
+    ids = o.parameter([4], i32, name="ids")
+    table = o.constant(np.arange(18, dtype=np.float32).reshape(6, 3) / 7)
+    ess = o3.embedding_segments_sum(table, ids, o.constant(np.array([0, 0, 2, 3], np.int32)),
+                                    o.constant(np.array(5, np.int32)),
+                                    o.constant(np.array(1, np.int32)),
+                                    o.constant(np.array([1, 0.5, 2, -1], np.float32)))
+    models["ess"] = ov.Model([o.result(ess)], [ids], "ess")
+
+    idx = o.parameter([-1], i64, name="idx")
+    seg = o.parameter([-1], i64, name="seg")
+    n = o.parameter([], i64, name="n")
+    ess2 = o3.embedding_segments_sum(o.constant(np.ones((5, 2), np.float32)), idx, seg, n)
+    models["ess_dynamic"] = ov.Model([o.result(ess2)], [idx, seg, n], "ess_dynamic")
+
+    x = o.parameter([-1, 4], f32, name="x")
+    h = o.relu(o.add(o.matmul(x, o.constant(np.linspace(-1, 1, 32, dtype=np.float32)
+                                            .reshape(4, 8)), False, False),
+                     o.constant(np.full(8, 0.1, np.float32))))
+    y = o.softmax(o.matmul(h, o.constant(np.ones((8, 3), np.float32)), False, False), 1)
+    batch = o.gather(o.shape_of(x), o.constant(np.array([0], np.int64)),
+                     o.constant(np.array(0, np.int64)))
+    shape = o.concat([batch, o.constant(np.array([3, 1], np.int64))], 0)
+    r = o.reshape(y, shape, False)
+    models["mlp"] = ov.Model([o.result(r), o.result(o.convert(y, "f16"))], [x], "mlp")
+
+    x = o.parameter([2, -1, 3], f32, name="x")
+    length = o.gather(o.shape_of(x), o.constant(np.array(1, np.int64)),
+                      o.constant(np.array(0, np.int64)))
+    rng = o12.range(o.constant(np.array(0, np.int64)), length,
+                   o.constant(np.array(1, np.int64)), "i64")
+    t = o.tile(o.transpose(x, o.constant(np.array([2, 0, 1], np.int64))),
+               o.constant(np.array([1, 2, 1], np.int64)))
+    s = o.reduce_sum(t, o.constant(np.array([0], np.int64)), True)
+    top = o.topk(o.squeeze(s, o.constant(np.array([0], np.int64))), o.constant(np.array(2, np.int64)),
+                 1, "max", "value")
+    sel = o.select(o.greater(x, o.constant(np.float32(0))), x, o.negative(x))
+    parts = o.split(sel, o.constant(np.array(0, np.int64)), 2)
+    bc = o.broadcast(o.constant(np.array([1.0, 2.0, 3.0], np.float32)),
+                     o.constant(np.array([2, 3], np.int64)))
+    models["shape"] = ov.Model([o.result(rng), o.result(top.output(0)), o.result(top.output(1)),
+                                o.result(parts.output(0)), o.result(bc)], [x], "shape")
+
+    x = o.parameter([1, 2, 6, 6], f32, name="image")
+    c = o.convolution(x, o.constant(np.linspace(-1, 1, 36, dtype=np.float32).reshape(2, 2, 3, 3)),
+                      [1, 1], [1, 1], [1, 1], [1, 1])
+    p = o.max_pool(c, [2, 2], [1, 1], [0, 0], [0, 0], [2, 2])
+    a = o.avg_pool(c, [1, 1], [0, 0], [0, 0], [2, 2], True)
+    models["conv"] = ov.Model([o.result(p.output(0)), o.result(a)], [x], "conv")
+
+    paths = []
+    for i, (name, model) in enumerate(models.items()):
+        path = directory / f"{name}.xml"
+        ov.save_model(model, str(path), compress_to_fp16=bool(i % 2))
+        paths.append(path)
+    paths += sorted((ROOT / "models").glob("**/*.xml"))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("seeds")
+    paths = _seed_models(directory)
+    seeds = []
+    for xml in paths:
+        bin_path = xml.with_suffix(".bin")
+        blob = bin_path.read_bytes() if bin_path.exists() else b""
+        seeds.append((xml.name, xml.read_text(), blob))
+    return seeds
+
+
+def test_seeds_load_and_run(seeds, tmp_path):
+    """Unmutated seeds work, so mutations start from a good model."""
+    for name, text, blob in seeds:
+        xml = _write(tmp_path, text, blob)
+        assert not [d for d in irrun.validate(xml) if d.severity == "error"], name
+        model = irrun.read_model(xml)
+        model.infer(_feed(model, random.Random(0)))
+
+
+# ------------------------------------------------------------------ mutations
+
+INTERESTING_NUMBERS = ["0", "1", "-1", "-2", "2", "3", "7", "255", "256", "65535", "2147483647",
+                       "2147483648", "4294967296", "9223372036854775807", "9223372036854775808",
+                       "1000000", "1000000000", "1000000000000", "100000000000000000000000000000",
+                       "0.5", "-0.0", "1e38", "nan"]
+INTERESTING_VALUES = ["", " ", "0", "-1", "1", "abc", "f32", "f16", "i64", "i32", "u1", "u4",
+                      "boolean", "bf16", "string", "nf4", "undefined", "dynamic", "?", "...",
+                      "-1,-1", "1..3", "..5", "2..", "2,3", "1,?,3", "[]", "true", "false",
+                      "opset1", "opset3", "opset99", "extension", "Parameter", "Const", "Result",
+                      "999999999999", "1e400", "nan", "sum", "mean", "max", "explicit",
+                      "same_upper", "valid", "numpy", "none", "value", "index", "i32,i64"]
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+ATTRIBUTE = re.compile(r'([\w:-]+)="([^"]*)"')
+
+
+def _mutate_text(text: str, rng: random.Random, log: list) -> str:
+    lines = text.split("\n")
+    kind = rng.choice(["delete", "duplicate", "swap", "truncate", "number", "number", "number",
+                       "attribute", "attribute", "attribute"])
+    i = rng.randrange(len(lines))
+    if kind == "delete":
+        log.append(f"delete line {i + 1}: {lines[i].strip()[:60]}")
+        del lines[i]
+    elif kind == "duplicate":
+        log.append(f"duplicate line {i + 1}: {lines[i].strip()[:60]}")
+        lines.insert(i, lines[i])
+    elif kind == "swap":
+        j = rng.randrange(len(lines))
+        log.append(f"swap lines {i + 1} and {j + 1}")
+        lines[i], lines[j] = lines[j], lines[i]
+    elif kind == "truncate":
+        cut = rng.randrange(len(lines[i]) + 1)
+        log.append(f"truncate line {i + 1} at {cut}: {lines[i].strip()[:60]}")
+        lines[i] = lines[i][:cut]
+    else:
+        pattern = NUMBER if kind == "number" else ATTRIBUTE
+        found = list(pattern.finditer(text))
+        if not found:
+            return text
+        m = rng.choice(found)
+        if kind == "number":
+            near = str(int(float(m.group())) + rng.choice([-1, 1])) if "." not in m.group() else "0"
+            new = near if rng.random() < 0.3 else rng.choice(INTERESTING_NUMBERS)
+            log.append(f"number {m.group()!r} at offset {m.start()} -> {new!r}")
+            return text[:m.start()] + new + text[m.end():]
+        others = [a.group(2) for a in found]
+        new = rng.choice(INTERESTING_VALUES + [rng.choice(others)])
+        log.append(f"attribute {m.group(1)}={m.group(2)!r} at offset {m.start()} -> {new!r}")
+        return text[:m.start(2)] + new + text[m.end(2):]
+    return "\n".join(lines)
+
+
+def _mutate_bin(blob: bytes, rng: random.Random, log: list) -> bytes:
+    data = bytearray(blob)
+    kind = rng.choice(["flip", "word", "nan", "truncate", "extend"] if data else ["extend"])
+    if kind == "flip":
+        for _ in range(rng.randint(1, 8)):
+            k = rng.randrange(len(data))
+            data[k] ^= 1 << rng.randrange(8)
+        log.append("bin: flip bits")
+    elif kind == "word":
+        k = rng.randrange(0, max(1, len(data) - 8) + 1) & ~3
+        word = rng.choice([-1, -2**31, 2**31 - 1, 2**62, 10**6, 7, 0x7FC00000, 0xFF800000])
+        data[k:k + 8] = int(word).to_bytes(8, "little", signed=True)[:len(data[k:k + 8])]
+        log.append(f"bin: word {word} at {k}")
+    elif kind == "nan":
+        k = rng.randrange(len(data)) & ~3
+        data[k:k + 4] = b"\xff\xff\xff\xff"[:len(data[k:k + 4])]
+        log.append(f"bin: 0xffffffff at {k}")
+    elif kind == "truncate":
+        cut = rng.randrange(len(data))
+        log.append(f"bin: truncate to {cut}")
+        del data[cut:]
+    else:
+        log.append("bin: extend")
+        data += bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
+    return bytes(data)
+
+
+# ------------------------------------------------------------------ one case
+
+def _write(directory: Path, text: str, blob: bytes) -> Path:
+    xml = directory / "model.xml"
+    xml.write_text(text)
+    (directory / "model.bin").write_bytes(blob)
+    return xml
+
+
+def _feed(model, rng: random.Random, independent: bool = False) -> dict:
+    """Random inputs that fit the model's inputs. Unbounded dynamic dims all get the same
+    size (like a batch or sequence length shared by several inputs) unless `independent`."""
+    feed = {}
+    shared = rng.randint(1, 3)
+    for info in model.inputs:
+        if info.shape is None:
+            dims = [2]
+        else:
+            dims = []
+            for d in info.shape:
+                if d.is_static:
+                    dims.append(d.value)
+                else:
+                    lo, hi = max(d.lo, 1), d.hi if d.hi is not None else max(d.lo, 1) + 3
+                    if not independent and d.contains(shared):
+                        dims.append(shared)
+                    else:
+                        dims.append(rng.randint(min(lo, hi), max(lo, hi)) if lo <= hi else d.lo)
+        count = int(np.prod(dims, dtype=np.float64))
+        if count > 1_000_000:
+            return None
+        np_rng = np.random.default_rng(rng.randrange(2**32))
+        et = irrun.etypes.element_type(info.element_type)
+        if et.kind == "bool":
+            value = np_rng.random(dims) < 0.5
+        elif et.is_float:
+            value = np_rng.standard_normal(dims).astype(np.float32)
+        else:
+            # Small ids, and scalars (counts such as num_segments) above them, so that an
+            # unmutated seed runs; mutations make the values wrong often enough.
+            value = np_rng.integers(0, 3, size=dims) if dims else np.array(3)
+            value = value.astype(np.int64).clip(*irrun.feed._range(et))
+        feed[info.name] = value
+    return feed
+
+
+OUTCOMES: collections.Counter = collections.Counter()
+
+
+class CaseTimeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise CaseTimeout(f"the case took longer than {CASE_SECONDS} s")
+
+
+def run_case(seed: int, seeds, directory: Path) -> str | None:
+    """One mutated model through validate, read_model and infer; a failure description or None."""
+    rng = random.Random(seed)
+    name, text, blob = seeds[rng.randrange(len(seeds))]
+    log = [f"seed model {name}"]
+    for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        if blob and rng.random() < 0.3:
+            blob = _mutate_bin(blob, rng, log)
+        else:
+            text = _mutate_text(text, rng, log)
+    xml = _write(directory, text, blob)
+    stage = "validate"
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(CASE_SECONDS)
+    try:
+        diags = irrun.validate(xml)
+        assert isinstance(diags, list) and all(isinstance(d, Diagnostic) for d in diags)
+        internal = [str(d) for d in diags if d.code == "internal"]
+        if internal:
+            return _failure(seed, log, stage, "\n".join(internal), xml)
+        errors = [d for d in diags if d.severity == "error"]
+        stage = "read_model"
+        try:
+            model = irrun.read_model(xml)
+        except IrrunError:
+            if not errors:
+                raise
+            OUTCOMES["rejected"] += 1
+            return None
+        if errors:
+            return _failure(seed, log, stage, "read_model accepted a model validate() rejects:\n"
+                            + "\n".join(map(str, errors)), xml)
+        stage = "infer"
+        feed = _feed(model, rng, INDEPENDENT_DIMS)
+        if feed is None:
+            OUTCOMES["inputs too large"] += 1
+            return None
+        try:
+            model.infer(feed)
+        except IrrunError as e:
+            if "internal error" in str(e):
+                return _failure(seed, log, stage, str(e), xml, e)
+            OUTCOMES["run error"] += 1
+            return None
+        OUTCOMES["ran"] += 1
+        return None
+    except CaseTimeout as e:
+        return _failure(seed, log, stage, str(e), xml, e)
+    except Exception as e:   # noqa: BLE001 - anything else is a crash
+        return _failure(seed, log, stage, f"{type(e).__name__}: {e}", xml, e)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _failure(seed, log, stage, message, xml, exc=None) -> str:
+    save = os.environ.get("IRRUN_FUZZ_SAVE")
+    if save:
+        target = Path(save) / f"case{seed}"
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy(xml, target / "model.xml")
+        shutil.copy(xml.with_suffix(".bin"), target / "model.bin")
+    where = ""
+    if exc is not None:
+        tb = traceback.extract_tb(exc.__traceback__)
+        cause = exc.__cause__ or exc.__context__
+        if cause is not None and cause.__traceback__ is not None:
+            tb = traceback.extract_tb(cause.__traceback__)
+        if tb:
+            where = f" [{tb[-1].filename}:{tb[-1].lineno}]"
+    return f"case {seed} ({'; '.join(log)}) at {stage}: {message}{where}"
+
+
+def fuzz(seeds, directory, first: int, count: int):
+    failures = []
+    OUTCOMES.clear()
+    for seed in range(first, first + count):
+        problem = run_case(seed, seeds, directory)
+        if problem:
+            failures.append(problem)
+    assert not failures, f"{len(failures)} of {count} cases failed:\n" + "\n".join(failures)
+    # Not vacuous: many mutants load and run to the end, many others are rejected.
+    assert OUTCOMES["ran"] >= count // 10 and OUTCOMES["rejected"] >= count // 5, OUTCOMES
+
+
+@pytest.fixture
+def small_limit(monkeypatch):
+    monkeypatch.setenv("IRRUN_MAX_BYTES", MAX_BYTES)
+
+
+def test_fuzz(seeds, tmp_path, small_limit):
+    fuzz(seeds, tmp_path, 0, FUZZ_DEFAULT)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("IRRUN_FUZZ_EXAMPLES"),
+                    reason="a long campaign: set IRRUN_FUZZ_EXAMPLES=N")
+def test_fuzz_long(seeds, tmp_path, small_limit):
+    fuzz(seeds, tmp_path, 10_000, int(os.environ["IRRUN_FUZZ_EXAMPLES"]))
