@@ -1,0 +1,138 @@
+"""Every model in models/: its declared dims agree with irrun's inference, `irrun MODEL
+--inputs inputs.npz` reproduces expected.npz (OpenVINO's outputs), and irrun agrees with
+OpenVINO's CPU plugin on fresh random inputs, for several sizes of the dynamic dims."""
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import irrun
+from irrun.cli import cli
+
+MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+MODELS = sorted(MODELS_DIR.glob("*/model.xml"))
+IDS = [p.parent.name for p in MODELS]
+
+
+def _load(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _assert_close(got: np.ndarray, expected: np.ndarray, what: str) -> None:
+    """Shape, then dtype, then values: integers exactly, floats to a few ulp of f32."""
+    assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
+    assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype} != {expected.dtype}"
+    if got.dtype.kind in "iub":
+        np.testing.assert_array_equal(got, expected, err_msg=what)
+    else:
+        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
+                                   rtol=1e-5, atol=1e-6, err_msg=what)
+
+
+def test_models_are_found():
+    # The issue's models: two realistic ones and the three seed-op spec examples.
+    assert {"ctr_wide_deep", "crnn"} <= set(IDS)
+
+
+@pytest.mark.parametrize("xml", MODELS, ids=IDS)
+def test_folder_is_complete_and_small(xml):
+    folder = xml.parent
+    for name in ("build.py", "model.bin", "inputs.npz", "expected.npz"):
+        assert (folder / name).is_file(), f"{folder.name}/{name} is missing"
+    size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+    assert size < 1_000_000, f"{folder.name} holds {size} bytes; keep models/ small"
+    readme = (MODELS_DIR / "README.md").read_text()
+    assert f"models/{folder.name}" in readme, f"models/README.md does not describe {folder.name}"
+
+
+@pytest.mark.parametrize("xml", MODELS, ids=IDS)
+def test_declared_dims_agree_with_inference(xml):
+    problems = [d for d in irrun.validate(xml)
+                if d.severity == "error" or d.code == "declared-mismatch"]
+    assert not problems, "\n".join(map(str, problems))
+    # The npz files are keyed by the model's input and output names.
+    m = irrun.read_model(xml)
+    assert set(_load(xml.parent / "inputs.npz")) == {i.name for i in m.inputs}
+    assert set(_load(xml.parent / "expected.npz")) == {o.name for o in m.outputs}
+
+
+@pytest.mark.parametrize("xml", MODELS, ids=IDS)
+def test_cli_reproduces_expected_outputs(xml, tmp_path):
+    out = tmp_path / "out.npz"
+    result = CliRunner().invoke(cli, [str(xml), "--inputs", str(xml.parent / "inputs.npz"),
+                                      "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    got, expected = _load(out), _load(xml.parent / "expected.npz")
+    assert set(got) == set(expected)
+    for name in expected:
+        _assert_close(got[name], expected[name], f"{xml.parent.name}:{name}")
+
+
+# ---------------------------------------------------------------- fresh inputs vs OpenVINO
+
+
+def _build_module(folder: Path):
+    spec = importlib.util.spec_from_file_location(f"_models_{folder.name}_build", folder / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _ctr_feeds(folder, rng):
+    build = _build_module(folder)
+    # Batch 1, a batch with users left without categorical ids (default row), a larger one.
+    return [build.sample_inputs(rng, batch) for batch in (1, 5, 23)]
+
+
+def _crnn_feeds(folder, rng):
+    build = _build_module(folder)
+    feeds = []
+    for width in (36, 97, 160):
+        t = width // 4
+        feeds.append(build.sample_inputs(rng, width, int(rng.integers(0, t + 1))))
+    return feeds
+
+
+def _perturbed_feeds(folder, rng):
+    """For models without a generator here: the sample inputs with fresh float values (integer
+    inputs keep their values, as they usually carry structure such as lengths or ids)."""
+    sample = _load(folder / "inputs.npz")
+    feeds = []
+    for _ in range(3):
+        feed = {}
+        for name, value in sample.items():
+            if value.dtype.kind == "f":
+                scale = float(np.std(value)) + 1.0
+                fresh = rng.normal(float(np.mean(value)), scale, value.shape)
+                # Keep some exact sample values, so ties and boundaries still occur.
+                keep = rng.random(value.shape) < 0.3
+                feed[name] = np.where(keep, value, fresh).astype(value.dtype)
+            else:
+                feed[name] = value
+        feeds.append(feed)
+    return feeds
+
+
+FRESH = {"ctr_wide_deep": _ctr_feeds, "crnn": _crnn_feeds}
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("xml", MODELS, ids=IDS)
+def test_fresh_inputs_agree_with_openvino(xml):
+    oracle = pytest.importorskip("oracle")
+    rng = np.random.default_rng(sum(map(ord, xml.parent.name)))
+    feeds = FRESH.get(xml.parent.name, _perturbed_feeds)(xml.parent, rng)
+    model = irrun.read_model(xml)
+    for feed in feeds:
+        expected = oracle.ov_run(os.fspath(xml), feed)
+        got = model.infer(feed)
+        assert len(expected) == len(model.outputs)
+        for info, e in zip(model.outputs, expected):
+            shapes = {k: v.shape for k, v in feed.items()}
+            _assert_close(got[info.name], e, f"{xml.parent.name}:{info.name} for inputs {shapes}")
