@@ -31,7 +31,9 @@ import numpy as np
 import pytest
 
 import irrun
+from irrun.cli import sample_inputs_for
 from irrun.errors import Diagnostic, IrrunError
+from irrun.feed import load_npz
 
 ov = pytest.importorskip("openvino")
 
@@ -127,8 +129,13 @@ def seeds(tmp_path_factory):
     for xml in paths:
         bin_path = xml.with_suffix(".bin")
         blob = bin_path.read_bytes() if bin_path.exists() else b""
-        seeds.append((xml.name, xml.read_text(), blob))
+        name = f"{xml.parent.name}/{xml.name}"
+        seeds.append((name, xml.read_text(), blob))
+        SAMPLES[name] = sample_inputs_for(str(xml))
     return seeds
+
+
+SAMPLES: dict[str, str | None] = {}   # seed name -> its shipped sample inputs, if any
 
 
 def test_seeds_load_and_run(seeds, tmp_path):
@@ -137,7 +144,8 @@ def test_seeds_load_and_run(seeds, tmp_path):
         xml = _write(tmp_path, text, blob)
         assert not [d for d in irrun.validate(xml) if d.severity == "error"], name
         model = irrun.read_model(xml)
-        model.infer(_feed(model, random.Random(0)))
+        sample = SAMPLES.get(name)
+        model.infer(load_npz(sample) if sample else _feed(model, random.Random(0)))
 
 
 # ------------------------------------------------------------------ mutations
