@@ -107,7 +107,8 @@ class Convert1:
             et = element_type(attrs.destination_type)
         except ValueError as e:
             fail(str(e))
-        return [TensorSpec(et, data.shape)]
+        from .shape import pass_elements  # keeps partial shape values flowing (ShapeOf chains)
+        return [pass_elements(data, et, data.shape)]
 
     @staticmethod
     def run(attrs, data):

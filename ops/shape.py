@@ -1,0 +1,675 @@
+"""Shape manipulation ops (spec pages: shape/ShapeOf_1, ShapeOf_3, Reshape_1, Squeeze_1,
+Unsqueeze_1; generation/Range_4; movement/Broadcast_1, Broadcast_3, Tile_1; type/ConvertLike_1).
+
+Besides full constant values (which the inference pass folds), these ops carry *partial*
+values: `TensorSpec.dims` holds what is known of each element of a small integer tensor,
+so `x[?,3,4] -> ShapeOf -> Gather -> Concat -> Reshape` knows the static dims before run
+time, as OpenVINO's value bounds do.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from irrun.errors import OpError, ResourceError, ShapeError, UnsupportedError
+from irrun.etypes import element_type, from_dtype
+from irrun.infer import fail, warn
+from irrun.registry import ElementTypeName, NoAttrs, register
+from irrun.shapes import DYNAMIC, Dim, TensorSpec, format_shape, static_values
+from irrun.weights import max_tensor_bytes
+
+from .structural import convert_array
+
+# ---------------------------------------------------------------- partial values
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DimOf(Dim):
+    """An element of a ShapeOf output that is dim `index` of the tensor `source`.
+
+    Inference passes the same TensorSpec object to every consumer of an output, so
+    Reshape can tell that `x.view(x.shape[0], -1)` divides by x's own dim 0 and cancel it
+    (OpenVINO does this with dimension symbols). Only inside TensorSpec.dims, never in shapes.
+    """
+
+    source: object = None
+    index: int = 0
+
+
+def exact(v) -> Dim:
+    """The element value v as a static Dim (Dim.of would read -1 as 'dynamic')."""
+    return Dim(int(v), int(v))
+
+
+def elements(spec: TensorSpec) -> tuple[Dim, ...] | None:
+    """What inference knows of the elements of a rank-0/1 integer tensor, else None."""
+    if spec.value is not None:
+        if spec.value.ndim > 1 or spec.etype.kind not in ("int", "uint"):
+            return None
+        return tuple(exact(v) for v in spec.value.reshape(-1).tolist())
+    return spec.dims
+
+
+def known_ints(spec: TensorSpec) -> list[int] | None:
+    """The values of a rank-0/1 integer tensor when all are known."""
+    el = elements(spec)
+    if el is None or not all(d.is_static for d in el):
+        return None
+    return [d.lo for d in el]
+
+
+def int_spec(etype, shape, elems) -> TensorSpec:
+    """A small integer output: with its value when every element is known, else its dims."""
+    etype = element_type(etype)
+    if elems is None:
+        return TensorSpec(etype, shape)
+    elems = tuple(elems)
+    if all(d.is_static for d in elems) and shape is not None and all(d.is_static for d in shape):
+        info = np.iinfo(etype.dtype)
+        if all(info.min <= d.lo <= info.max for d in elems):
+            value = np.array([d.lo for d in elems], dtype=etype.dtype).reshape(static_values(shape))
+            return TensorSpec(etype, shape, value)
+    return TensorSpec(etype, shape, dims=elems)
+
+
+def pass_elements(data: TensorSpec, etype, shape) -> TensorSpec:
+    """An output holding data's elements in the same order (Reshape, Squeeze, Convert, ...)."""
+    etype = element_type(etype)
+    if etype.kind in ("int", "uint") and shape is not None and len(shape) <= 1:
+        el = elements(data)
+        if el is not None and (etype.kind == "int" or all(d.lo >= 0 for d in el)):
+            return int_spec(etype, shape, el)
+    return TensorSpec(etype, shape)
+
+
+def check_integer(spec: TensorSpec, what: str) -> None:
+    if spec.etype.kind not in ("int", "uint"):
+        fail(f"{what} must have an integer element type, got {spec.etype.name}")
+
+
+def check_rank(spec: TensorSpec, ranks, what: str) -> None:
+    if spec.rank is not None and spec.rank not in ranks:
+        want = " or ".join(str(r) for r in ranks)
+        fail(f"{what} must have rank {want}, got {format_shape(spec.shape)}")
+
+
+def length(spec: TensorSpec) -> int | None:
+    """Number of elements of a rank-0/1 tensor, when static."""
+    if spec.shape is None:
+        return None
+    if len(spec.shape) == 0:
+        return 1
+    return spec.shape[0].value
+
+
+def normalize_axis(axis: int, rank: int, what: str = "axis", error=None) -> int:
+    if not -rank <= axis < rank:
+        message = f"{what} {axis} is out of range [{-rank}, {rank - 1}] for rank {rank}"
+        if error is None:
+            fail(message)
+        raise error(message)
+    return axis + rank if axis < 0 else axis
+
+
+def check_size(shape, dtype, what: str) -> None:
+    """Refuse an output larger than irrun may allocate (before allocating it)."""
+    count = math.prod(int(d) for d in shape)
+    need = count * np.dtype(dtype).itemsize
+    if need > max_tensor_bytes():
+        raise ResourceError(f"{what} of shape {list(shape)} would need {need} bytes, more than "
+                            f"the limit of {max_tensor_bytes()} bytes (IRRUN_MAX_BYTES)")
+
+
+def _product(dims) -> Dim:
+    total = Dim.of(1)
+    for d in dims:
+        total = total * d
+    return total
+
+
+# ---------------------------------------------------------------- ShapeOf
+
+
+def _shape_of(data: TensorSpec, etype: str) -> list[TensorSpec]:
+    if data.shape is None:
+        return [TensorSpec(element_type(etype), (DYNAMIC,))]
+    elems = [d if d.is_static else DimOf(d.lo, d.hi, data, i) for i, d in enumerate(data.shape)]
+    return [int_spec(etype, (Dim.of(len(data.shape)),), elems)]
+
+
+@register("ShapeOf", since=1, attrs=NoAttrs, category="shape")
+class ShapeOf1:
+    @staticmethod
+    def infer(attrs, data):
+        return _shape_of(data, "i64")
+
+    @staticmethod
+    def run(attrs, data):
+        return (np.array(data.shape, dtype=np.int64),)
+
+
+@dataclass(frozen=True)
+class ShapeOf3Attrs:
+    output_type: Literal["i32", "i64"] = "i64"
+
+
+@register("ShapeOf", since=3, attrs=ShapeOf3Attrs, category="shape")
+class ShapeOf3:
+    @staticmethod
+    def infer(attrs, data):
+        return _shape_of(data, attrs.output_type)
+
+    @staticmethod
+    def run(attrs, data):
+        return (np.array(data.shape, dtype=element_type(attrs.output_type).dtype),)
+
+
+# ---------------------------------------------------------------- Reshape
+
+
+def reshape_target(shape, pattern, special_zero: bool, error) -> tuple[int, ...]:
+    """The concrete output shape for a concrete input shape and pattern."""
+    out: list[int | None] = []
+    minus = None
+    for i, v in enumerate(pattern):
+        if v == -1:
+            if minus is not None:
+                raise error(f"target shape {list(pattern)} has more than one -1 "
+                            f"(at positions {minus} and {i})")
+            minus = i
+            out.append(None)
+        elif v < -1:
+            raise error(f"target shape {list(pattern)} has {v} at position {i}; "
+                        "a dim must be >= -1")
+        elif v == 0 and special_zero:
+            if i >= len(shape):
+                raise error(f"target shape {list(pattern)} copies input dim {i} (special_zero), "
+                            f"but the input shape {list(shape)} has rank {len(shape)}")
+            out.append(int(shape[i]))
+        else:
+            out.append(int(v))
+    total = math.prod(shape)
+    if minus is not None:
+        known = math.prod(d for d in out if d is not None)
+        if known == 0 or total % known:
+            if not (total == 0 and known == 0):
+                raise error(f"cannot reshape input shape {list(shape)} ({total} elements) to "
+                            f"target shape {list(pattern)}: the other dims hold {known} elements")
+            out[minus] = 0
+        else:
+            out[minus] = total // known
+    elif math.prod(out) != total:
+        raise error(f"cannot reshape input shape {list(shape)} ({total} elements) to target "
+                    f"shape {out} ({math.prod(out)} elements)")
+    return tuple(out)
+
+
+def _divide(num: Dim | None, den: Dim) -> Dim:
+    """The interval of num / den for the -1 dim of a Reshape."""
+    if num is None:
+        return DYNAMIC
+    if num.is_static and den.is_static:
+        if den.lo == 0 or num.lo % den.lo:
+            return DYNAMIC   # only reachable with dynamic inputs upstream; run time decides
+        return Dim.of(num.lo // den.lo)
+    lo = -(-num.lo // den.hi) if den.hi else 0
+    hi = num.hi // den.lo if num.hi is not None and den.lo > 0 else None
+    return Dim(lo, hi) if hi is None or lo <= hi else DYNAMIC
+
+
+def reshape_dims(shape, elems, special_zero: bool, source=None):
+    """Output partial shape for a partial input shape and partially known pattern."""
+    if shape is not None and all(d.is_static for d in shape) and all(e.is_static for e in elems):
+        return tuple(Dim.of(d) for d in reshape_target(
+            static_values(shape), [e.lo for e in elems], special_zero, ShapeError))
+    out: list[Dim] = []
+    minus = None
+    copied = set()
+    own: dict[int, int] = {}     # output position -> the input dim it is known to equal
+    for i, e in enumerate(elems):
+        if e.is_static and e.lo == -1:
+            if minus is not None:
+                fail(f"target shape has more than one -1 (at positions {minus} and {i})")
+            minus = i
+            out.append(DYNAMIC)
+        elif e.is_static and e.lo < -1:
+            fail(f"target shape has {e.lo} at position {i}; a dim must be >= -1")
+        elif e.is_static and e.lo == 0 and special_zero:
+            if shape is None:
+                out.append(DYNAMIC)
+            elif i >= len(shape):
+                fail(f"target shape copies input dim {i} (special_zero), but the input shape "
+                     f"{format_shape(shape)} has rank {len(shape)}")
+            else:
+                out.append(shape[i])
+                copied.add(i)
+        elif e.lo < 0:
+            out.append(DYNAMIC)   # may be -1: nothing is known of this dim
+        elif special_zero and e.lo == 0 and shape is not None and i < len(shape):
+            # Either the value itself or, when it is 0, the copied input dim.
+            hi = None if e.hi is None or shape[i].hi is None else max(e.hi, shape[i].hi)
+            out.append(Dim(min(e.lo, shape[i].lo), hi))
+        else:
+            out.append(Dim(e.lo, e.hi))
+            if isinstance(e, DimOf) and e.source is source and source is not None:
+                own[i] = e.index
+    unknown_minus = any(not e.is_static and e.lo < 0 for e in elems)
+    if minus is not None:
+        # The dims special_zero copies, and those read from the input's own ShapeOf, are
+        # the same on both sides: cancel them.
+        cancel_in = set(copied)
+        cancel_out = set(copied)
+        for i, j in own.items():
+            if j not in cancel_in:
+                cancel_in.add(j)
+                cancel_out.add(i)
+        num = None if shape is None else _product(
+            d for j, d in enumerate(shape) if j not in cancel_in)
+        den = _product(d for j, d in enumerate(out) if j != minus and j not in cancel_out)
+        out[minus] = DYNAMIC if unknown_minus else _divide(num, den)
+    elif shape is not None and not unknown_minus:
+        total, got = _product(shape), _product(out)
+        if not total.compatible(got):
+            fail(f"cannot reshape input shape {format_shape(shape)} ({total} elements) to "
+                 f"target shape {format_shape(tuple(out))} ({got} elements)")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ReshapeAttrs:
+    special_zero: bool
+
+
+@register("Reshape", since=1, attrs=ReshapeAttrs, category="shape")
+class Reshape1:
+    @staticmethod
+    def infer(attrs, data, pattern):
+        check_integer(pattern, "target shape (input 1)")
+        check_rank(pattern, (0, 1), "target shape (input 1)")
+        n = length(pattern)
+        if n is None:
+            return [TensorSpec(data.etype, None)]
+        elems = elements(pattern) or (DYNAMIC,) * n
+        shape = reshape_dims(data.shape, elems, attrs.special_zero, data)
+        return [pass_elements(data, data.etype, shape)]
+
+    @staticmethod
+    def run(attrs, data, pattern):
+        target = reshape_target(data.shape, pattern.reshape(-1).tolist(), attrs.special_zero,
+                                OpError)
+        return (data.reshape(target),)
+
+
+# ---------------------------------------------------------------- Squeeze / Unsqueeze
+
+
+@register("Squeeze", since=1, attrs=NoAttrs, category="shape")
+class Squeeze1:
+    # Since OpenVINO 2024.3 (and in its spec) an axis whose dim is not 1 is ignored, not an
+    # error. A dynamic dim named by an axis counts as 1; if it is not 1 at run time, the
+    # executor reports the output shape that disagrees with inference (OpenVINO fails too).
+    @staticmethod
+    def infer(attrs, data, axes=None):
+        if axes is not None:
+            check_integer(axes, "axes (input 1)")
+            check_rank(axes, (0, 1), "axes (input 1)")
+        shape = data.shape
+        if shape is None:
+            return [TensorSpec(data.etype, None)]
+        if axes is None or length(axes) == 0:
+            if any(not d.is_static and d.contains(1) for d in shape):
+                return [TensorSpec(data.etype, None)]
+            out = tuple(d for d in shape if d.value != 1)
+            return [pass_elements(data, data.etype, out)]
+        values = known_ints(axes)
+        if values is None:
+            return [TensorSpec(data.etype, None)]
+        drop = set()
+        for a in values:
+            i = normalize_axis(a, len(shape), "axes value")
+            d = shape[i]
+            if d.contains(1):
+                drop.add(i)
+            else:
+                warn(f"axis {a} names dim {i} = {d}, which is not 1: Squeeze keeps it")
+        out = tuple(d for i, d in enumerate(shape) if i not in drop)
+        return [pass_elements(data, data.etype, out)]
+
+    @staticmethod
+    def run(attrs, data, axes=None):
+        if axes is None or axes.size == 0:
+            return (data.reshape(tuple(d for d in data.shape if d != 1)),)
+        drop = {normalize_axis(int(a), data.ndim, "axes value", OpError)
+                for a in axes.reshape(-1).tolist()}
+        return (data.reshape(tuple(d for i, d in enumerate(data.shape)
+                                   if not (i in drop and d == 1))),)
+
+
+def _unsqueeze_axes(values, rank, error=None) -> set[int]:
+    # Repeated axes count once (OpenVINO: [2,3] with axes [0,0] gives [1,2,3]).
+    out_rank = rank + len(set(values))
+    return {normalize_axis(a, out_rank, "axes value", error) for a in values}
+
+
+def _unsqueeze_shape(shape, axes: set[int]):
+    out, it = [], iter(shape)
+    for i in range(len(shape) + len(axes)):
+        out.append(Dim.of(1) if i in axes else next(it))
+    return tuple(out)
+
+
+@register("Unsqueeze", since=1, attrs=NoAttrs, category="shape")
+class Unsqueeze1:
+    @staticmethod
+    def infer(attrs, data, axes):
+        check_integer(axes, "axes (input 1)")
+        check_rank(axes, (0, 1), "axes (input 1)")
+        values = known_ints(axes)
+        if data.shape is None or values is None:
+            return [TensorSpec(data.etype, None)]
+        norm = _unsqueeze_axes(values, len(data.shape))
+        if len(norm) != len(set(values)):
+            fail(f"axes {values} name the same output dim twice")
+        return [pass_elements(data, data.etype, _unsqueeze_shape(data.shape, norm))]
+
+    @staticmethod
+    def run(attrs, data, axes):
+        values = axes.reshape(-1).tolist()
+        norm = _unsqueeze_axes(values, data.ndim, OpError)
+        if len(norm) != len(set(values)):
+            raise OpError(f"axes {values} name the same output dim twice")
+        return (data.reshape(static_values(_unsqueeze_shape(shape_dims(data.shape), norm))),)
+
+
+def shape_dims(shape) -> tuple[Dim, ...]:
+    return tuple(Dim.of(d) for d in shape)
+
+
+# ---------------------------------------------------------------- Range
+
+
+@dataclass(frozen=True)
+class Range4Attrs:
+    output_type: ElementTypeName
+
+
+def _range_count(start, stop, step, error) -> int:
+    if step == 0:
+        raise error("step (input 2) is 0")
+    if all(isinstance(v, int) for v in (start, stop, step)):
+        return max(-((start - stop) // step), 0)    # exact ceil((stop - start) / step)
+    n = (stop - start) / step
+    if not math.isfinite(n):
+        raise error(f"the number of elements of Range({start}, {stop}, {step}) is not finite")
+    return max(math.ceil(n), 0)
+
+
+def _scalar(a: np.ndarray):
+    v = a.reshape(-1)[0]
+    return int(v) if a.dtype.kind in "iu" else float(v)
+
+
+@register("Range", since=4, attrs=Range4Attrs, category="generation")
+class Range4:
+    @staticmethod
+    def infer(attrs, start, stop, step):
+        try:
+            et = element_type(attrs.output_type)
+        except ValueError as e:
+            fail(str(e))
+        if et.kind == "bool":
+            fail("output_type must be a numeric type, got boolean")
+        for spec, name in ((start, "start (input 0)"), (stop, "stop (input 1)"),
+                           (step, "step (input 2)")):
+            if spec.etype.kind == "bool":
+                fail(f"{name} must be numeric, got boolean")
+            if spec.shape is not None and not (len(spec.shape) == 0 or (
+                    len(spec.shape) == 1 and spec.shape[0].compatible(Dim.of(1)))):
+                fail(f"{name} must be a scalar, got {format_shape(spec.shape)}")
+        values = [None if s.value is None else _scalar(s.value) for s in (start, stop, step)]
+        if all(v is not None for v in values):
+            n = _range_count(*values, error=ShapeError) if values[2] != 0 else None
+            if n is None:
+                fail("step (input 2) is 0")
+            return [TensorSpec(et, (Dim.of(n),))]
+        # A stop known as an interval (from a ShapeOf) with a known start and step.
+        s0, s2, stop_el = values[0], values[2], elements(stop)
+        if isinstance(s0, int) and isinstance(s2, int) and s2 > 0 and stop_el and len(stop_el) == 1:
+            d = stop_el[0]
+            lo = max(-((s0 - d.lo) // s2), 0)
+            hi = None if d.hi is None else max(-((s0 - d.hi) // s2), 0)
+            return [TensorSpec(et, (Dim(lo, hi),))]
+        return [TensorSpec(et, (DYNAMIC,))]
+
+    @staticmethod
+    def run(attrs, start, stop, step):
+        et = element_type(attrs.output_type)
+        s0, s1, s2 = _scalar(start), _scalar(stop), _scalar(step)
+        n = _range_count(s0, s1, s2, OpError)
+        check_size((n,), et.dtype, "Range output")
+        if all(isinstance(v, int) for v in (s0, s1, s2)):
+            values = s0 + np.arange(n, dtype=np.int64) * s2
+        else:
+            # Computed in f64 (the accumulate type), then cast like Convert (toward zero).
+            values = np.float64(s0) + np.arange(n, dtype=np.float64) * np.float64(s2)
+        return (convert_array(values, et),)
+
+
+# ---------------------------------------------------------------- Broadcast
+
+
+def _target_dims(target: TensorSpec):
+    check_integer(target, "target_shape (input 1)")
+    check_rank(target, (1,), "target_shape (input 1)")
+    n = length(target)
+    if n is None:
+        return None
+    elems = elements(target)
+    if elems is None:
+        return (DYNAMIC,) * n
+    out = []
+    for i, e in enumerate(elems):
+        if e.is_static and e.lo < 0:
+            fail(f"target_shape has {e.lo} at position {i}; dims must be >= 0")
+        out.append(Dim(max(e.lo, 0), e.hi))
+    return tuple(out)
+
+
+def _broadcast_pair(a: Dim, b: Dim, how: str) -> Dim:
+    if a.value == 1:
+        return b
+    if b.value == 1:
+        return a
+    merged = a.merge(b)
+    if merged is None:
+        fail(f"{how}: dims {a} and {b} are not equal and neither is 1")
+    if a.contains(1) or b.contains(1):
+        # Either may still be 1 at run time: the result is at least as large as each.
+        hi = None if a.hi is None or b.hi is None else max(a.hi, b.hi)
+        return Dim(max(a.lo, b.lo), hi)
+    return merged
+
+
+def _numpy_dims(data_shape, target):
+    if len(data_shape) > len(target):
+        fail(f"numpy mode: data shape {format_shape(data_shape)} has a higher rank than target "
+             f"shape {format_shape(target)}")
+    out = list(target)
+    off = len(target) - len(data_shape)
+    for i, d in enumerate(data_shape):
+        t = target[off + i]
+        if d.value == 1:
+            continue
+        if t.is_static and d.is_static and t.value != d.value:
+            fail(f"numpy mode: data dim {i} = {d} cannot be broadcast to target dim {t} "
+                 f"(data shape {format_shape(data_shape)}, target {format_shape(target)})")
+        if not t.is_static:
+            out[off + i] = d if d.is_static else (t.merge(d) or t)
+    return tuple(out)
+
+
+def _bidirectional_dims(a, b):
+    n = max(len(a), len(b))
+    a = (Dim.of(1),) * (n - len(a)) + tuple(a)
+    b = (Dim.of(1),) * (n - len(b)) + tuple(b)
+    return tuple(_broadcast_pair(x, y, "bidirectional mode") for x, y in zip(a, b))
+
+
+def _explicit_check(data_shape, target, axes, error):
+    if len(axes) != len(data_shape):
+        raise error(f"explicit mode: axes_mapping {axes} must have one entry per data dim "
+                    f"(data shape {format_shape(data_shape)})")
+    if any(b <= a for a, b in zip(axes, axes[1:])):
+        raise error(f"explicit mode: axes_mapping {axes} must be increasing (no transposes)")
+    for i, a in enumerate(axes):
+        if not 0 <= a < len(target):
+            raise error(f"explicit mode: axes_mapping value {a} is out of range "
+                        f"[0, {len(target) - 1}] for target {format_shape(target)}")
+        d, t = data_shape[i], target[a]
+        if d.value != 1 and not d.compatible(t):
+            raise error(f"explicit mode: data dim {i} = {d} does not match target dim {a} = {t}")
+
+
+def _broadcast_infer(attrs, data, target, axes_mapping):
+    attrs = _explicit_alias(attrs)
+    if attrs.mode == "pdpd":
+        raise UnsupportedError("Broadcast mode 'pdpd' is not supported yet")
+    dims = _target_dims(target)
+    if dims is None or data.shape is None:
+        if attrs.mode == "bidirectional" or dims is None:
+            return [TensorSpec(data.etype, None)]
+        return [TensorSpec(data.etype, dims)]
+    if attrs.mode == "numpy":
+        return [TensorSpec(data.etype, _numpy_dims(data.shape, dims))]
+    if attrs.mode == "bidirectional":
+        return [TensorSpec(data.etype, _bidirectional_dims(data.shape, dims))]
+    if axes_mapping is None:
+        fail("explicit mode needs axes_mapping (input 2)")
+    check_integer(axes_mapping, "axes_mapping (input 2)")
+    axes = known_ints(axes_mapping)
+    if axes is not None:
+        _explicit_check(data.shape, dims, axes, ShapeError)
+    return [TensorSpec(data.etype, dims)]
+
+
+def _explicit_alias(attrs):
+    return Broadcast3Attrs("explicit") if attrs.mode == "none" else attrs
+
+
+def _broadcast_run(attrs, data, target, axes_mapping):
+    attrs = _explicit_alias(attrs)
+    shape = tuple(int(v) for v in target.reshape(-1).tolist())
+    if any(v < 0 for v in shape):
+        raise OpError(f"target_shape {list(shape)} has a negative dim")
+    if attrs.mode == "bidirectional":
+        try:
+            shape = np.broadcast_shapes(data.shape, shape)
+        except ValueError:
+            raise OpError(f"bidirectional mode: data shape {list(data.shape)} and target "
+                          f"{list(shape)} do not broadcast") from None
+    elif attrs.mode == "numpy":
+        off = len(shape) - data.ndim
+        if off < 0 or any(d != 1 and d != shape[off + i] for i, d in enumerate(data.shape)):
+            raise OpError(f"numpy mode: data shape {list(data.shape)} cannot be broadcast to "
+                          f"target shape {list(shape)}")
+    elif attrs.mode == "explicit":
+        if axes_mapping is None:
+            raise OpError("explicit mode needs axes_mapping (input 2)")
+        axes = [int(a) for a in axes_mapping.reshape(-1).tolist()]
+        _explicit_check(shape_dims(data.shape), shape_dims(shape), axes, OpError)
+        if any(d != 1 and d != shape[a] for d, a in zip(data.shape, axes)):
+            raise OpError(f"explicit mode: data shape {list(data.shape)} does not match target "
+                          f"{list(shape)} at axes {axes}")
+        placed = [1] * len(shape)
+        for d, a in zip(data.shape, axes):
+            placed[a] = d
+        data = data.reshape(placed)
+    else:
+        raise UnsupportedError(f"Broadcast mode '{attrs.mode}' is not supported yet")
+    check_size(shape, data.dtype, "Broadcast output")
+    return (np.array(np.broadcast_to(data, shape)),)
+
+
+@dataclass(frozen=True)
+class Broadcast1Attrs:
+    # OpenVINO writes Broadcast-1's explicit mode as "none" (its AutoBroadcastType name).
+    mode: Literal["numpy", "explicit", "none", "pdpd"] = "numpy"
+
+
+@register("Broadcast", since=1, attrs=Broadcast1Attrs, category="movement")
+class Broadcast1:
+    @staticmethod
+    def infer(attrs, data, target_shape, axes_mapping=None):
+        return _broadcast_infer(attrs, data, target_shape, axes_mapping)
+
+    @staticmethod
+    def run(attrs, data, target_shape, axes_mapping=None):
+        return _broadcast_run(attrs, data, target_shape, axes_mapping)
+
+
+@dataclass(frozen=True)
+class Broadcast3Attrs:
+    mode: Literal["numpy", "explicit", "bidirectional", "pdpd"] = "numpy"
+
+
+@register("Broadcast", since=3, attrs=Broadcast3Attrs, category="movement")
+class Broadcast3:
+    @staticmethod
+    def infer(attrs, data, target_shape, axes_mapping=None):
+        return _broadcast_infer(attrs, data, target_shape, axes_mapping)
+
+    @staticmethod
+    def run(attrs, data, target_shape, axes_mapping=None):
+        return _broadcast_run(attrs, data, target_shape, axes_mapping)
+
+
+# ---------------------------------------------------------------- Tile
+
+
+@register("Tile", since=1, attrs=NoAttrs, category="movement")
+class Tile1:
+    # repeats shorter than the rank are padded with leading 1s; longer ones add leading
+    # dims of size 1 to the data (numpy.tile does both).
+    @staticmethod
+    def infer(attrs, data, repeats):
+        check_integer(repeats, "repeats (input 1)")
+        check_rank(repeats, (1,), "repeats (input 1)")
+        n = length(repeats)
+        if n is None or data.shape is None:
+            return [TensorSpec(data.etype, None)]
+        reps = elements(repeats) or (DYNAMIC,) * n
+        for i, r in enumerate(reps):
+            if r.is_static and r.lo < 0:
+                fail(f"repeats has {r.lo} at position {i}; repeats must be >= 0")
+        rank = max(n, len(data.shape))
+        shape = (Dim.of(1),) * (rank - len(data.shape)) + tuple(data.shape)
+        reps = (Dim.of(1),) * (rank - n) + tuple(Dim(max(r.lo, 0), r.hi) for r in reps)
+        return [TensorSpec(data.etype, tuple(d * r for d, r in zip(shape, reps)))]
+
+    @staticmethod
+    def run(attrs, data, repeats):
+        reps = [int(r) for r in repeats.reshape(-1).tolist()]
+        if any(r < 0 for r in reps):
+            raise OpError(f"repeats {reps} has a negative value")
+        rank = max(len(reps), data.ndim)
+        full = (1,) * (rank - data.ndim) + data.shape
+        reps_full = [1] * (rank - len(reps)) + reps
+        check_size([d * r for d, r in zip(full, reps_full)], data.dtype, "Tile output")
+        return (np.tile(data, reps),)
+
+
+# ---------------------------------------------------------------- ConvertLike
+
+
+@register("ConvertLike", since=1, attrs=NoAttrs, category="type")
+class ConvertLike1:
+    @staticmethod
+    def infer(attrs, data, like):
+        return [pass_elements(data, like.etype, data.shape)]
+
+    @staticmethod
+    def run(attrs, data, like):
+        return (convert_array(data, from_dtype(like.dtype)),)
