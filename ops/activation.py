@@ -94,7 +94,8 @@ _SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
 
 def gelu(x: np.ndarray, mode: str) -> np.ndarray:
     if mode == "tanh":
-        return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)))
+        # 0.5 * (1 + tanh(z)) == sigmoid(2z), without the cancellation of 1 + tanh(z) for x << 0.
+        return x * sigmoid(2.0 * _SQRT_2_OVER_PI * (x + 0.044715 * x ** 3))
     return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
 
 

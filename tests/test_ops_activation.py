@@ -1,0 +1,159 @@
+"""Activations and softmax: differential tests against OpenVINO's CPU plugin, and rules."""
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from irrun.errors import ShapeError
+from irrun.shapes import TensorSpec, format_shape
+
+oracle = pytest.importorskip("oracle")
+ov = oracle.ov
+import openvino.opset1 as o1  # noqa: E402
+import openvino.opset2 as o2  # noqa: E402
+import openvino.opset4 as o4  # noqa: E402
+import openvino.opset5 as o5  # noqa: E402
+import openvino.opset7 as o7  # noqa: E402
+import openvino.opset8 as o8  # noqa: E402
+from test_ops_elementwise import DTYPES, S, infer, model, param, run_op, values  # noqa: E402
+
+FLOATS = ["f32", "f16", "f64"]
+# The CPU plugin's transcendentals are a few ulp off; f64 runs as f32 there.
+RTOL = {"f32": 5e-6, "f16": 2e-3, "f64": 5e-6}
+
+
+def compare(outs, params, feed, etype, tmp_path_factory, scale=1.0):
+    import tempfile
+    with tempfile.TemporaryDirectory(dir=tmp_path_factory.getbasetemp()) as d:
+        xml = oracle.save(model(outs, params), d)
+        expected = oracle.ov_run(xml, feed)
+        got = oracle.irrun_run(xml, feed)
+    for g, e in zip(got, expected):
+        oracle.assert_same(g, e, rtol=RTOL.get(etype, 0), atol=RTOL.get(etype, 0) * scale)
+
+
+def swish_without_beta(x):
+    """opset4.swish() always adds an f32 beta Const; the one-input form needs the factory."""
+    from openvino.utils.node_factory import NodeFactory
+    return NodeFactory("opset4").create("Swish", [x.output(0)], {})
+
+
+@pytest.mark.oracle
+@given(shape=st.lists(st.integers(1, 5), max_size=4), etype=st.sampled_from(FLOATS),
+       seed=st.integers(0, 2**32 - 1), lo=st.floats(-4, 1, width=16), width=st.floats(0, 5, width=16),
+       mode=st.sampled_from(["erf", "tanh"]))
+def test_activations_match_openvino(tmp_path_factory, shape, etype, seed, lo, width, mode):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 4).astype(DTYPES[etype])
+    beta = np.array(rng.uniform(0.25, 2), DTYPES[etype])
+    px, pb = param("x", shape, etype), param("beta", [], etype)
+    hi = float(np.float16(lo + width))
+    outs = [o8.relu(px), o8.sigmoid(px), o8.tanh(px), o8.clamp(px, float(lo), hi),
+            o2.gelu(px), o7.gelu(px, mode), swish_without_beta(px), o4.swish(px, pb), o4.hswish(px)]
+    compare(outs, [px, pb], {"x": x, "beta": beta}, etype, tmp_path_factory, scale=4)
+
+
+@pytest.mark.oracle
+@given(shape=st.lists(st.integers(1, 5), max_size=4), etype=st.sampled_from(["i32", "i64", "i8", "u8"]),
+       seed=st.integers(0, 2**32 - 1), lo=st.integers(-80, 80), width=st.integers(0, 120))
+def test_integer_relu_and_clamp_match_openvino(tmp_path_factory, shape, etype, seed, lo, width):
+    """Integer Clamp: ceil(min) and floor(max) as the spec says. Bounds on a 1/4 grid: the
+    CPU plugin holds them as f32, so a bound like 1e-141 would become 0 there."""
+    lo, width = lo / 4, width / 4
+    rng = np.random.default_rng(seed)
+    x = values(rng, shape, etype, 0 if etype == "u8" else -50, 50)
+    px = param("x", shape, etype)
+    if etype == "u8":
+        lo = abs(lo)
+    compare([o8.relu(px), o8.clamp(px, lo, lo + width)], [px], {"x": x}, etype, tmp_path_factory)
+
+
+@pytest.mark.oracle
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), etype=st.sampled_from(FLOATS),
+       seed=st.integers(0, 2**32 - 1), data=st.data())
+def test_softmax_family_matches_openvino(tmp_path_factory, shape, etype, seed, data):
+    rng = np.random.default_rng(seed)
+    rank = len(shape)
+    axis = data.draw(st.integers(-rank, rank - 1), label="axis")
+    # Large offsets check the max-subtraction: exp(300) alone would overflow.
+    x = (rng.standard_normal(shape) * 5 + data.draw(st.sampled_from([0, 60, -60]), label="offset"))
+    x = x.astype(DTYPES[etype])
+    px = param("x", shape, etype)
+    outs = [o1.softmax(px, axis % rank), o8.softmax(px, axis), o5.log_softmax(px, axis)]
+    compare(outs, [px], {"x": x}, etype, tmp_path_factory, scale=4)
+
+
+# ------------------------------------------------------------------ rules
+
+def test_softmax_is_stable_for_huge_inputs():
+    x = np.array([[1000.0, 1000.0, -1000.0]], np.float32)
+    (y,) = run_op("SoftMax", {"axis": "1"}, x)
+    np.testing.assert_allclose(y, [[0.5, 0.5, 0.0]])
+    (y,) = run_op("LogSoftmax", {"axis": "-1"}, x, opset=5)
+    np.testing.assert_allclose(y, [[-np.log(2), -np.log(2), -2000 - np.log(2)]], rtol=1e-6)
+
+
+def test_softmax_axis_rules():
+    with pytest.raises(ShapeError, match=r"SoftMax-1 axis -1 is out of range \[0, 1\]"):
+        infer("SoftMax", {"axis": "-1"}, S("f32", [2, 3]))
+    (spec,) = infer("SoftMax", {"axis": "-1"}, S("f32", [2, None]), opset=8)
+    assert format_shape(spec.shape) == "[2,?]"
+    with pytest.raises(ShapeError, match=r"axis 2 is out of range \[-2, 1\]"):
+        infer("LogSoftmax", {"axis": "2"}, S("f32", [2, 3]), opset=5)
+
+
+def test_clamp_rules():
+    x = np.array([-5, -2, 0, 2, 3, 7], np.int32)
+    (y,) = run_op("Clamp", {"min": "-2.5", "max": "2.7"}, x)
+    assert y.tolist() == [-2, -2, 0, 2, 2, 2]          # ceil(-2.5) = -2, floor(2.7) = 2
+    (y,) = run_op("Clamp", {"min": "-1000", "max": "1000"}, np.array([0, 255], np.uint8))
+    assert y.tolist() == [0, 255]                       # bounds saturate at the type's range
+    (y,) = run_op("Clamp", {"min": "0.1", "max": "0.2"}, np.array([0.0, np.nan, 1.0], np.float16))
+    assert y.dtype == np.float16 and y[0] == np.float16(0.1) and np.isnan(y[1]) and y[2] == np.float16(0.2)
+    with pytest.raises(ShapeError, match="min <= max, got min=3.0 and max=1.0"):
+        infer("Clamp", {"min": "3", "max": "1"}, S("f32", [2]))
+
+
+def test_gelu_and_swish_reject_integers_and_check_beta():
+    with pytest.raises(ShapeError, match="Gelu needs a floating-point input"):
+        infer("Gelu", {}, S("i32", [2]), opset=7)
+    with pytest.raises(ShapeError, match="beta .* must have the input's type f32, got f16"):
+        infer("Swish", {}, S("f32", [2]), S("f16", []), opset=4)
+    with pytest.raises(ShapeError, match="beta .* must be a scalar"):
+        infer("Swish", {}, S("f32", [2]), S("f32", [3]), opset=4)
+
+
+def test_gelu_modes_agree_with_their_formulas():
+    import math
+    x = np.linspace(-6, 6, 49)
+    (erf_mode,) = run_op("Gelu", {"approximation_mode": "ERF"}, x, opset=7)
+    (tanh_mode,) = run_op("Gelu", {"approximation_mode": "tanh"}, x, opset=7)
+    ref = [0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x]
+    np.testing.assert_allclose(erf_mode, ref, rtol=1e-14, atol=1e-300)
+    z = lambda v: math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)  # noqa: E731
+    # The formula as written cancels in 1 + tanh(z) for x << 0 (irrun uses sigmoid(2z)):
+    # compare with it where it is accurate, and with the equal e/(1+e), e = exp(2z), far left.
+    ref_t = [0.5 * v * (1 + math.tanh(z(v))) for v in x]
+    np.testing.assert_allclose(tanh_mode[x > -4], np.array(ref_t)[x > -4], rtol=1e-10)
+    far = x < -5
+    np.testing.assert_allclose(tanh_mode[far], [v * math.exp(2 * z(v)) / (1 + math.exp(2 * z(v))) for v in x[far]],
+                               rtol=1e-13)
+    assert np.max(np.abs(erf_mode - tanh_mode)) > 1e-5   # the two modes really differ
+
+
+def test_bf16_and_integer_inputs_keep_their_type():
+    x = np.array([-2.5, 0.0, 1.75], ml_dtypes.bfloat16)
+    for t, opset in [("ReLU", 1), ("Sigmoid", 1), ("Tanh", 1), ("HSwish", 4), ("Swish", 4), ("Gelu", 7)]:
+        (y,) = run_op(t, {}, x, opset=opset)
+        assert y.dtype == x.dtype
+    (y,) = run_op("Sigmoid", {}, np.array([-3, 0, 1, 3], np.int32))
+    assert y.dtype == np.int32 and y.tolist() == [0, 0, 1, 1]    # round(0.5) is 0: to even
+    (y,) = run_op("ReLU", {}, np.array([-2**62 - 1, 2**62 + 1], np.int64))
+    assert y.tolist() == [0, 2**62 + 1]                        # exact, no trip through float
+
+
+def test_activations_keep_dynamic_shapes():
+    (spec,) = infer("Sigmoid", {}, TensorSpec.make("f32", [None, 3]))
+    assert format_shape(spec.shape) == "[?,3]" and spec.etype.name == "f32"
+    (spec,) = infer("Swish", {}, TensorSpec.make("f16", None), opset=4)
+    assert spec.shape is None
