@@ -737,3 +737,57 @@ def test_value_dependent_size_refused_at_run_time(tmp_path, test_ops, monkeypatc
     [d] = [d for d in irrun.validate(xml2) if d.severity == "error"]
     assert (d.layer_name, d.code) == ("op", "too-large") and "4000000000 bytes" in d.message
     assert calls == []
+
+
+# ---- bad values in the real seed ops: irrun's OpError with the layer and the position
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+
+
+def test_out_of_range_index_in_embedding_segments_sum(tmp_path):
+    xml = MODELS / "ess_spec" / "model.xml"
+    with np.load(MODELS / "ess_spec" / "inputs.npz") as z:
+        feed = {k: z[k] for k in z.files}
+    feed["indices"] = np.array([0, 2, 7, 4], np.int32)
+    with pytest.raises(OpError) as info:
+        irrun.read_model(xml).infer(feed)
+    d = info.value.diagnostic
+    assert (d.file, d.layer_name, d.op) == (str(xml), "ess", "EmbeddingSegmentsSum-opset3")
+    assert d.line == line_of(xml, 'name="ess"')
+    assert "indices[2] is 7" in d.message
+    np.savez(tmp_path / "in.npz", **feed)
+    line = cli_error(xml, "--inputs", tmp_path / "in.npz")
+    assert line.startswith(f"{xml}:{d.line}: error: layer 'ess'") and "indices[2] is 7" in line
+
+
+def test_sequence_length_beyond_the_data_in_ctc_greedy_decoder(tmp_path):
+    xml = MODELS / "ctc_spec" / "model.xml"
+    with np.load(MODELS / "ctc_spec" / "inputs.npz") as z:
+        feed = {k: z[k] for k in z.files}
+    feed["sequence_length"] = feed["sequence_length"].copy()
+    feed["sequence_length"][3] = 21
+    with pytest.raises(OpError) as info:
+        irrun.read_model(xml).infer(feed)
+    d = info.value.diagnostic
+    assert d.op == "CTCGreedyDecoderSeqLen-opset6" and d.line is not None
+    assert "sequence_length[3] = 21" in d.message
+
+
+def test_unsorted_boundaries_in_bucketize(tmp_path):
+    layers = (parameter(0, "data", "f32", "3", (3,)) + parameter(1, "b", "f32", "3", (3,)) +
+              '<layer id="2" name="bucketize" type="Bucketize" version="opset3">'
+              '<data output_type="i64" with_right_bound="true"/>'
+              f'<input>{port(0, "FP32", (3,))}{port(1, "FP32", (3,))}</input>'
+              f'<output>{port(2, "I64", (3,))}</output></layer>' + result(3, "out", "i64", (3,)))
+    edges = ('<edge from-layer="0" from-port="0" to-layer="2" to-port="0"/>'
+             '<edge from-layer="1" from-port="0" to-layer="2" to-port="1"/>'
+             '<edge from-layer="2" from-port="2" to-layer="3" to-port="0"/>')
+    m = irrun.read_model(write_ir(tmp_path, layers, edges))
+    data = np.array([0.5, 2.5, 9], np.float32)
+    assert m.infer({"data": data, "b": np.array([1, 2, 3], np.float32)})["out"].tolist() == [0, 2, 3]
+    for bad, where in ((np.array([1, 3, 2], np.float32), "boundaries[1]"),
+                       (np.array([1, np.nan, 3], np.float32), "boundaries[1] is NaN")):
+        with pytest.raises(OpError) as info:
+            m.infer({"data": data, "b": bad})
+        d = info.value.diagnostic
+        assert (d.layer_name, d.op) == ("bucketize", "Bucketize-opset3") and where in d.message
