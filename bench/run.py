@@ -1,0 +1,330 @@
+"""irrun's seed kernels, interpreter and loader beside OpenVINO and PyTorch, in one process.
+
+    python bench/run.py            # full sizes (the issue's targets)
+    python bench/run.py --quick    # smaller sizes, for a smoke run
+    python bench/run.py --write bench/results.md
+
+Every row times irrun through its public API (read_model + Model.infer, interpreter
+included) and the other runtimes on the same data; the ratio column is irrun / reference.
+Timing never goes into tests: the machine is noisy, so this prints ratios instead.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import os
+import platform
+import sys
+import tempfile
+import time
+import tracemalloc
+
+import numpy as np
+
+import irrun
+
+try:
+    import openvino as ov
+    import openvino.opset3 as ov3
+    import openvino.opset6 as ov6
+    import openvino.opset8 as ov8
+except ImportError:   # the test extra brings OpenVINO; without it irrun is timed alone
+    ov = None
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def best_of(fn, repeat: int) -> float:
+    """The best wall time of `repeat` calls (after one warm-up call)."""
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def peak_extra_bytes(fn) -> int:
+    """Peak memory NumPy allocated during fn (tracemalloc sees NumPy's buffers)."""
+    gc.collect()
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    fn()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak - base
+
+
+def save(model, directory, name) -> str:
+    path = os.path.join(directory, name + ".xml")
+    ov.save_model(model, path, compress_to_fp16=False)
+    return path
+
+
+def ov_callable(xml: str, feed: dict):
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    request = compiled.create_infer_request()
+    return lambda: request.infer(feed)
+
+
+def same_outputs(model, feed, ov_run) -> str:
+    """'' when irrun and OpenVINO agree on this data, else a loud note for the table:
+    a timing of a wrong answer means nothing."""
+    ours = list(model.infer(feed).values())
+    theirs = list(ov_run().values())
+    for a, b in zip(ours, theirs):
+        if a.shape != b.shape or not np.array_equal(a.astype(np.int64), np.asarray(b).astype(np.int64)):
+            return "RESULTS DIFFER FROM OPENVINO"
+    return ""
+
+
+class Table:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, case, irrun_s, ov_s=None, torch_s=None, target=None, mem=None):
+        self.rows.append((case, irrun_s, ov_s, torch_s, target, mem))
+        print(self.format_row(self.rows[-1]), flush=True)
+
+    @staticmethod
+    def _t(s):
+        return "—" if s is None else f"{s * 1e3:.1f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} µs"
+
+    def format_row(self, row):
+        case, ir, o, t, target, mem = row
+        ratio = []
+        if o is not None:
+            ratio.append(f"{ir / o:.2f}× OV")
+        if t is not None:
+            ratio.append(f"{ir / t:.2f}× torch")
+        return (f"| {case} | {self._t(ir)} | {self._t(o)} | {self._t(t)} | "
+                f"{', '.join(ratio) or '—'} | {target or '—'} | {mem or '—'} |")
+
+    def markdown(self):
+        head = ("| case | irrun | OpenVINO CPU | PyTorch | ratio | target | peak extra memory |\n"
+                "|---|---|---|---|---|---|---|")
+        return head + "\n" + "\n".join(self.format_row(r) for r in self.rows)
+
+
+# ------------------------------------------------------------------ the seed ops
+
+def bench_ess(table, d, n, segments, num_emb, table_type, index_type, repeat):
+    rng = np.random.default_rng(0)
+    np_t = {"f32": np.float32, "f16": np.float16}[table_type]
+    np_i = {"i32": np.int32, "i64": np.int64}[index_type]
+    emb = rng.standard_normal((num_emb, d)).astype(np_t)
+    indices = rng.integers(0, num_emb, n).astype(np_i)
+    seg = np.sort(rng.integers(0, segments, n)).astype(np_i)
+    weights = rng.random(n).astype(np_t)
+    feed = {"emb": emb, "indices": indices, "segment_ids": seg, "weights": weights}
+    with tempfile.TemporaryDirectory() as tmp:
+        t_ov, t_i = getattr(ov.Type, table_type), getattr(ov.Type, index_type)
+        p = [ov8.parameter([num_emb, d], t_ov, name="emb"),
+             ov8.parameter([n], t_i, name="indices"),
+             ov8.parameter([n], t_i, name="segment_ids"),
+             ov8.parameter([n], t_ov, name="weights")]
+        num = ov8.constant(np.array(segments, np_i))
+        default = ov8.constant(np.array(0, np_i))
+        out = ov3.embedding_segments_sum(p[0], p[1], p[2], num, default, p[3])
+        xml = save(ov.Model([ov8.result(out)], p, "ess"), tmp, "ess")
+        model = irrun.read_model(xml)
+        ir = best_of(lambda: model.infer(feed), repeat)
+        mem = peak_extra_bytes(lambda: model.infer(feed))
+        ours = next(iter(model.infer(feed).values())).astype(np.float32)
+    out_bytes = segments * d * emb.itemsize
+    budget = out_bytes + 24 * n + (64 << 20)
+    mem_text = f"{mem / 2**20:.0f} MiB (budget {budget / 2**20:.0f} MiB)"
+    t_torch = None
+    if torch is not None:
+        te = torch.from_numpy(emb.astype(np.float32) if table_type == "f16" else emb)
+        if table_type == "f16":
+            te = te.half()
+        ti = torch.from_numpy(indices)
+        tw = torch.from_numpy(weights)
+        # embedding_bag takes bag offsets: segment s starts at the first id >= s.
+        offsets = torch.from_numpy(np.searchsorted(seg, np.arange(segments)).astype(np_i))
+
+        def run_torch():
+            return torch.nn.functional.embedding_bag(ti, te, offsets, mode="sum",
+                                                     per_sample_weights=tw)
+        t_torch = best_of(run_torch, repeat)
+        # Same answer, or the timing means nothing (empty bags are zeros in torch and
+        # emb[0] in the model: compare the non-empty segments only).
+        theirs = run_torch().float().numpy()
+        filled = np.isin(np.arange(segments), seg)
+        tol = 1e-2 if table_type == "f16" else 1e-4
+        if not np.allclose(ours[filled], theirs[filled], rtol=tol, atol=tol * 10):
+            mem_text += " — RESULTS DIFFER FROM TORCH"
+    table.add(f"EmbeddingSegmentsSum {n // 1000}k lookups, d={d}, {segments // 1000}k segments, "
+              f"{table_type} table, {index_type} ids, weights", ir, None, t_torch,
+              "≤ 2.0× torch", mem_text)
+
+
+def bench_bucketize(table, n, nb, repeat):
+    rng = np.random.default_rng(1)
+    data = rng.standard_normal(n).astype(np.float32)
+    bounds = np.sort(rng.standard_normal(nb)).astype(np.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+        p = ov8.parameter([n], ov.Type.f32, name="data")
+        out = ov3.bucketize(p, ov8.constant(bounds), output_type="i64", with_right_bound=True)
+        xml = save(ov.Model([ov8.result(out)], [p], "b"), tmp, "b")
+        model = irrun.read_model(xml)
+        feed = {"data": data}
+        ir = best_of(lambda: model.infer(feed), repeat)
+        run_ov = ov_callable(xml, feed)
+        t_ov = best_of(run_ov, repeat)
+        check = same_outputs(model, feed, run_ov)
+    t_torch = None
+    if torch is not None:
+        td, tb = torch.from_numpy(data), torch.from_numpy(bounds)
+        t_torch = best_of(lambda: torch.bucketize(td, tb), repeat)
+    table.add(f"Bucketize {n / 1e6:g}M f32, {nb} boundaries", ir, t_ov, t_torch, "≤ 1.0× OV",
+              check or None)
+
+
+def bench_ctc(table, N, T, C, repeat):
+    rng = np.random.default_rng(2)
+    data = rng.standard_normal((N, T, C)).astype(np.float32)
+    lengths = rng.integers(T // 2, T + 1, N).astype(np.int32)
+    with tempfile.TemporaryDirectory() as tmp:
+        p = [ov8.parameter([N, T, C], ov.Type.f32, name="data"),
+             ov8.parameter([N], ov.Type.i32, name="seq_len")]
+        out = ov6.ctc_greedy_decoder_seq_len(p[0], p[1], merge_repeated=True)
+        xml = save(ov.Model([ov8.result(out.output(0)), ov8.result(out.output(1))], p, "c"),
+                   tmp, "c")
+        model = irrun.read_model(xml)
+        feed = {"data": data, "seq_len": lengths}
+        ir = best_of(lambda: model.infer(feed), repeat)
+        run_ov = ov_callable(xml, feed)
+        t_ov = best_of(run_ov, repeat)
+        check = same_outputs(model, feed, run_ov)
+    table.add(f"CTCGreedyDecoderSeqLen {N}×{T}×{C} f32", ir, t_ov, None, "≤ 1.0× OV",
+              check or None)
+
+
+# ------------------------------------------------------------------ interpreter and loader
+
+def _convert_chain_xml(path: str, layers: int, dims=(1,)) -> None:
+    """A Parameter followed by `layers` Converts (f32 <-> f16 alternating) and a Result."""
+    dim_xml = "".join(f"<dim>{d}</dim>" for d in dims)
+    shape = ",".join(map(str, dims))
+    out = [f'<?xml version="1.0"?>\n<net name="chain" version="11">\n<layers>\n'
+           f'<layer id="0" name="x" type="Parameter" version="opset1">'
+           f'<data shape="{shape}" element_type="f32"/><output><port id="0" precision="FP32" '
+           f'names="x">{dim_xml}</port></output></layer>\n']
+    types = ["f16", "f32"]
+    prev = "FP32"
+    for i in range(1, layers + 1):
+        t = types[(i - 1) % 2] if i < layers else "f32"
+        prec = "FP16" if t == "f16" else "FP32"
+        out.append(f'<layer id="{i}" name="c{i}" type="Convert" version="opset1">'
+                   f'<data destination_type="{t}"/><input><port id="0" precision="{prev}">'
+                   f'{dim_xml}</port></input><output><port id="1" precision="{prec}">{dim_xml}'
+                   f'</port></output></layer>\n')
+        prev = prec
+    out.append(f'<layer id="{layers + 1}" name="y" type="Result" version="opset1">'
+               f'<input><port id="0" precision="FP32">{dim_xml}</port></input></layer>\n')
+    out.append("</layers>\n<edges>\n")
+    for i in range(1, layers + 2):
+        fp = 0 if i == 1 else 1
+        out.append(f'<edge from-layer="{i - 1}" from-port="{fp}" to-layer="{i}" to-port="0"/>\n')
+    out.append("</edges>\n</net>\n")
+    with open(path, "w") as f:
+        f.write("".join(out))
+
+
+def bench_dispatch(table, layers, repeat):
+    with tempfile.TemporaryDirectory() as tmp:
+        xml = os.path.join(tmp, "chain.xml")
+        _convert_chain_xml(xml, layers)
+        model = irrun.read_model(xml)
+        feed = {"x": np.ones(1, np.float32)}
+        ir = best_of(lambda: model.infer(feed), repeat)
+    per_layer = ir / (layers + 2)
+    table.add(f"interpreter: {layers}-layer chain of Converts on [1] "
+              f"({per_layer * 1e6:.1f} µs per layer)", ir, None, None, "≤ 10 µs per layer")
+
+
+def bench_loading(table, layers, with_ov):
+    with tempfile.TemporaryDirectory() as tmp:
+        xml = os.path.join(tmp, "chain.xml")
+        _convert_chain_xml(xml, layers)
+        t0 = time.perf_counter()
+        irrun.read_model(xml)
+        ir = time.perf_counter() - t0
+        t_ov = None
+        if with_ov and ov is not None:
+            t0 = time.perf_counter()
+            core = ov.Core()
+            core.compile_model(core.read_model(xml), "CPU")
+            t_ov = time.perf_counter() - t0
+    table.add(f"loading: read_model of a {layers}-layer IR file", ir, t_ov, None, "≤ 0.1× OV")
+
+
+def _rss() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def bench_mmap_rss(table, mib):
+    with tempfile.TemporaryDirectory() as tmp:
+        w = np.zeros((mib, 1 << 18), np.float32)   # mib MiB of weights
+        p = ov8.parameter([1], ov.Type.f32, name="x")
+        g = ov8.gather(ov8.constant(w), ov8.constant(np.array([0], np.int64)),
+                       ov8.constant(np.array(0, np.int64)))
+        xml = save(ov.Model([ov8.result(g), ov8.result(p)], [p], "big"), tmp, "big")
+        del w
+        gc.collect()
+        before = _rss()
+        t0 = time.perf_counter()
+        model = irrun.read_model(xml)
+        took = time.perf_counter() - t0
+        grew = _rss() - before
+        table.add(f"memory map: read_model with a {mib} MiB .bin", took, None, None,
+                  "RSS does not grow with .bin", f"RSS +{grew / 2**20:.1f} MiB")
+        del model
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--write", help="also write the table (with the date) to this file")
+    args = ap.parse_args(argv)
+    if ov is None:
+        sys.exit("bench/run.py needs OpenVINO: pip install -e '.[test]'")
+    q = args.quick
+    print(f"irrun {irrun.__version__}, OpenVINO {ov.__version__}, "
+          f"PyTorch {torch.__version__ if torch else 'not installed'}, NumPy {np.__version__}, "
+          f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}")
+    table = Table()
+    print(table.markdown().split("\n", 2)[0] + "\n" + table.markdown().split("\n", 2)[1])
+    n, seg = (100_000, 10_000) if q else (1_000_000, 100_000)
+    for tt, it in (("f32", "i32"), ("f32", "i64"), ("f16", "i64")):
+        bench_ess(table, 64, n, seg, 200_000 if not q else 20_000, tt, it, args.repeat)
+    bench_bucketize(table, 400_000 if q else 4_000_000, 1000, args.repeat)
+    bench_ctc(table, 8 if q else 64, 500, 1000, args.repeat)
+    bench_dispatch(table, 1000, args.repeat)
+    bench_loading(table, 2000 if q else 10_000, with_ov=True)
+    bench_mmap_rss(table, 64 if q else 512)
+    if args.write:
+        stamp = datetime.date.today().isoformat()
+        with open(args.write, "w") as f:
+            f.write(f"# Benchmark results, {stamp}\n\n`python bench/run.py` on "
+                    f"{os.cpu_count()} cores ({platform.machine()}), irrun {irrun.__version__}, "
+                    f"OpenVINO {ov.__version__}, PyTorch "
+                    f"{torch.__version__ if torch else 'not installed'}, NumPy {np.__version__}."
+                    f"\n\n{table.markdown()}\n")
+        print(f"wrote {args.write}")
+
+
+if __name__ == "__main__":
+    main()
