@@ -224,9 +224,11 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights):
             return
         with open(output_path, "w", encoding="utf-8") as f:
             f.write(text)
-        errors = sum(d.severity == "error" for d in program.diagnostics)
-        note = (f"; {errors} error{'s' if errors != 1 else ''} highlighted, `irrun validate` "
-                "lists them") if errors else ""
+        errors = [d for d in program.diagnostics if d.severity == "error"]
+        marked = len({d.layer_id for d in errors if d.layer_id is not None})
+        note = (f"; {len(errors)} error{'s' if len(errors) != 1 else ''}, {marked} layer"
+                f"{'s' if marked != 1 else ''} highlighted; `irrun validate` lists them"
+                if errors else "")
         click.echo(f"wrote {output_path} ({len(program.doc.layers)} layers{note})")
 
     _guard(ctx, go)

@@ -191,12 +191,14 @@ CHAR_W, LINE_H, PAD, GAP_X, GAP_Y = 6.6, 14, 8, 24, 56
 def _ranks(program, boxes, arrows) -> dict[str, int]:
     """Layer ranks: longest path from the inputs, then each layer moved down to just above its
     first user."""
-    order = list(program.order) or [b.id for b in boxes]     # a cyclic file has no order
+    order = list(program.order)
+    if set(order) != {b.id for b in boxes}:
+        order = [b.id for b in boxes]     # a cyclic file has no (full) order: use the file's
     position = {lid: i for i, lid in enumerate(order)}
     preds: dict[str, list[str]] = {b.id: [] for b in boxes}
     succs: dict[str, list[str]] = {b.id: [] for b in boxes}
     for a in arrows:
-        if position.get(a.src, 0) < position.get(a.dst, 0):   # drop back edges of a cycle
+        if position[a.src] < position[a.dst]:     # drop the back edges of a cycle
             preds[a.dst].append(a.src)
             succs[a.src].append(a.dst)
     rank: dict[str, int] = {}
@@ -266,7 +268,7 @@ def layout(program) -> tuple[list[Box], list[Arrow], dict[str, tuple[float, floa
 
 def layout_svg(program) -> str:
     boxes, arrows, geo = layout(program)
-    width = max((gx + w for gx, _, w, _ in geo.values()), default=100) + 10
+    width = max((gx + w for gx, _, w, _ in geo.values()), default=100) + 70   # room for back edges
     height = max((gy + h for _, gy, _, h in geo.values()), default=60) + 10
     e = html.escape
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
@@ -278,13 +280,19 @@ def layout_svg(program) -> str:
     for a in arrows:
         sx, sy, sw, sh = geo[a.src]
         dx, dy, dw, dh = geo[a.dst]
-        x1, y1, x2, y2 = sx + sw / 2, sy + sh, dx + dw / 2, dy
-        bend = max(20.0, abs(y2 - y1) / 2)
+        if dy > sy:      # downwards: bottom centre to top centre
+            x1, y1, x2, y2 = sx + sw / 2, sy + sh, dx + dw / 2, dy
+            bend = max(20.0, (y2 - y1) / 2)
+            c1, c2 = (x1, y1 + bend), (x2, y2 - bend)
+        else:            # a back edge of a cycle: right side to right side, bulging right
+            x1, y1, x2, y2 = sx + sw, sy + sh / 2, dx + dw, dy + dh / 2
+            c1, c2 = (x1 + 60, y1), (x2 + 60, y2)
+        mid_x, mid_y = (x1 + 3 * c1[0] + 3 * c2[0] + x2) / 8, (y1 + 3 * c1[1] + 3 * c2[1] + y2) / 8
         out.append(f'<g class="edge"><title>{e(a.src)}:{a.out} -&gt; {e(a.dst)}:{a.inp} '
-                   f'{e(a.label)}</title><path d="M{x1:.1f},{y1:.1f} C{x1:.1f},{y1 + bend:.1f} '
-                   f'{x2:.1f},{y2 - bend:.1f} {x2:.1f},{y2:.1f}" fill="none" stroke="#777" '
-                   f'marker-end="url(#arrow)"/><text x="{(x1 + x2) / 2 + 4:.1f}" '
-                   f'y="{(y1 + y2) / 2 + 3:.1f}" font-size="9" fill="#555" stroke="white" '
+                   f'{e(a.label)}</title><path d="M{x1:.1f},{y1:.1f} C{c1[0]:.1f},{c1[1]:.1f} '
+                   f'{c2[0]:.1f},{c2[1]:.1f} {x2:.1f},{y2:.1f}" fill="none" stroke="#777" '
+                   f'marker-end="url(#arrow)"/><text x="{mid_x + 4:.1f}" '
+                   f'y="{mid_y + 3:.1f}" font-size="9" fill="#555" stroke="white" '
                    f'stroke-width="3" paint-order="stroke">{e(a.label)}</text></g>')
     for b in boxes:
         bx, by, w, h = geo[b.id]

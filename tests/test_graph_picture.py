@@ -333,7 +333,7 @@ def test_cli_graph_prints_dot_without_output(tiny):
 def test_cli_graph_invalid_model_notes_errors(broken, tmp_path):
     r = invoke("graph", broken, "-o", tmp_path / "b.svg", "--layout", "builtin")
     assert r.exit_code == 0, r.output
-    assert "2 errors highlighted" in r.stdout
+    assert "2 errors, 2 layers highlighted" in r.stdout
 
 
 def test_cli_graph_unknown_suffix(tiny, tmp_path):
@@ -375,3 +375,22 @@ def test_each_model_draws(xml, tmp_path):
     if HAVE_DOT:
         svg = etree.fromstring(drawing.to_svg(program, "dot").encode())
         assert len([g for g in svg.iter(SVG + "g") if g.get("class") == "node"]) == len(nodes)
+
+
+def test_cyclic_model_is_still_drawn(tmp_path):
+    cyclic = BROKEN.replace(
+        '<edge from-layer="0" from-port="0" to-layer="3" to-port="0"/>',
+        '<edge from-layer="1" from-port="1" to-layer="3" to-port="0"/>').replace(
+        '<edge from-layer="0" from-port="0" to-layer="1" to-port="0"/>',
+        '<edge from-layer="3" from-port="1" to-layer="1" to-port="0"/>')
+    path = tmp_path / "cyclic.xml"
+    path.write_text(cyclic)
+    program = drawing.load_for_drawing(path)
+    assert any(d.code == "cycle" for d in program.diagnostics)
+    nodes, edges = parse_dot(drawing.to_dot(program))
+    assert len(nodes) == 7 and ("L1", "L3") in {(u, v) for u, v, _ in edges}
+    svg = etree.fromstring(drawing.to_svg(program, "builtin").encode())
+    assert len([g for g in svg.iter(SVG + "g") if g.get("class") == "node"]) == 7
+    assert len([g for g in svg.iter(SVG + "g") if g.get("class") == "edge"]) == 6
+    if HAVE_DOT:
+        assert etree.fromstring(drawing.to_svg(program, "dot").encode()).tag == SVG + "svg"
