@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import OpError
+from .errors import IrrunError, OpError
 
 
 # ---------------------------------------------------------------- tensor summaries
@@ -311,7 +311,11 @@ class Dumper:
         self.patterns = tuple(patterns)
         self.entries: list[dict] = []
         self._taken: set[str] = set()
-        os.makedirs(directory, exist_ok=True)
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as e:
+            raise IrrunError(f"cannot create the dump directory: {e.strerror or e}",
+                             file=directory, code="write") from None
 
     def wanted(self, node) -> bool:
         if node.kind == "result":
@@ -336,7 +340,12 @@ class Dumper:
             etype = _etype_name(node, i, a)
             file = self._file_for(layer, i)
             stored = a.astype(np.float32) if a.dtype.kind == "V" else a
-            np.save(os.path.join(self.directory, file), stored, allow_pickle=False)
+            path = os.path.join(self.directory, file)
+            try:
+                np.save(path, stored, allow_pickle=False)
+            except OSError as e:     # disk full, permissions: one line, not a traceback
+                raise IrrunError(f"cannot write the dump file: {e.strerror or e}", file=path,
+                                 code="write") from None
             entry = dict(layer=layer.name, id=layer.id, port=i, file=file, dtype=etype,
                          shape=[int(d) for d in a.shape], type_version=layer.op_label,
                          line=layer.line)

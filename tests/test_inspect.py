@@ -426,3 +426,15 @@ def test_each_model_until_and_check_nan(xml, tmp_path):
         for key in z.files:
             port = 0 if key == target else int(key.rsplit(":", 1)[1])   # several: "name:i"
             np.testing.assert_array_equal(z[key], full[f"{target}:{port}"])
+
+
+def test_dump_write_errors_are_one_line(tiny, tmp_path, monkeypatch):
+    xml, inputs = tiny
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(np, "save", full)
+    r = invoke(xml, "-i", inputs, "--dump", tmp_path)
+    assert r.exit_code == 1
+    assert r.stderr.splitlines()[-1] == f"{tmp_path / 'x.0.npy'}: error: cannot write the dump " \
+                                        "file: No space left on device"
