@@ -394,3 +394,10 @@ def test_cyclic_model_is_still_drawn(tmp_path):
     assert len([g for g in svg.iter(SVG + "g") if g.get("class") == "edge"]) == 6
     if HAVE_DOT:
         assert etree.fromstring(drawing.to_svg(program, "dot").encode()).tag == SVG + "svg"
+
+
+def test_graph_help():
+    r = invoke("graph", "--help")
+    assert r.exit_code == 0
+    assert "Usage: cli graph [OPTIONS] MODEL" in r.stdout or "graph [OPTIONS] MODEL" in r.stdout
+    assert "--layout [auto|dot|builtin]" in r.stdout and "--format [dot|svg|html]" in r.stdout

@@ -438,3 +438,11 @@ def test_dump_write_errors_are_one_line(tiny, tmp_path, monkeypatch):
     assert r.exit_code == 1
     assert r.stderr.splitlines()[-1] == f"{tmp_path / 'x.0.npy'}: error: cannot write the dump " \
                                         "file: No space left on device"
+
+
+def test_run_help_lists_the_inspection_options():
+    r = invoke("run", "--help")
+    assert r.exit_code == 0
+    for option in ("--profile", "--dump DIR", "--dump-layers PATTERN", "-v, --verbose",
+                   "--check-nan", "--until LAYER", "--extension FILE"):
+        assert option in r.stdout
