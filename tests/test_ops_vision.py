@@ -310,10 +310,16 @@ def _with_notset(xml_path, auto_pad):
         open(xml_path, "w").write(text)
 
 
-def _compare_patched(model, feed, auto_pad, tmp_path, rtol=None, atol=0.0):
+def _compare_patched(model, feed, auto_pad, tmp_path, rtol=None, atol=0.0, ov_may_refuse=False):
     o = _oracle()
     xml = o.save(model, tmp_path)
-    expected = o.ov_run(xml, feed)
+    try:
+        expected = o.ov_run(xml, feed)
+    except RuntimeError as e:
+        # The CPU plugin has no integer AvgPool kernel for some window settings: nothing to compare.
+        if ov_may_refuse and "getSupportedPrimitiveDescriptors" in str(e):
+            assume(False)
+        raise
     _with_notset(xml, auto_pad)
     got = o.irrun_run(xml, feed)
     assert len(got) == len(expected)
@@ -323,17 +329,18 @@ def _compare_patched(model, feed, auto_pad, tmp_path, rtol=None, atol=0.0):
 
 @pytest.mark.oracle
 @given(w=windows(), n=st.integers(1, 2), cin=st.integers(1, 3), cout=st.integers(1, 3),
-       seed=st.integers(0, 2**16))
-def test_convolution_against_openvino(tmp_path_factory, w, n, cin, cout, seed):
+       dtype=st.sampled_from([np.float32, np.float32, np.float16]), seed=st.integers(0, 2**16))
+def test_convolution_against_openvino(tmp_path_factory, w, n, cin, cout, dtype, seed):
     ov = _ov()
     import openvino.opset1 as o1
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, cin, *w["sizes"])).astype(np.float32)
-    f = rng.standard_normal((cout, cin, *w["kernel"])).astype(np.float32)
-    p = o1.parameter(list(x.shape), np.float32, name="x")
+    x = rng.standard_normal((n, cin, *w["sizes"])).astype(dtype)
+    f = rng.standard_normal((cout, cin, *w["kernel"])).astype(dtype)
+    p = o1.parameter(list(x.shape), dtype, name="x")
     conv = o1.convolution(p, o1.constant(f), w["strides"], w["pb"], w["pe"], w["dil"], _ov_pad(w["auto_pad"]))
-    _compare_patched(ov.Model([conv], [p]), {"x": x}, w["auto_pad"], tmp_path_factory.mktemp("c"),
-                     rtol=1e-4, atol=1e-5)
+    # f16 sums are accumulated in f32 by both and rounded once: one f16 ulp apart at most.
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=2e-3, atol=2e-3)
+    _compare_patched(ov.Model([conv], [p]), {"x": x}, w["auto_pad"], tmp_path_factory.mktemp("c"), **tol)
 
 
 @pytest.mark.oracle
@@ -355,7 +362,7 @@ def test_group_convolution_against_openvino(tmp_path_factory, w, n, groups, cg, 
 @pytest.mark.oracle
 @given(w=windows(), n=st.integers(1, 2), c=st.integers(1, 3), ceil=st.booleans(),
        version=st.sampled_from([1, 8]), index_type=st.sampled_from(["i32", "i64"]),
-       axis_pick=st.integers(0, 100), dtype=st.sampled_from([np.float32, np.int32]),
+       axis_pick=st.integers(0, 100), dtype=st.sampled_from([np.float32, np.int32, np.float16]),
        seed=st.integers(0, 2**16))
 def test_maxpool_against_openvino(tmp_path_factory, w, n, c, ceil, version, index_type, axis_pick,
                                   dtype, seed):
@@ -395,7 +402,7 @@ def _fits(w, dil, ceil, no_empty=False):
         if no_empty:
             count = window_count(size, pb[i] + pe[i], extent, w["strides"][i], ceil)
             last = (count - 1) * w["strides"][i] - pb[i]
-            if last >= size:
+            if last >= size or pb[i] >= extent:
                 return False
     return True
 
@@ -408,6 +415,9 @@ def test_avgpool_against_openvino(tmp_path_factory, w, n, c, ceil, exclude, dtyp
     ov = _ov()
     import openvino.opset1 as o1
     assume(_fits(w, [1] * len(w["sizes"]), ceil, no_empty=True))
+    if exclude and w["auto_pad"] in ("explicit", "notset"):
+        # OpenVINO refuses exclude-pad with a pad as large as the kernel (tested elsewhere).
+        assume(all(b < k and e < k for b, e, k in zip(w["pb"], w["pe"], w["kernel"])))
     rng = np.random.default_rng(seed)
     shape = (n, c, *w["sizes"])
     if dtype == np.int32:
@@ -418,7 +428,7 @@ def test_avgpool_against_openvino(tmp_path_factory, w, n, c, ceil, exclude, dtyp
     pool = o1.avg_pool(p, w["strides"], w["pb"], w["pe"], w["kernel"], exclude,
                        "ceil" if ceil else "floor", _ov_pad(w["auto_pad"]))
     _compare_patched(ov.Model([pool], [p]), {"x": x}, w["auto_pad"], tmp_path_factory.mktemp("a"),
-                     rtol=1e-5, atol=1e-6)
+                     rtol=1e-5, atol=1e-6, ov_may_refuse=dtype == np.int32)
 
 
 def _ov_dims(partial_shape):
