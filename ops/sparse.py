@@ -127,9 +127,10 @@ class EmbeddingSegmentsSum3:
         _check_range("segment_ids", segment_ids, segments, "num_segments")
 
         out = np.zeros((segments, *emb_table.shape[1:]), dtype=emb_table.dtype)
-        table = emb_table.reshape(num_emb, -1)      # a view: tables arrive contiguous
-        flat = out.reshape(segments, -1)
-        if flat.shape[1] > 0:
+        width = int(np.prod(emb_table.shape[1:], dtype=np.int64))
+        table = emb_table.reshape(num_emb, width)   # a view: tables arrive contiguous
+        flat = out.reshape(segments, width)
+        if width > 0:
             _segment_sum(flat, table, indices, segment_ids, per_sample_weights)
 
         # Empty segments: emb_table[default_index] as it is, not weighted (the spec example).
@@ -203,15 +204,17 @@ def _segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
         for a in range(0, n, chunk):
             b = min(n, a + chunk)
             picked = slice(a, b) if order is None else order[a:b]
-            rows = gathered[:b - a]
+            rows = gathered[:b - a, :c1 - c0]
             if source is table:
                 # take() with mode="clip" copies row by row without buffering (the ids are
                 # checked already); it is the fastest gather NumPy has.
                 np.take(table, indices[picked], axis=0, out=rows, mode="clip")
             else:
                 rows[...] = source[indices[picked]]
+            block = rows
             if converted is not gathered:
-                converted[:b - a] = rows
+                block = converted[:b - a, :c1 - c0]
+                block[...] = rows
             data = ones[:b - a] if weights is None else weights[picked].astype(acc, copy=False)
 
             # Sum consecutive rows of one segment: a CSR matrix with one row per segment
@@ -222,7 +225,7 @@ def _segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
             present = ids[indptr[:-1]]
             matrix = scipy.sparse.csr_matrix((data, positions[:b - a], indptr),
                                              shape=(len(present), b - a))
-            sums = matrix @ converted[:b - a]
+            sums = matrix @ block
             if carry is not None:
                 sums[0] += carry
                 carry = None

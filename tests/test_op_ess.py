@@ -1,0 +1,646 @@
+"""EmbeddingSegmentsSum-3: the spec example, every rule of semantics.md, shape inference with
+OpenVINO's messages, the memory promise, and differential tests against OpenVINO's CPU plugin."""
+from __future__ import annotations
+
+import os
+import tempfile
+import tracemalloc
+
+import ml_dtypes
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+import irrun
+import irrun.ops.sparse as sparse
+from irrun.cli import cli
+from irrun.errors import OpError, ShapeError, UnsupportedError
+from irrun.etypes import element_type
+from irrun.infer import _warnings
+from irrun.ops.sparse import EmbeddingSegmentsSum3
+from irrun.shapes import DYNAMIC, Dim, TensorSpec
+
+MODEL_DIR = os.path.join(os.path.dirname(__file__), "..", "models", "ess_spec")
+
+SPEC_TABLE = np.array([[-0.2, -0.6], [-0.1, -0.4], [-1.9, -1.8], [-1., 1.5], [0.8, -0.7]], np.float32)
+SPEC_EXPECTED = [[-1.05, -1.2], [-0.2, -0.6], [-0.1, 0.4]]
+
+FLOATS = ["f64", "f32", "f16", "bf16"]
+INTEGERS = ["i64", "i32", "i16", "i8", "u64", "u32", "u16", "u8"]
+
+
+def run(table, indices, segment_ids, num_segments, default_index=None, weights=None, itype=None):
+    """The kernel on plain arrays; index inputs get `itype` (default: the indices' dtype)."""
+    indices = np.asarray(indices, dtype=itype or np.int32)
+    it = indices.dtype
+    args = [np.asarray(table), indices, np.asarray(segment_ids, dtype=it), np.array(num_segments, dtype=it)]
+    if default_index is not None:
+        args.append(np.array(default_index, dtype=it))
+    if weights is not None:
+        args.append(np.asarray(weights, dtype=args[0].dtype))
+    (out,) = EmbeddingSegmentsSum3.run(None, *args)
+    return out
+
+
+def reference(table, indices, segment_ids, num_segments, default_index=None, weights=None):
+    """Scatter-add one lookup at a time: exact Python integers wrapped to the table's width
+    for integer tables, float64 for float tables (the tests compare with a tolerance)."""
+    table = np.asarray(table)
+    rest = table.shape[1:]
+    is_int = table.dtype.kind in "iub"
+    acc = np.zeros((num_segments, *rest), dtype=object if is_int else np.float64)
+    for i, (k, s) in enumerate(zip(indices, segment_ids)):     # a test oracle, not a kernel
+        row = np.asarray(table[k])
+        # Python ints for integer tables: exact, wrapped at the end.
+        row = np.array(row.tolist(), dtype=object).reshape(row.shape) if is_int else \
+            row.astype(np.float64)
+        w = 1 if weights is None else weights[i]
+        w = int(w) if is_int else float(w)
+        acc[s] = acc[s] + row * w
+    empty = np.ones(num_segments, dtype=bool)
+    empty[np.asarray(segment_ids, dtype=np.int64)] = False
+    if default_index is not None:
+        acc[empty] = table[default_index].astype(acc.dtype)
+    if not is_int:
+        return acc
+    if table.dtype == np.bool_:
+        return (acc != 0).astype(np.bool_)
+    bits = table.dtype.itemsize * 8
+    flat = [int(v) % (1 << bits) for v in acc.ravel()]
+    return np.array(flat, dtype=np.uint64).reshape(acc.shape).astype(table.dtype)
+
+
+def assert_close(got, expected, etype):
+    assert got.dtype == element_type(etype).dtype
+    assert got.shape == expected.shape
+    if element_type(etype).is_float:
+        rtol = {"f16": 2e-3, "bf16": 1.6e-2}.get(etype, 1e-5)
+        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
+                                   rtol=rtol, atol=rtol, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, expected)
+
+
+def spec(etype, shape, value=None):
+    return TensorSpec.make(etype, shape, None if value is None else np.asarray(value))
+
+
+def infer(*specs):
+    sink: list = []
+    token = _warnings.set(sink)
+    try:
+        out = EmbeddingSegmentsSum3.infer(None, *specs)
+    finally:
+        _warnings.reset(token)
+    return out, [m for _, m in sink]
+
+
+def spec_inputs(itype="i32", table="f32", num_segments=None):
+    return [spec(table, [5, 2]), spec(itype, [4]), spec(itype, [4]),
+            spec(itype, [], num_segments)]
+
+
+# ------------------------------------------------------------------ the spec example, verbatim
+
+def test_spec_example():
+    out = run(SPEC_TABLE, [0, 2, 3, 4], [0, 0, 2, 2], 3, 0, [0.5, 0.5, 0.5, 0.5])
+    assert out.dtype == np.float32 and out.shape == (3, 2)
+    np.testing.assert_allclose(out, SPEC_EXPECTED, rtol=1e-6)
+
+
+def test_spec_example_shapes():
+    (out,), _ = infer(*spec_inputs(num_segments=3), spec("i32", []), spec("f32", [4]))
+    assert out.etype.name == "f32" and out.shape == (Dim.of(3), Dim.of(2))
+
+
+def test_spec_model_runs_through_cli(tmp_path):
+    xml = os.path.join(MODEL_DIR, "model.xml")
+    out = tmp_path / "out.npz"
+    result = CliRunner().invoke(cli, [xml, "--inputs", os.path.join(MODEL_DIR, "inputs.npz"),
+                                      "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    got, expected = np.load(out), np.load(os.path.join(MODEL_DIR, "expected.npz"))
+    assert sorted(got.files) == sorted(expected.files) == ["out"]
+    assert got["out"].dtype == expected["out"].dtype == np.float32
+    np.testing.assert_allclose(got["out"], expected["out"], rtol=1e-6)
+    np.testing.assert_allclose(got["out"], SPEC_EXPECTED, rtol=1e-6)
+
+
+def test_spec_model_validates_clean_with_static_output():
+    assert irrun.validate(os.path.join(MODEL_DIR, "model.xml")) == []
+    m = irrun.read_model(os.path.join(MODEL_DIR, "model.xml"))
+    assert m.outputs[0].partial_shape == "[3,2]"
+
+
+# ------------------------------------------------------------------ rules (semantics.md)
+
+def test_empty_segment_default_row_is_not_weighted():
+    out = run(SPEC_TABLE, [1], [1], 3, 4, [10.0])
+    np.testing.assert_allclose(out, [SPEC_TABLE[4], 10 * SPEC_TABLE[1], SPEC_TABLE[4]])
+
+
+def test_empty_segments_are_zero_without_default():
+    out = run(SPEC_TABLE, [0, 2, 3, 4], [0, 0, 2, 2], 4)
+    np.testing.assert_allclose(out[1], [0, 0])
+    np.testing.assert_allclose(out[3], [0, 0])
+    np.testing.assert_allclose(out[0], SPEC_TABLE[0] + SPEC_TABLE[2], rtol=1e-6)
+
+
+def test_weights_default_to_one():
+    a = run(SPEC_TABLE, [0, 2, 3, 4], [0, 0, 2, 2], 3, 0)
+    b = run(SPEC_TABLE, [0, 2, 3, 4], [0, 0, 2, 2], 3, 0, np.ones(4))
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_unsorted_segment_ids_scatter_add(itype):
+    rng = np.random.default_rng(7)
+    table = rng.standard_normal((6, 3, 2)).astype(np.float32)
+    idx = rng.integers(0, 6, 40)
+    seg = rng.integers(0, 9, 40)
+    w = rng.standard_normal(40).astype(np.float32)
+    got = run(table, idx, seg, 9, 5, w, itype=itype)
+    np.testing.assert_allclose(got, reference(table, idx, seg, 9, 5, w), rtol=1e-5, atol=1e-5)
+    # The same lookups in sorted order give the same sums (up to summation order).
+    order = np.argsort(seg, kind="stable")
+    np.testing.assert_allclose(got, run(table, idx[order], seg[order], 9, 5, w[order], itype=itype),
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_nan_stays_in_its_segment():
+    table = np.array([[1, 2], [np.nan, 3], [4, 5], [np.nan, np.nan]], np.float32)
+    out = run(table, [0, 1, 2, 2], [0, 0, 1, 2], 4, 3)
+    assert np.isnan(out[0, 0]) and out[0, 1] == 5
+    assert out[1].tolist() == [4, 5] and out[2].tolist() == [4, 5]
+    assert np.isnan(out[3]).all()                         # the default row itself has NaN
+    # NaN in a weight, and 0 * inf, follow IEEE arithmetic.
+    out = run(np.array([[1.0], [np.inf]], np.float32), [0, 1, 0], [0, 1, 2], 3, 0,
+              [np.nan, 0.0, 2.0])
+    assert np.isnan(out[0, 0]) and np.isnan(out[1, 0]) and out[2, 0] == 2
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_empty_indices(itype):
+    out = run(SPEC_TABLE, [], [], 3, 1, [], itype=itype)
+    np.testing.assert_array_equal(out, np.repeat(SPEC_TABLE[1:2], 3, axis=0))
+    out = run(SPEC_TABLE, [], [], 2, itype=itype)
+    np.testing.assert_array_equal(out, np.zeros((2, 2), np.float32))
+    assert run(SPEC_TABLE, [], [], 0, 99, itype=itype).shape == (0, 2)
+
+
+def test_zero_width_table():
+    out = run(np.zeros((3, 0), np.float32), [0, 2], [0, 1], 2, 0)
+    assert out.shape == (2, 0)
+
+
+@pytest.mark.parametrize("etype", ["i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64"])
+def test_integer_tables_wrap_like_cpp(etype):
+    dtype = element_type(etype).dtype
+    info = np.iinfo(dtype)
+    table = np.array([[info.max, info.min], [3, 1]], dtype=dtype)
+    weights = np.array([1, 1, 2, 3], dtype=dtype)
+    out = run(table, [0, 0, 1, 0], [0, 0, 0, 1], 2, 0, weights)
+    expected = reference(table, [0, 0, 1, 0], [0, 0, 0, 1], 2, 0, weights)
+    np.testing.assert_array_equal(out, expected)
+    bits = 8 * dtype.itemsize
+    # by hand: segment 0 is 2 * max + 6 (mod 2**bits), segment 1 is 3 * max
+    assert int(out[0, 0]) % (1 << bits) == (2 * int(info.max) + 6) % (1 << bits)
+    assert int(out[1, 0]) % (1 << bits) == (3 * int(info.max)) % (1 << bits)
+
+
+def test_negative_integer_weights_wrap():
+    table = np.array([[100, -7]], np.int8)
+    out = run(table, [0, 0], [0, 0], 1, 0, np.array([-3, 1], np.int8))
+    np.testing.assert_array_equal(out, reference(table, [0, 0], [0, 0], 1, 0, [-3, 1]))
+    assert out.tolist() == [[56, 14]]       # -300 + 100 = -200 wraps to 56; 21 - 7 = 14
+
+
+def test_boolean_table_sums_are_any():
+    table = np.array([[True, False], [False, False], [True, True]])
+    out = run(table, [0, 1, 1, 2], [0, 0, 1, 2], 4, 1, np.array([True, True, True, False]))
+    assert out.tolist() == [[True, False], [False, False], [False, False], [False, False]]
+
+
+@pytest.mark.parametrize("etype", ["f16", "bf16"])
+def test_half_tables_accumulate_in_f32_and_round_once(etype):
+    dtype = element_type(etype).dtype
+    big = 2048.0 if etype == "f16" else 256.0
+    # Rounding at every step would give `big` (each +1 is half an ulp and rounds to even);
+    # summing in f32 gives big + 4, which the type holds exactly.
+    table = np.array([[big], [1.0]], dtype=dtype)
+    out = run(table, [0, 1, 1, 1, 1], [0, 0, 0, 0, 0], 1)
+    assert out.dtype == dtype and float(out[0, 0]) == big + 4
+    # Products are formed in f32 too: 0.1 * 3 rounds once.
+    w = np.array([3.0], dtype=dtype)
+    out = run(np.array([[0.1]], dtype=dtype), [0], [0], 1, 0, w)
+    assert out[0, 0] == dtype.type(np.float32(dtype.type(0.1)) * np.float32(3.0))
+
+
+def test_f64_table_is_computed_in_f64():
+    # (The CPU plugin computes f64 in f32, where 1 + 2**-40 is 1.)
+    table = np.array([[1.0 + 2.0**-40]], np.float64)
+    out = run(table, [0, 0], [0, 0], 1, itype=np.int64)
+    assert out[0, 0] == 2.0 + 2.0**-39
+
+
+def test_extra_table_dims():
+    rng = np.random.default_rng(3)
+    table = rng.integers(-50, 50, (4, 2, 3, 2)).astype(np.int16)
+    out = run(table, [3, 1, 1], [1, 1, 2], 3, 0, np.array([2, -1, 5], np.int16))
+    assert out.shape == (3, 2, 3, 2)
+    np.testing.assert_array_equal(out, reference(table, [3, 1, 1], [1, 1, 2], 3, 0, [2, -1, 5]))
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5])
+def test_block_boundaries(monkeypatch, chunk):
+    """Segments split across blocks (the carry), unsorted ids, and column blocks."""
+    monkeypatch.setattr(sparse, "CHUNK_LOOKUPS", chunk)
+    rng = np.random.default_rng(chunk)
+    for etype in ["f32", "f16", "i8", "u64"]:
+        dtype = element_type(etype).dtype
+        table = (rng.standard_normal((5, 3)) * 4).astype(dtype) if etype[0] == "f" else \
+            rng.integers(-100, 100, (5, 3)).astype(dtype)
+        seg = np.sort(rng.integers(0, 4, 17))
+        idx = rng.integers(0, 5, 17)
+        w = rng.integers(-3, 4, 17).astype(dtype)
+        for s in (seg, rng.permutation(seg)):
+            assert_close(run(table, idx, s, 6, 2, w), reference(table, idx, s, 6, 2, w), etype)
+    monkeypatch.setattr(sparse, "WORK_BYTES", 16)      # 2 f64 columns per block
+    table = rng.standard_normal((4, 5))
+    seg = np.sort(rng.integers(0, 3, 9))
+    idx = rng.integers(0, 4, 9)
+    assert_close(run(table, idx, seg, 3), reference(table, idx, seg, 3), "f64")
+
+
+@given(st.data())
+def test_random_against_reference(data):
+    """Every type, unsorted ids, extra dims and small blocks against the loop reference."""
+    etype = data.draw(st.sampled_from(FLOATS + INTEGERS + ["boolean"]))
+    dtype = element_type(etype).dtype
+    num_emb = data.draw(st.integers(1, 5))
+    rest = tuple(data.draw(st.lists(st.integers(0, 3), max_size=2)))
+    n = data.draw(st.integers(0, 12))
+    segments = data.draw(st.integers(1, 6))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    if etype in FLOATS:
+        table = rng.standard_normal((num_emb, *rest)).astype(dtype)
+        w = rng.standard_normal(n).astype(dtype)
+    elif etype == "boolean":
+        table = rng.integers(0, 2, (num_emb, *rest)).astype(bool)
+        w = rng.integers(0, 2, n).astype(bool)
+    else:
+        info = np.iinfo(dtype)
+        table = rng.integers(info.min, info.max, (num_emb, *rest), endpoint=True, dtype=dtype)
+        w = rng.integers(info.min, info.max, n, endpoint=True, dtype=dtype)
+    idx = rng.integers(0, num_emb, n)
+    seg = rng.integers(0, segments, n)
+    if data.draw(st.booleans()):
+        seg = np.sort(seg)
+    mode = data.draw(st.sampled_from(["none", "default", "weights"]))
+    default = int(rng.integers(0, num_emb)) if mode != "none" else None
+    weights = w if mode == "weights" else None
+    itype = data.draw(st.sampled_from([np.int32, np.int64]))
+    sparse_chunk = data.draw(st.sampled_from([sparse.CHUNK_LOOKUPS, 1, 4]))
+    old = sparse.CHUNK_LOOKUPS
+    sparse.CHUNK_LOOKUPS = sparse_chunk
+    try:
+        got = run(table, idx, seg, segments, default, weights, itype=itype)
+    finally:
+        sparse.CHUNK_LOOKUPS = old
+    assert_close(got, reference(table, idx, seg, segments, default, weights), etype)
+
+
+# ------------------------------------------------------------------ errors at run time
+
+def test_segment_id_out_of_range():
+    with pytest.raises(OpError, match=r"segment_ids\[3\] is 3, expected in \[0, 3\)"):
+        run(SPEC_TABLE, [0, 2, 3, 4], [0, 0, 2, 3], 3, 0)
+    with pytest.raises(OpError, match=r"segment_ids\[1\] is -1, expected in \[0, 3\)"):
+        run(SPEC_TABLE, [0, 2, 3, 4], [0, -1, 2, 2], 3)
+
+
+def test_index_out_of_range():
+    with pytest.raises(OpError, match=r"indices\[2\] is 5, expected in \[0, 5\)"):
+        run(SPEC_TABLE, [0, 2, 5, 4], [0, 0, 2, 2], 3, 0, itype=np.int64)
+    with pytest.raises(OpError, match=r"indices\[0\] is -2, expected in \[0, 5\)"):
+        run(SPEC_TABLE, [-2, 2, 3, 4], [0, 0, 2, 2], 3)
+
+
+def test_used_default_index_out_of_range():
+    with pytest.raises(OpError, match=r"default_index is 5, expected in \[0, 5\).*empty segment 1"):
+        run(SPEC_TABLE, [0, 2, 3, 4], [0, 0, 2, 2], 3, 5)
+    with pytest.raises(OpError, match=r"default_index is -1"):
+        run(SPEC_TABLE, [], [], 1, -1)
+
+
+def test_unused_bad_default_index_is_accepted():
+    out = run(SPEC_TABLE, [0, 2, 3, 4], [0, 1, 2, 2], 3, 99, [0.5] * 4)
+    np.testing.assert_allclose(out, reference(SPEC_TABLE, [0, 2, 3, 4], [0, 1, 2, 2], 3, None,
+                                              [0.5] * 4), rtol=1e-6)
+
+
+def test_negative_num_segments():
+    with pytest.raises(OpError, match=r"num_segments is -1, expected >= 0"):
+        run(SPEC_TABLE, [0], [0], -1)
+
+
+# ------------------------------------------------------------------ shape and type inference
+
+def test_output_dims_from_constant_num_segments():
+    (out,), warnings = infer(spec("f16", [7, 2, 3]), spec("i64", [DYNAMIC]), spec("i64", [DYNAMIC]),
+                             spec("i64", [], 11))
+    assert out.etype.name == "f16" and out.shape == (Dim.of(11), Dim.of(2), Dim.of(3))
+    assert warnings == []
+
+
+def test_output_dim0_dynamic_without_constant():
+    (out,), _ = infer(*spec_inputs())
+    assert out.shape == (DYNAMIC, Dim.of(2))
+    (out,), _ = infer(spec("f32", [DYNAMIC, Dim(1, 4)]), spec("i32", [4]), spec("i32", [DYNAMIC]),
+                      spec("i32", None))
+    assert out.shape == (DYNAMIC, Dim(1, 4))
+
+
+def test_dynamic_rank_table():
+    (out,), _ = infer(spec("bf16", None), spec("i32", None), spec("i32", None), spec("i32", None, 3))
+    assert out.etype.name == "bf16" and out.shape is None
+
+
+@pytest.mark.parametrize("inputs, message", [
+    ([("f32", [5, 2]), ("i32", [4]), ("i16", [4]), ("i16", [])],
+     "SEGMENT_IDS type must be i32 or i64, got i16"),
+    ([("f32", [5, 2]), ("f32", [4]), ("i32", [4]), ("i32", [])],
+     "INDICES type must be i32 or i64, got f32"),
+    ([("f32", [5, 2]), ("i32", [4]), ("i32", [4]), ("u8", [])],
+     "NUM_SEGMENTS type must be i32 or i64, got u8"),
+    ([("f32", [5, 2]), ("i32", [4]), ("i64", [4]), ("i64", [])],
+     r"Segment_ids element type \(i64\) must match indices element type \(i32\)"),
+    ([("f32", [5, 2]), ("i32", [4]), ("i32", [4]), ("i64", [])],
+     r"Num_segments element type \(i64\) must match Segment_ids element type \(i32\)"),
+    ([("f32", [5, 2]), ("i32", [4]), ("i32", [4]), ("i32", []), ("f32", [])],
+     "DEFAULT_INDEX type must be i32 or i64, got f32"),
+    ([("f32", [5, 2]), ("i32", [4]), ("i32", [4]), ("i32", []), ("i64", [])],
+     r"Default_index element type \(i64\) must match indices element type \(i32\)"),
+    ([("f32", [5, 2]), ("i32", [4]), ("i32", [4]), ("i32", []), ("i32", []), ("f16", [4])],
+     r"Per sample weight element type \(f16\) must match embedding table element type \(f32\)"),
+    ([("f32", [5, 2]), ("i32", [4, 1]), ("i32", [4]), ("i32", [])],
+     r"INDICES must be 1D, got rank 2 \(\[4,1\]\)"),
+    ([("f32", [5, 2]), ("i32", [4]), ("i32", []), ("i32", [])],
+     r"SEGMENT_IDS must be 1D, got rank 0"),
+    ([("f32", [5, 2]), ("i32", [4]), ("i32", [3]), ("i32", [])],
+     r"INDICES and SEGMENT_IDS shape must be same, got \[4\] and \[3\]"),
+    ([("f32", [5, 2]), ("i32", [4]), ("i32", [4]), ("i32", [1])],
+     r"NUM_SEGMENTS must be a scalar, got rank 1 \(\[1\]\)"),
+    ([("f32", [5, 2]), ("i32", [4]), ("i32", [4]), ("i32", []), ("i32", [1])],
+     r"DEFAULT_INDEX must be a scalar, got rank 1"),
+    ([("f32", [5, 2]), ("i32", [4]), ("i32", [4]), ("i32", []), ("i32", []), ("f32", [4, 1])],
+     r"PER_SAMPLE_WEIGHTS must be 1D, got rank 2"),
+    ([("f32", [5, 2]), ("i32", [4]), ("i32", [4]), ("i32", []), ("i32", []), ("f32", [3])],
+     r"INDICES and PER_SAMPLE_WEIGHTS shape must be same, got \[4\] and \[3\]"),
+    ([("f32", []), ("i32", [4]), ("i32", [4]), ("i32", [])],
+     "EMB_TABLE can't be a scalar"),
+])
+def test_shape_and_type_messages(inputs, message):
+    with pytest.raises(ShapeError, match=message):
+        infer(*[spec(t, s) for t, s in inputs])
+
+
+def test_dynamic_dims_pass_the_checks():
+    # Compatibility, not equality: OpenVINO accepts these, so irrun does.
+    (out,), _ = infer(spec("f32", [5, 2]), spec("i64", [Dim(2, 6)]), spec("i64", [4]),
+                      spec("i64", [], 2), spec("i64", None), spec("f32", [DYNAMIC]))
+    assert out.shape == (Dim.of(2), Dim.of(2))
+
+
+def test_sub_byte_tables_are_unsupported():
+    with pytest.raises(UnsupportedError, match="u4 emb_table"):
+        infer(spec("u4", [5, 2]), spec("i32", [4]), spec("i32", [4]), spec("i32", []))
+
+
+def test_constant_default_index_out_of_range_warns():
+    _, warnings = infer(*spec_inputs(num_segments=3), spec("i32", [], 5))
+    assert len(warnings) == 1 and "default_index 5 is outside [0, 5)" in warnings[0]
+    _, warnings = infer(*spec_inputs(num_segments=3), spec("i32", [], -1))
+    assert len(warnings) == 1 and "default_index -1" in warnings[0]
+    _, warnings = infer(*spec_inputs(num_segments=3), spec("i32", [], 4))
+    assert warnings == []
+
+
+def test_constant_negative_num_segments_warns():
+    (out,), warnings = infer(*spec_inputs(num_segments=-2))
+    assert out.shape == (DYNAMIC, Dim.of(2))
+    assert len(warnings) == 1 and "num_segments is -2" in warnings[0]
+
+
+@given(st.data())
+def test_infer_agrees_with_run(data):
+    etype = data.draw(st.sampled_from(FLOATS + INTEGERS))
+    itype = data.draw(st.sampled_from(["i32", "i64"]))
+    shape = [data.draw(st.integers(1, 4))] + data.draw(st.lists(st.integers(0, 3), max_size=2))
+    n = data.draw(st.integers(0, 5))
+    segments = data.draw(st.integers(0, 4))
+    const = data.draw(st.booleans())
+    table = np.zeros(shape, element_type(etype).dtype)
+    idx = np.zeros(n, element_type(itype).dtype)
+    seg = np.zeros(n, idx.dtype) if segments else idx[:0]
+    idx = idx[:seg.size]
+    (out_spec,), _ = infer(spec(etype, shape), spec(itype, [DYNAMIC]), spec(itype, [DYNAMIC]),
+                           spec(itype, [], segments if const else None))
+    (out,) = EmbeddingSegmentsSum3.run(None, table, idx, seg, np.array(segments, idx.dtype))
+    assert out.dtype == out_spec.etype.dtype
+    assert len(out_spec.shape) == out.ndim
+    assert all(d.contains(v) for d, v in zip(out_spec.shape, out.shape))
+    assert out_spec.shape[0].is_static == const
+
+
+# ------------------------------------------------------------------ memory: no n x d intermediate
+
+@pytest.mark.parametrize("etype, sort", [("f32", True), ("f16", True), ("i8", False), ("f64", False)])
+def test_peak_memory_stays_in_budget(etype, sort):
+    """Peak extra memory < output + 24 bytes per lookup + 64 MiB, while the gathered
+    [n, d] intermediate would be far bigger than that."""
+    dtype = element_type(etype).dtype
+    rng = np.random.default_rng(0)
+    n, d, num_emb, segments = 400_000, 64, 1000, 2000
+    table = rng.integers(-5, 5, (num_emb, d)).astype(dtype)
+    idx = rng.integers(0, num_emb, n).astype(np.int64)
+    seg = rng.integers(0, segments, n).astype(np.int64)
+    if sort:
+        seg.sort()
+    w = rng.integers(-3, 3, n).astype(dtype)
+    out_bytes = segments * d * dtype.itemsize
+    budget = out_bytes + 24 * n + (64 << 20)
+    assert n * d * max(dtype.itemsize, 4) > budget          # the test can fail
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        out = run(table, idx, seg, segments, 0, w, itype=np.int64)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert out.nbytes == out_bytes
+    assert peak < budget, f"peak {peak / 2**20:.1f} MiB, budget {budget / 2**20:.1f} MiB"
+
+
+# ------------------------------------------------------------------ whole models through irrun
+
+def _model_with(tmp_path, default_value=None, num_segments_const=None):
+    ov = pytest.importorskip("openvino")
+    o3 = pytest.importorskip("openvino.opset3")
+    params = [o3.parameter([5, 2], ov.Type.f32, name="emb_table"),
+              o3.parameter([-1], ov.Type.i32, name="indices"),
+              o3.parameter([-1], ov.Type.i32, name="segment_ids")]
+    if num_segments_const is None:
+        params.append(o3.parameter([], ov.Type.i32, name="num_segments"))
+        ns = params[-1]
+    else:
+        ns = o3.constant(np.int32(num_segments_const), name="num_segments")
+    args = params[:3] + [ns]
+    if default_value is not None:
+        args.append(o3.constant(np.int32(default_value), name="default_index"))
+    node = o3.embedding_segments_sum(*args, name="ess")
+    xml = str(tmp_path / "ess.xml")
+    ov.save_model(ov.Model([node.output(0)], params, "ess"), xml)
+    return xml
+
+
+def test_dynamic_num_segments_through_a_model(tmp_path):
+    xml = _model_with(tmp_path)
+    m = irrun.read_model(xml)
+    assert m.outputs[0].partial_shape == "[?,2]"
+    feed = {"emb_table": SPEC_TABLE, "indices": np.array([0, 4], np.int32),
+            "segment_ids": np.array([1, 3], np.int32), "num_segments": np.array(5, np.int32)}
+    out = list(m.infer(feed).values())[0]
+    np.testing.assert_allclose(out, reference(SPEC_TABLE, [0, 4], [1, 3], 5))
+
+
+def test_validate_warns_about_a_constant_bad_default(tmp_path):
+    xml = _model_with(tmp_path, default_value=7, num_segments_const=2)
+    diags = irrun.validate(xml)
+    assert [d.severity for d in diags] == ["warning"]
+    assert "default_index 7 is outside [0, 5)" in diags[0].message and diags[0].layer_name == "ess"
+    m = irrun.read_model(xml)
+    feed = {"emb_table": SPEC_TABLE, "indices": np.array([0, 4], np.int32)}
+    full = m.infer({**feed, "segment_ids": np.array([0, 1], np.int32)})
+    np.testing.assert_allclose(list(full.values())[0], SPEC_TABLE[[0, 4]])
+    with pytest.raises(OpError) as e:
+        m.infer({**feed, "segment_ids": np.array([1, 1], np.int32)})
+    text = str(e.value)
+    assert "ess.xml:" in text and "layer 'ess'" in text and "default_index is 7" in text
+
+
+def test_run_error_names_layer_and_position(tmp_path):
+    xml = _model_with(tmp_path, num_segments_const=2)
+    result = CliRunner().invoke(cli, [xml, "--inputs", _npz(tmp_path, {
+        "emb_table": SPEC_TABLE, "indices": np.array([0, 9], np.int32),
+        "segment_ids": np.array([0, 1], np.int32)})])
+    assert result.exit_code == 1
+    assert "ess.xml:" in result.output and "layer 'ess'" in result.output
+    assert "indices[1] is 9, expected in [0, 5)" in result.output
+
+
+def _npz(tmp_path, arrays):
+    path = str(tmp_path / "inputs.npz")
+    np.savez(path, **arrays)
+    return path
+
+
+# ------------------------------------------------------------------ OpenVINO's CPU plugin
+
+# What the CPU plugin computes (found by running it): every numeric table type and boolean,
+# with f16/bf16 accumulated in f32. It runs i64 (indices and tables) as i32 and f64 as f32,
+# so i64/u64/u32 table values and their sums stay within i32 and f64 values are f32-exact;
+# i8/u8/i16/u16 tables wrap natively, so the oracle draws them over their full range. It
+# gives wrong sums for unsorted segment ids, so the oracle draws sorted ids only. Floats are
+# drawn as multiples of 1/8 in [-4, 4] times small weights: the f32 sums are then exact
+# and the only difference left is the one final rounding to f16/bf16.
+ORACLE_TYPES = FLOATS + INTEGERS + ["boolean"]
+
+
+def _ov_tensor(ov, value):
+    if value.dtype == ml_dtypes.bfloat16:
+        # The Python API shows bf16 tensors as float16 views: copy the bits.
+        t = ov.Tensor(ov.Type.bf16, list(value.shape))
+        np.copyto(t.data.view(np.uint16), value.view(np.uint16))
+        return t
+    return ov.Tensor(np.array(value, order="C", copy=True))
+
+
+@pytest.mark.oracle
+@given(st.data())
+def test_oracle_cpu_plugin(data):
+    oracle = pytest.importorskip("oracle")
+    ov = oracle.ov
+    import openvino.opset3 as o3
+
+    etype = data.draw(st.sampled_from(ORACLE_TYPES), label="table type")
+    itype = data.draw(st.sampled_from(["i32", "i64"]), label="index type")
+    dtype, idt = element_type(etype).dtype, element_type(itype).dtype
+    num_emb = data.draw(st.integers(1, 6))
+    rest = data.draw(st.lists(st.integers(1, 3), max_size=2))
+    n = data.draw(st.integers(1, 10))
+    segments = data.draw(st.integers(1, 6))
+    mode = data.draw(st.sampled_from(["none", "default", "weights"]))
+    const_segments = data.draw(st.booleans())
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+
+    shape = (num_emb, *rest)
+    if etype in FLOATS:
+        table = (rng.integers(-32, 33, shape) / 8).astype(dtype)
+        w = rng.integers(-4, 5, n).astype(dtype)
+    elif etype == "boolean":
+        table, w = rng.integers(0, 2, shape).astype(bool), rng.integers(0, 2, n).astype(bool)
+    elif dtype.itemsize <= 2:
+        info = np.iinfo(dtype)
+        table = rng.integers(info.min, info.max, shape, endpoint=True, dtype=dtype)
+        w = rng.integers(info.min, info.max, n, endpoint=True, dtype=dtype)
+    else:   # the plugin computes these in i32: keep every sum inside it
+        lo = 0 if etype[0] == "u" else -10_000
+        table = rng.integers(lo, 10_000, shape).astype(dtype)
+        w = rng.integers(max(lo, -100), 100, n).astype(dtype)
+    idx = rng.integers(0, num_emb, n).astype(idt)
+    seg = np.sort(rng.integers(0, segments, n)).astype(idt)
+
+    ov_type, it = getattr(ov.Type, etype), getattr(ov.Type, itype)
+    params = [o3.parameter(list(shape), ov_type, name="emb_table"),
+              o3.parameter([n], it, name="indices"),
+              o3.parameter([n], it, name="segment_ids")]
+    feed = {"emb_table": table, "indices": idx, "segment_ids": seg}
+    if const_segments:
+        ns = o3.constant(np.array(segments, idt), name="num_segments")
+    else:
+        ns = o3.parameter([], it, name="num_segments")
+        params.append(ns)
+        feed["num_segments"] = np.array(segments, idt)
+    args = params[:3] + [ns]
+    if mode != "none":
+        args.append(o3.constant(np.array(rng.integers(0, num_emb), idt), name="default_index"))
+    if mode == "weights":
+        weights = o3.parameter([n], ov_type, name="per_sample_weights")
+        params.append(weights)
+        args.append(weights)
+        feed["per_sample_weights"] = w
+    for p in params:
+        p.output(0).get_tensor().set_names({p.get_friendly_name()})
+    node = o3.embedding_segments_sum(*args, name="ess")
+    model = ov.Model([node.output(0)], params, "ess")
+
+    with tempfile.TemporaryDirectory() as d:
+        xml = oracle.save(model, d)
+        compiled = oracle.core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        result = compiled.create_infer_request().infer(
+            {name: _ov_tensor(ov, v) for name, v in feed.items()})
+        expected = np.array(result[compiled.outputs[0]])
+        if etype == "bf16":
+            expected = expected.view(np.uint16).view(ml_dtypes.bfloat16)
+        (got,) = oracle.irrun_run(xml, feed)
+    assert got.dtype == dtype and expected.dtype == dtype
+    assert got.shape == expected.shape
+    if etype in FLOATS:
+        # The f32 sums are exact, so both round the same value once: bit-exact.
+        np.testing.assert_array_equal(got.astype(np.float64), expected.astype(np.float64))
+    else:
+        np.testing.assert_array_equal(got, expected)
