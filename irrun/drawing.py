@@ -229,6 +229,12 @@ def layout(program) -> tuple[list[Box], list[Arrow], dict[str, tuple[float, floa
     for a in arrows:
         preds.setdefault(a.dst, []).append(a.src)
         succs.setdefault(a.src, []).append(a.dst)
+    # Constant layers: Consts and what is computed from Consts only (decompression Converts).
+    constant = {}
+    kinds = {lid: program.nodes[lid].kind for lid in rank}
+    for lid in sorted(rank, key=lambda lid: rank[lid]):
+        constant[lid] = kinds[lid] == "const" or (
+            kinds[lid] == "op" and bool(preds.get(lid)) and all(constant.get(p, False) for p in preds[lid]))
     x: dict[str, float] = {}
     geo: dict[str, tuple[float, float, float, float]] = {}
     # Two passes: the second centres a source (Const, Parameter) over the users the first
@@ -237,7 +243,9 @@ def layout(program) -> tuple[list[Box], list[Arrow], dict[str, tuple[float, floa
         previous, x, y = dict(x), {}, 10.0
         for r in sorted(by_rank):
             def want(lid):
-                near = [x[p] for p in preds.get(lid, ()) if p in x]
+                # Follow the data, not the weights: constant inputs do not pull a layer aside.
+                near = [x[p] for p in preds.get(lid, ()) if p in x and not constant[p]] or \
+                    [x[p] for p in preds.get(lid, ()) if p in x]
                 if not near:
                     near = [previous[s] for s in succs.get(lid, ()) if s in previous]
                 return sum(near) / len(near) if near else None
@@ -253,8 +261,12 @@ def layout(program) -> tuple[list[Box], list[Arrow], dict[str, tuple[float, floa
                     cursor + w / 2 if cursor is not None else 0.0)
                 centre[lid] = target if cursor is None else max(cursor + w / 2, target)
                 cursor = centre[lid] + w / 2 + GAP_X
-            # Packing only pushes right: shift the row back so it sits centred on its wishes.
-            wished = [wanted[lid] - centre[lid] for lid in ids if wanted[lid] is not None]
+            # Packing only pushes right: shift the row back so the layers that follow their
+            # inputs sit where they want (sources only ask for a place near their user).
+            wished = [wanted[lid] - centre[lid] for lid in ids
+                      if wanted[lid] is not None and any(p in x for p in preds.get(lid, ()))]
+            if not wished:
+                wished = [wanted[lid] - centre[lid] for lid in ids if wanted[lid] is not None]
             shift = sum(wished) / len(wished) if wished else 0.0
             for lid in ids:
                 w, h = size[lid]
