@@ -273,7 +273,8 @@ def _gather_infer(data, indices, axis_spec, batch_dims, negative_ok):
     idx = known_ints(indices) if indices.rank <= 1 else None
     if el is not None and idx is not None:
         n = len(el)
-        _check_indices(np.array(idx, dtype=np.int64), n, ax, negative_ok, ShapeError)
+        # A value error even at load time: the same OpError the kernel raises.
+        _check_indices(np.array(idx, dtype=np.int64), n, ax, negative_ok, OpError)
         return [int_spec(data.etype, shape, [el[i] for i in idx])]
     return [TensorSpec(data.etype, shape)]
 
@@ -361,10 +362,30 @@ class Gather8:
 # ---------------------------------------------------------------- slicing helpers
 
 
+def spec_slice(s: slice, n: int) -> slice:
+    """The slice the specs describe, for a dim of size n, as a NumPy slice.
+
+    Forward steps clamp exactly like Python. In reverse, the specs (and OpenVINO) clamp a
+    begin that is still negative after adding n to 0, where Python clamps it to -1 and
+    selects nothing: x[-100:-100:-1] on [a] is [a] in OpenVINO, [] in Python.
+    """
+    start, stop, step = s.start, s.stop, 1 if s.step is None else s.step
+    if step > 0 or n == 0:
+        return s
+    if start is not None:
+        start = start + n if start < 0 else start
+        start = min(max(start, 0), n - 1)
+    if stop is not None:
+        stop = stop + n if stop < 0 else stop
+        if stop < 0:
+            stop = None          # runs through element 0
+    return slice(start, stop, step)
+
+
 def _slice_dim(d: Dim, s: slice) -> Dim:
-    """The length of d[s] for a possibly dynamic dim (Python slice semantics, as the specs)."""
+    """The length of d[s] for a possibly dynamic dim."""
     if d.is_static:
-        return Dim.of(len(range(*s.indices(d.lo))))
+        return Dim.of(len(range(*spec_slice(s, d.lo).indices(d.lo))))
     start, stop, step = s.start, s.stop, 1 if s.step is None else s.step
     if start is None and stop is None and abs(step) == 1:
         return d
@@ -375,10 +396,22 @@ def _slice_dim(d: Dim, s: slice) -> Dim:
             len(range(start or 0, stop, step))
         return Dim(lo, hi)
     bound = d.hi
-    if start is not None and stop is not None and (start < 0) == (stop < 0):
+    if step > 0 and start is not None and stop is not None and (start < 0) == (stop < 0):
         span = len(range(start, stop, step))
         bound = span if bound is None else min(bound, span)
     return Dim(0, bound)
+
+
+def _take(data: np.ndarray, index) -> np.ndarray:
+    """data[index] with each slice clamped the spec's way for its dim."""
+    out, j = [], 0
+    for x in index:
+        if isinstance(x, slice):
+            x = spec_slice(x, data.shape[j])
+        out.append(x)
+        if x is not None:
+            j += 1
+    return np.asarray(data[tuple(out)])
 
 
 def _slice_elements(data: TensorSpec, index):
@@ -391,7 +424,7 @@ def _slice_elements(data: TensorSpec, index):
         if not -len(el) <= item < len(el):
             return None
         return [el[item]]
-    return list(el[item])
+    return list(el[spec_slice(item, len(el))])
 
 
 def _values(spec: TensorSpec, what: str):
@@ -411,7 +444,7 @@ def _slice_index(rank, start, stop, step, axes, error):
     seen = set()
     for a, b, e, s in zip(axes, start, stop, step):
         if s == 0:
-            raise error(f"step is 0 for axis {a}")
+            raise OpError(f"step is 0 for axis {a}")
         ax = normalize_axis(a, rank, "axes value", error)
         if ax in seen:
             raise error(f"axes {list(axes)} name dim {ax} twice")
@@ -451,7 +484,7 @@ class Slice8:
         ax = list(range(len(vals[0]))) if axes is None else \
             [int(v) for v in axes.reshape(-1).tolist()]
         index = _slice_index(data.ndim, *vals, ax, OpError)
-        return (np.asarray(data[tuple(index)]),)
+        return (_take(data, index),)
 
 
 # ---------------------------------------------------------------- StridedSlice
@@ -488,10 +521,11 @@ def _strided_index(attrs, shape, begin, end, stride, error):
         elif _bit(attrs.new_axis_mask, i):
             index.append(None)
         elif _bit(attrs.shrink_axis_mask, i):
-            index.append(int(begin[i]))
+            # A begin_mask bit still applies: the shrunk dim keeps element 0 (OpenVINO).
+            index.append(0 if _bit(attrs.begin_mask, i) else int(begin[i]))
         else:
             if stride[i] == 0:
-                raise error(f"stride[{i}] is 0")
+                raise OpError(f"stride[{i}] is 0")
             index.append(slice(None if _bit(attrs.begin_mask, i) else int(begin[i]),
                                None if _bit(attrs.end_mask, i) else int(end[i]), int(stride[i])))
     rank = len(shape)
@@ -563,4 +597,4 @@ class StridedSlice1:
         e = [int(v) for v in end.reshape(-1).tolist()]
         s = [1] * len(b) if stride is None else [int(v) for v in stride.reshape(-1).tolist()]
         index = _strided_index(attrs, shape_dims(data.shape), b, e, s, OpError)
-        return (np.asarray(data[tuple(index)]),)
+        return (_take(data, index),)

@@ -431,9 +431,7 @@ class Range4:
                 fail(f"{name} must be a scalar, got {format_shape(spec.shape)}")
         values = [None if s.value is None else _scalar(s.value) for s in (start, stop, step)]
         if all(v is not None for v in values):
-            n = _range_count(*values, error=ShapeError) if values[2] != 0 else None
-            if n is None:
-                fail("step (input 2) is 0")
+            n = _range_count(*values, error=OpError)
             return [TensorSpec(et, (Dim.of(n),))]
         # A stop known as an interval (from a ShapeOf) with a known start and step.
         s0, s2, stop_el = values[0], values[2], elements(stop)
