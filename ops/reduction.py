@@ -124,7 +124,8 @@ def _prod(x, axes, keep):
 def _mean(x, axes, keep):
     if x.dtype.kind in "iu":
         return _int_mean(x, axes, keep)
-    return np.mean(_float_acc(x), axis=axes, keepdims=keep)
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    return np.sum(_float_acc(x), axis=axes, keepdims=keep) / count   # 0/0 is NaN: no warning
 
 
 def _l1(x, axes, keep):
@@ -280,6 +281,12 @@ class TopK3:
 
 @register("TopK", since=11, attrs=TopK11Attrs, category="sort")
 class TopK11:
+    @staticmethod
+    def infer(attrs, data, k):
+        if attrs.stable and attrs.sort == "none":
+            # OpenVINO's validation rejects this combination.
+            fail("TopK stable=true needs sort='value' or sort='index', got sort='none'")
+        return topk_infer(attrs, data, k)
+
     # Ties already keep their input order, so stable=true and false give the same result.
-    infer = TopK1.infer
     run = TopK1.run
