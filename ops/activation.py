@@ -14,6 +14,7 @@ from typing import Literal
 
 import numpy as np
 
+from irrun.errors import OpError
 from irrun.infer import fail
 from irrun.registry import NoAttrs, register
 from irrun.shapes import TensorSpec
@@ -172,6 +173,8 @@ def _softmax_axis(name: str, axis: int, x: TensorSpec, allow_negative: bool) -> 
 
 
 def _softmax_run(fn, x, axis, name):
+    if not -x.ndim <= axis < x.ndim:   # only reachable when the rank was unknown
+        raise OpError(f"{name} axis {axis} is out of range for input of shape {list(x.shape)}")
     if x.size == 0:
         return x.copy()
     axis = axis + x.ndim if axis < 0 else axis

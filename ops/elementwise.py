@@ -8,7 +8,8 @@ LessEqual-1, Greater-1, GreaterEqual-1), logical/ (LogicalAnd-1, LogicalOr-1,
 LogicalXor-1, LogicalNot-1), condition/Select-1, and
 broadcast_rules (numpy and none; pdpd is reported as unsupported).
 
-Numerics: results keep the input element type exactly. Integer arithmetic wraps like the
+Numerics: results keep the input element type exactly. Maximum/Minimum propagate NaN (the
+spec is silent; the CPU plugin's answer depends on the operand order). Integer arithmetic wraps like the
 C++ types (OpenVINO's reference kernels do; its CPU plugin saturates u8, so tests stay in
 range). f16/bf16 compute in f32 and round once, as the CPU plugin does.
 """
@@ -20,6 +21,7 @@ from typing import Callable, Literal
 import numpy as np
 
 from irrun.errors import OpError, UnsupportedError
+from irrun.etypes import from_dtype
 from irrun.infer import fail
 from irrun.registry import NoAttrs, register
 from irrun.shapes import Dim, TensorSpec, format_shape
@@ -123,7 +125,6 @@ def widened(x: np.ndarray, etype_name: str) -> np.ndarray:
 
 
 def _etype_name(x: np.ndarray) -> str:
-    from irrun.etypes import from_dtype
     return from_dtype(x.dtype).name
 
 

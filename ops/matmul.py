@@ -64,6 +64,8 @@ class MatMul1:
 
     @staticmethod
     def run(attrs, a, b):
+        if a.ndim == 0 or b.ndim == 0:
+            raise OpError(f"MatMul inputs must have rank >= 1, got shapes {list(a.shape)} and {list(b.shape)}")
         x = np.swapaxes(a, -1, -2) if attrs.transpose_a and a.ndim >= 2 else a
         y = np.swapaxes(b, -1, -2) if attrs.transpose_b and b.ndim >= 2 else b
         if x.shape[-1] != y.shape[-2 if y.ndim >= 2 else 0]:

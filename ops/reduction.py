@@ -243,6 +243,8 @@ def _descending_order(x: np.ndarray) -> np.ndarray:
 
 def topk_run(attrs, data: np.ndarray, k: np.ndarray):
     kv = _k_of(k)
+    if not -data.ndim <= attrs.axis < data.ndim:   # only reachable when the rank was unknown
+        raise OpError(f"TopK axis {attrs.axis} is out of range for data of shape {list(data.shape)}")
     axis = attrs.axis % data.ndim
     n = data.shape[axis]
     if not 0 <= kv <= n:

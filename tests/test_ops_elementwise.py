@@ -250,6 +250,13 @@ def test_integer_arithmetic_wraps_like_cpp():
     assert run_op("Negative", {}, np.array([1], np.uint8))[0].tolist() == [255]
 
 
+def test_maximum_and_minimum_propagate_nan():
+    a = np.array([np.nan, 1.0, np.nan], np.float32)
+    b = np.array([1.0, np.nan, np.nan], np.float32)
+    for t in ("Maximum", "Minimum"):
+        assert np.isnan(run_op(t, {}, a, b)[0]).all()
+
+
 def test_integer_power_rules():
     base = np.array([2, 3, -2, 0, 2, 1, -1, -1, 3], np.int64)
     exp = np.array([3, 2, 3, 0, -1, -5, -3, -2, 40], np.int64)

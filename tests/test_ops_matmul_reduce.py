@@ -216,6 +216,9 @@ def test_topk_rules_outside_openvino():
     assert i.tolist() == [[3, 0, 2, 1]]
     v, i = run_op("TopK", {"axis": "-1", "mode": "min", "sort": "value"}, x, np.array(0), opset=11)
     assert v.shape == (1, 0) and i.shape == (1, 0)          # k = 0: an empty result
+    import irrun.ops.reduction as R
+    with pytest.raises(OpError, match="axis 2 is out of range"):     # when the rank was unknown
+        R.topk_run(R.TopKAttrs(axis=2, mode="max", sort="value"), x, np.array(1))
     with pytest.raises(OpError, match=r"k=5 is out of range \[0, 4\]"):
         import irrun.ops.reduction as R
         R.topk_run(R.TopKAttrs(axis=1, mode="max", sort="value"), x, np.array(5))
