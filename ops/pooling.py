@@ -109,9 +109,9 @@ def _pool_infer(attrs, data: TensorSpec):
             pos = _window_positions(dim.value, pb, od.value, attrs.kernel[i], dil[i], attrs.strides[i])
             empty = np.flatnonzero(~((pos >= 0) & (pos < dim.value)).any(axis=1))
             if empty.size:
-                # OpenVINO keeps these windows (no ceil_torch-style trimming in opset1/8): its
-                # reference gives the lowest value (MaxPool) or 0 (AvgPool); the CPU plugin's
-                # AvgPool gives NaN or -0 there. irrun follows the reference.
+                # OpenVINO keeps these windows (no ceil_torch-style trimming in opset1/8). MaxPool
+                # gives the CPU plugin's start value there (see _lowest); for AvgPool the CPU
+                # plugin gives NaN or -0 and the reference 0, which irrun follows.
                 warn(f"window(s) {', '.join(map(str, empty[:5]))} along spatial axis {i} cover only "
                      f"padding (input size {dim.value}, pads {pb},{pe}, kernel {attrs.kernel[i]}, "
                      f"stride {attrs.strides[i]}): MaxPool gives the lowest value there, AvgPool 0",
@@ -161,11 +161,18 @@ def _taps(attrs, x):
         yield view, mask, coords
 
 
-def _lowest(dtype) -> object:
+def _lowest(dtype) -> np.ndarray:
+    """What a window over padding only holds: the CPU plugin's start value.
+
+    The plugin starts float maxima at the lowest f32 value and rounds it to the element type
+    (so f16 and bf16 give -inf, f64 gives -3.4e38), integers at the type's minimum.
+    OpenVINO's reference kernel uses each type's own lowest value instead.
+    """
     dtype = np.dtype(dtype)
     if dtype.kind in "iu":
-        return np.iinfo(dtype).min
-    return ml_dtypes.finfo(dtype).min
+        return np.array(np.iinfo(dtype).min, dtype=dtype)
+    with np.errstate(over="ignore"):
+        return np.array(np.finfo(np.float32).min, dtype=np.float32).astype(dtype)
 
 
 def max_pool(attrs, x: np.ndarray, index_type="i64", axis=0):
@@ -173,8 +180,8 @@ def max_pool(attrs, x: np.ndarray, index_type="i64", axis=0):
 
     Like OpenVINO (reference and CPU plugin): taps are scanned in row-major order and a tap
     wins only if strictly greater, so the first maximum wins and NaN never wins; a window
-    over padding only gives the type's lowest value and the index of the channel's first
-    element. Indices count over the whole tensor, then wrap modulo prod(shape[axis:]).
+    over padding only gives _lowest() and the index of the channel's first element.
+    Indices count over the whole tensor, then wrap modulo prod(shape[axis:]).
     """
     n, c = x.shape[:2]
     spatial = x.shape[2:]

@@ -225,6 +225,13 @@ def test_pool_window_over_padding_only():
     v, i = impl.run(a, x)
     np.testing.assert_array_equal(v, [[[1, 4, np.finfo(np.float32).min], [6, 9, np.finfo(np.float32).min]]])
     np.testing.assert_array_equal(i, [[[0, 3, 0], [5, 8, 5]]])
+    # The CPU plugin starts float maxima at the lowest f32 and rounds: -inf in f16 and bf16.
+    import ml_dtypes
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        v, _ = impl.run(a, x.astype(dtype))
+        assert v.dtype == dtype and np.isneginf(v[..., 2].astype(np.float32)).all()
+    v, _ = impl.run(a, x.astype(np.int8))
+    assert (v[..., 2] == -128).all()
     impl, a = op("AvgPool", 1, strides="3", kernel="1", rounding_type="ceil", exclude_pad="true")
     (m,) = impl.run(a, x)
     np.testing.assert_array_equal(m, [[[1, 4, 0], [6, 9, 0]]])
