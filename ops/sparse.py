@@ -8,6 +8,9 @@ output, memory stays O(n) for an unsorted input's sort order plus a fixed workin
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import scipy.sparse
 
@@ -18,11 +21,17 @@ from irrun.shapes import DYNAMIC, Dim, TensorSpec, format_shape
 
 _INDEX_TYPES = ("i32", "i64")
 
-# The working set of one block: each buffer (gathered rows, the same rows converted to the
-# accumulation type, the block's sums) stays under WORK_BYTES, and a block has at most
-# CHUNK_LOOKUPS lookups, few enough for its gathered rows to stay in the CPU's cache.
-WORK_BYTES = 16 << 20
-CHUNK_LOOKUPS = 4096
+# The working set. Each thread handles blocks of at most CHUNK_LOOKUPS lookups, whose three
+# buffers (gathered rows, the same rows in the accumulation type, their sums) take at most
+# WORKING_BYTES over all threads, a few MiB per buffer, so a block stays in the CPU's cache;
+# a table not in the accumulation type is converted TABLE_BYTES at a time. So the memory
+# beyond the output and the sort order of unsorted ids (8 bytes per lookup) stays under
+# TABLE_BYTES + WORKING_BYTES + O(CHUNK_LOOKUPS).
+CHUNK_LOOKUPS = 16384
+WORKING_BYTES = 24 << 20
+TABLE_BYTES = 32 << 20
+MAX_THREADS = 4
+PARALLEL_MIN_LOOKUPS = 65536      # fewer lookups than this per thread are not worth one
 
 
 def _rank_text(spec: TensorSpec) -> str:
@@ -178,7 +187,7 @@ def _segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
     n = indices.shape[0]
     if n == 0:
         return
-    width = table.shape[1]
+    num_emb, width = table.shape
     acc = _accumulator(table.dtype)
 
     # The lookups must come grouped by segment. Sorted ids (the spec's promise) are used
@@ -189,47 +198,112 @@ def _segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
         order = np.argsort(segment_ids, kind="stable")
         segment_ids = segment_ids[order]
 
-    # One block: up to `chunk` lookups and `cols` columns, gathered into a small buffer.
-    cols = min(width, max(1, WORK_BYTES // acc.itemsize))
-    chunk = max(1, min(CHUNK_LOOKUPS, WORK_BYTES // (cols * acc.itemsize)))
-    ones = None if weights is not None else np.ones(chunk, dtype=acc)
-    positions = np.arange(chunk, dtype=np.int32 if chunk < 2**31 else np.int64)
-    gathered = np.empty((chunk, cols), dtype=table.dtype)
-    converted = np.empty((chunk, cols), dtype=acc) if table.dtype != acc else gathered
-
+    # A table not in the accumulation type (f16, bf16, integers) is converted once, a block
+    # of columns at a time, when it has fewer rows than there are lookups; otherwise each
+    # gathered row is converted.
+    convert_table = table.dtype != acc and num_emb <= n
+    spans = _spans(segment_ids, _workers(n))
+    buffer_bytes = WORKING_BYTES // (3 * len(spans))
+    if convert_table:
+        cols = min(width, max(1, TABLE_BYTES // (num_emb * acc.itemsize)))
+    else:
+        cols = min(width, max(1, buffer_bytes // acc.itemsize))
     for c0 in range(0, width, cols):
         c1 = min(width, c0 + cols)
-        source = table if c1 - c0 == width else table[:, c0:c1]
-        carry = None          # the partial sum of a segment that goes on in the next block
-        for a in range(0, n, chunk):
-            b = min(n, a + chunk)
-            picked = slice(a, b) if order is None else order[a:b]
-            rows = gathered[:b - a, :c1 - c0]
-            if source is table:
-                # take() with mode="clip" copies row by row without buffering (the ids are
-                # checked already); it is the fastest gather NumPy has.
-                np.take(table, indices[picked], axis=0, out=rows, mode="clip")
-            else:
-                rows[...] = source[indices[picked]]
-            block = rows
-            if converted is not gathered:
-                block = converted[:b - a, :c1 - c0]
-                block[...] = rows
-            data = ones[:b - a] if weights is None else weights[picked].astype(acc, copy=False)
+        if convert_table:
+            source = np.empty((num_emb, c1 - c0), dtype=acc)
+            _parallel(lambda lo, hi: np.copyto(source[lo:hi], table[lo:hi, c0:c1], casting="unsafe"),
+                      _even(num_emb, len(spans)))
+        else:
+            source = table if c1 - c0 == width else table[:, c0:c1]
+        _parallel(lambda a, b: _sum_span(out[:, c0:c1], source, acc, indices, segment_ids,
+                                         order, weights, a, b, buffer_bytes), spans)
 
-            # Sum consecutive rows of one segment: a CSR matrix with one row per segment
-            # present in this block, listing its lookups, weighted, times the gathered rows.
-            ids = segment_ids[a:b]
-            starts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-            indptr = np.concatenate(([0], starts, [b - a]))
-            present = ids[indptr[:-1]]
-            matrix = scipy.sparse.csr_matrix((data, positions[:b - a], indptr),
-                                             shape=(len(present), b - a))
-            sums = matrix @ block
-            if carry is not None:
-                sums[0] += carry
-                carry = None
-            if b < n and segment_ids[b] == present[-1]:
-                carry = sums[-1].copy()
-                sums, present = sums[:-1], present[:-1]
-            out[present, c0:c1] = sums
+
+def _sum_span(out: np.ndarray, source: np.ndarray, acc: np.dtype, indices: np.ndarray,
+              segment_ids: np.ndarray, order: np.ndarray | None, weights: np.ndarray | None,
+              start: int, stop: int, buffer_bytes: int) -> None:
+    """Add the lookups start..stop (in segment order) of `source`'s columns into `out`."""
+    width = source.shape[1]
+    chunk = max(1, min(CHUNK_LOOKUPS, buffer_bytes // (width * acc.itemsize)))
+    gathered = np.empty(chunk * width, dtype=source.dtype)
+    converted = np.empty(chunk * width, dtype=acc) if source.dtype != acc else None
+    ones = np.ones(chunk, dtype=acc) if weights is None else None
+    positions = np.arange(chunk, dtype=np.int32 if chunk < 2**31 else np.int64)
+    contiguous = source.flags.c_contiguous
+    carry = None              # the partial sum of a segment that goes on in the next block
+    for a in range(start, stop, chunk):
+        b = min(stop, a + chunk)
+        picked = slice(a, b) if order is None else order[a:b]
+        rows = gathered[:(b - a) * width].reshape(b - a, width)
+        if contiguous:
+            # take() with mode="clip" copies row by row without buffering (the ids are
+            # checked already); it is the fastest gather NumPy has.
+            np.take(source, indices[picked], axis=0, out=rows, mode="clip")
+        else:
+            rows[...] = source[indices[picked]]
+        if converted is not None:
+            block = converted[:(b - a) * width].reshape(b - a, width)
+            np.copyto(block, rows, casting="unsafe")
+            rows = block
+        data = ones[:b - a] if weights is None else weights[picked].astype(acc, copy=False)
+
+        # Sum consecutive rows of one segment: a CSR matrix with one row per segment
+        # present in this block, listing its lookups, weighted, times the gathered rows.
+        ids = segment_ids[a:b]
+        starts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+        indptr = np.concatenate(([0], starts, [b - a]))
+        present = ids[indptr[:-1]]
+        matrix = scipy.sparse.csr_matrix((data, positions[:b - a], indptr),
+                                         shape=(len(present), b - a))
+        sums = matrix @ rows
+        if carry is not None:
+            sums[0] += carry
+            carry = None
+        if b < stop and segment_ids[b] == present[-1]:
+            carry = sums[-1].copy()
+            sums, present = sums[:-1], present[:-1]
+        out[present] = sums
+
+
+# ------------------------------------------------------------------ threads
+# NumPy's take and casts and scipy's CSR product release the GIL, and the gather is bound
+# by memory latency, so independent spans of lookups run on all cores.
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _workers(n: int) -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(MAX_THREADS, cores or 1, n // PARALLEL_MIN_LOOKUPS))
+
+
+def _even(n: int, parts: int) -> list[tuple[int, int]]:
+    cuts = [n * i // parts for i in range(parts + 1)]
+    return [(lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
+
+
+def _spans(segment_ids: np.ndarray, parts: int) -> list[tuple[int, int]]:
+    """`parts` ranges of lookups of about equal size, cut where a segment starts, so no
+    output row is written by two threads."""
+    n = segment_ids.shape[0]
+    cuts = [0]
+    for lo, _ in _even(n, parts)[1:]:
+        cut = int(np.searchsorted(segment_ids, segment_ids[lo], side="left"))
+        if cut > cuts[-1]:
+            cuts.append(cut)
+    cuts.append(n)
+    return list(zip(cuts, cuts[1:]))
+
+
+def _parallel(fn, ranges: list[tuple[int, int]]) -> None:
+    """fn(lo, hi) for every range; the calling thread runs the first one."""
+    global _pool
+    if len(ranges) > 1 and _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=MAX_THREADS - 1, thread_name_prefix="irrun-sparse")
+    futures = [_pool.submit(fn, *r) for r in ranges[1:]]
+    try:
+        fn(*ranges[0])
+    finally:
+        for f in futures:
+            f.result()

@@ -267,11 +267,37 @@ def test_block_boundaries(monkeypatch, chunk):
         w = rng.integers(-3, 4, 17).astype(dtype)
         for s in (seg, rng.permutation(seg)):
             assert_close(run(table, idx, s, 6, 2, w), reference(table, idx, s, 6, 2, w), etype)
-    monkeypatch.setattr(sparse, "WORK_BYTES", 16)      # 2 f64 columns per block
+    monkeypatch.setattr(sparse, "WORKING_BYTES", 48)   # 2 f64 columns per block
     table = rng.standard_normal((4, 5))
     seg = np.sort(rng.integers(0, 3, 9))
     idx = rng.integers(0, 4, 9)
     assert_close(run(table, idx, seg, 3), reference(table, idx, seg, 3), "f64")
+    # A converted table (f16 -> f32, fewer rows than lookups) in blocks of 2 columns.
+    monkeypatch.setattr(sparse, "TABLE_BYTES", 4 * 4 * 2)
+    table = rng.standard_normal((4, 5)).astype(np.float16)
+    w = rng.standard_normal(9).astype(np.float16)
+    assert_close(run(table, idx, seg, 3, 1, w), reference(table, idx, seg, 3, 1, w), "f16")
+
+
+def test_spans_cut_at_segment_starts():
+    ids = np.array([0, 0, 0, 0, 1, 1, 2, 5, 5, 5, 5, 5])
+    assert sparse._spans(ids, 1) == [(0, 12)]
+    assert sparse._spans(ids, 3) == [(0, 4), (4, 7), (7, 12)]
+    assert sparse._spans(np.zeros(10, np.int32), 4) == [(0, 10)]
+
+
+@pytest.mark.parametrize("etype", ["f32", "bf16", "i16"])
+def test_threads_agree_with_reference(monkeypatch, etype):
+    monkeypatch.setattr(sparse, "_workers", lambda n: 3)
+    monkeypatch.setattr(sparse, "CHUNK_LOOKUPS", 7)
+    rng = np.random.default_rng(5)
+    dtype = element_type(etype).dtype
+    table = rng.integers(-20, 20, (9, 2, 3)).astype(dtype)
+    idx = rng.integers(0, 9, 60)
+    seg = rng.integers(0, 12, 60)
+    w = rng.integers(-3, 4, 60).astype(dtype)
+    for s in (np.sort(seg), seg):
+        assert_close(run(table, idx, s, 13, 4, w), reference(table, idx, s, 13, 4, w), etype)
 
 
 @given(st.data())
