@@ -13,7 +13,9 @@ import networkx as nx
 import numpy as np
 
 from .errors import IrrunError, OpError
-from .shapes import format_shape, shape_matches
+from .infer import FOLD_MAX_ELEMENTS
+from .shapes import TensorSpec, format_shape, is_static, shape_matches, shape_of
+from .weights import check_alloc
 
 
 @dataclass
@@ -23,6 +25,7 @@ class Step:
     args: tuple[int, ...]        # input slots
     outs: tuple[int, ...]        # output slots
     free: tuple[int, ...]        # slots whose last use is this step
+    recheck: tuple | None = None  # input element types, when shapes must be checked at run time
 
 
 class Plan:
@@ -46,7 +49,12 @@ class Plan:
             for a in args:
                 last_use[a] = position
             outs = tuple(slot_of[(lid, i)] for i in range(len(node.specs or ())))
-            steps.append(Step(node, node.kind, args, outs, ()))
+            step = Step(node, node.kind, args, outs, ())
+            if node.kind == "op":
+                in_specs = [program.nodes[src].specs[out] for src, out in node.inputs]
+                if not all(is_static(s.shape) for s in list(in_specs) + list(node.specs)):
+                    step.recheck = tuple(s.etype for s in in_specs)
+            steps.append(step)
         self.targets = [slot_of[t] for t in targets]
         keep = set(self.targets)
         frees: dict[int, list[int]] = {}
@@ -64,6 +72,21 @@ def _location(program, node):
     layer = node.layer
     return dict(file=program.path, line=layer.line, layer_id=layer.id, layer_name=layer.name,
                 op=layer.op_label)
+
+
+def check_inputs(node, etypes, arrays) -> None:
+    """Run the op's shape rule again on the real inputs, for a layer whose shapes were not all
+    known at load time.
+
+    So a kernel never sees inputs its rule refuses (a rank that a dynamic-rank Parameter let
+    through, lengths that disagree), and an output whose size comes from input values (a
+    Range, a num_segments, a Broadcast target) is refused before it is allocated.
+    """
+    specs = [TensorSpec(et, shape_of(a.shape), a if a.size <= FOLD_MAX_ELEMENTS else None)
+             for et, a in zip(etypes, arrays)]
+    for index, spec in enumerate(node.op.infer(node.attrs, *specs)):
+        if spec.shape is not None:
+            check_alloc([d.lo for d in spec.shape], spec.etype, f"output {index}")
 
 
 def check_output(node, index, value):
@@ -99,7 +122,10 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
             elif step.kind == "result":
                 outputs = ()
             else:
-                outputs = node.op.run(node.attrs, *[values[a] for a in step.args])
+                args = [values[a] for a in step.args]
+                if step.recheck is not None:
+                    check_inputs(node, step.recheck, args)
+                outputs = node.op.run(node.attrs, *args)
                 if len(outputs) != len(step.outs):
                     raise OpError(f"internal error: the kernel returned {len(outputs)} outputs, "
                                   f"inference promised {len(step.outs)}")

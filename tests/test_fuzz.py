@@ -277,7 +277,7 @@ def _feed(model, rng: random.Random, independent: bool = False) -> dict:
 OUTCOMES: collections.Counter = collections.Counter()
 
 
-class CaseTimeout(Exception):
+class CaseTimeout(BaseException):   # not swallowed by a catch-all in irrun
     pass
 
 

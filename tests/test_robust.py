@@ -722,9 +722,12 @@ def test_value_dependent_size_refused_at_run_time(tmp_path, test_ops, monkeypatc
     with pytest.raises(ResourceError) as info:
         m.infer({"n": 10**9})
     op_line = line_of(xml, 'name="op"')
+    # The executor runs the shape rule on the real inputs first, so the kernel is not even
+    # called (its own check_alloc would say the same).
     assert str(info.value).startswith(f"{xml}:{op_line}: error: layer 'op' "
-                                      "(IrrunTestAlloc-opset1): output 0 (n=1000000000): shape "
-                                      "[1000000000] of float32 needs 4000000000 bytes")
+                                      "(IrrunTestAlloc-opset1): output 0")
+    assert "shape [1000000000] of f32 needs 4000000000 bytes" in str(info.value)
+    assert 10**9 not in calls
     np.savez(tmp_path / "in.npz", n=np.int64(10**9))
     assert "needs 4000000000 bytes" in cli_error("--extension", test_ops, xml, "--inputs",
                                                  tmp_path / "in.npz")
@@ -791,3 +794,43 @@ def test_unsorted_boundaries_in_bucketize(tmp_path):
             m.infer({"data": data, "b": bad})
         d = info.value.diagnostic
         assert (d.layer_name, d.op) == ("bucketize", "Bucketize-opset3") and where in d.message
+
+
+# ---- shapes only known at run time: the op's shape rule runs on the real inputs first
+
+def test_dynamic_rank_input_of_the_wrong_rank_is_a_shape_error(tmp_path):
+    text = (MODELS / "ctc_spec" / "model.xml").read_text()
+    assert 'shape="8,20,128"' in text
+    xml = tmp_path / "model.xml"
+    xml.write_text(text.replace('shape="8,20,128"', 'shape="..."'))
+    shutil_copy(MODELS / "ctc_spec" / "model.bin", tmp_path / "model.bin")
+    m = irrun.read_model(xml)
+    with pytest.raises(IrrunError) as info:
+        m.infer({"data": np.zeros(4, np.float32), "sequence_length": np.ones(8, np.int32)})
+    d = info.value.diagnostic
+    assert d.op == "CTCGreedyDecoderSeqLen-opset6" and d.line == line_of(xml, "CTCGreedyDecoderSeqLen")
+    assert d.code == "shape" and "data must be 3-D [N, T, C]; got shape [4]" in d.message
+
+
+def shutil_copy(a, b):
+    Path(b).write_bytes(Path(a).read_bytes())
+
+
+def test_range_with_an_absurd_size_is_refused_before_allocating(tmp_path, monkeypatch):
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "1M")
+    layers = (parameter(0, "start", "i64", "", ()) + parameter(1, "stop", "i64", "", ()) +
+              parameter(2, "step", "i64", "", ()) +
+              '<layer id="3" name="range" type="Range" version="opset4">'
+              '<data output_type="i64"/>'
+              f'<input>{port(0, "I64", ())}{port(1, "I64", ())}{port(2, "I64", ())}</input>'
+              f'<output>{port(3, "I64", (-1,))}</output></layer>' + result(4, "out", "i64", (-1,)))
+    edges = "".join(f'<edge from-layer="{i}" from-port="0" to-layer="3" to-port="{i}"/>'
+                    for i in range(3)) + '<edge from-layer="3" from-port="3" to-layer="4" to-port="0"/>'
+    xml = write_ir(tmp_path, layers, edges)
+    m = irrun.read_model(xml)
+    assert m.infer({"start": 0, "stop": 5, "step": 2})["out"].tolist() == [0, 2, 4]
+    with pytest.raises(ResourceError) as info:
+        m.infer({"start": 0, "stop": 10**12, "step": 1})
+    d = info.value.diagnostic
+    assert (d.layer_name, d.op) == ("range", "Range-opset4")
+    assert "shape [1000000000000] of i64 needs 8000000000000 bytes" in d.message
