@@ -46,7 +46,7 @@ def _dims_disagree(declared: list[int], shape) -> bool:
     return any(d != -1 and not dim.contains(d) for d, dim in zip(declared, shape))
 
 
-def declared_problem(what: str, port, spec: TensorSpec) -> str | None:
+def declared_problem(what: str, port, spec: TensorSpec, verb: str = "infers") -> str | None:
     """`what` declares precision/dims that disagree with `spec`, or None.
 
     A port whose declaration could not be read (None) is not compared: that is already
@@ -56,10 +56,10 @@ def declared_problem(what: str, port, spec: TensorSpec) -> str | None:
     if port.precision is not None:
         declared = normalize_precision(port.precision)
         if declared and declared != spec.etype.name:
-            notes.append(f"precision {port.precision} but infers {spec.etype.name}")
+            notes.append(f"precision {port.precision} but {verb} {spec.etype.name}")
     if spec.shape is not None and port.dims is not None and _dims_disagree(port.dims, spec.shape):
         shown = "[" + ",".join(str(d) for d in port.dims) + "]"
-        notes.append(f"dims {shown} but infers {format_shape(spec.shape)}")
+        notes.append(f"dims {shown} but {verb} {format_shape(spec.shape)}")
     if notes:
         return f"{what} declares " + " and ".join(notes)
     return None
@@ -82,7 +82,7 @@ def check_declared_inputs(layer, input_specs: list[TensorSpec | None], diag) -> 
     for port, spec in zip(layer.inputs, input_specs):
         if spec is None:
             continue
-        problem = declared_problem(f"input port {port.id}", port, spec)
+        problem = declared_problem(f"input port {port.id}", port, spec, "receives")
         if problem:
             diag.warning("declared-mismatch", problem, line=port.line, layer=layer)
 

@@ -208,6 +208,8 @@ def load_program(xml_path, weights=None) -> Program:
 
     parameters = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "parameter"]
     results = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "result"]
+    # Report in file order, like a compiler (the passes find problems in their own order).
+    diag.items.sort(key=lambda d: d.line or 0)
     return Program(xml_path, doc, graph, nodes, order, parameters, results, diag.items, wfile)
 
 
