@@ -211,9 +211,17 @@ def _divide(num: Dim | None, den: Dim) -> Dim:
     """The interval of num / den for the -1 dim of a Reshape."""
     if num is None:
         return DYNAMIC
+    if den.is_static and den.lo == 0:
+        if num.hi == 0:
+            return Dim.of(0)
+        if num.lo > 0:
+            fail(f"cannot compute the -1 dim: the other dims hold 0 elements, the input {num}")
+        return DYNAMIC
     if num.is_static and den.is_static:
-        if den.lo == 0 or num.lo % den.lo:
-            return DYNAMIC   # only reachable with dynamic inputs upstream; run time decides
+        # Exact even when dynamic input dims were cancelled: the division must work.
+        if num.lo % den.lo:
+            fail(f"cannot reshape: the input's {num} elements (beyond the dims it shares with "
+                 f"the target) do not divide into the target's {den}")
         return Dim.of(num.lo // den.lo)
     lo = -(-num.lo // den.hi) if den.hi else 0
     hi = num.hi // den.lo if num.hi is not None and den.lo > 0 else None
@@ -670,4 +678,5 @@ class ConvertLike1:
 
     @staticmethod
     def run(attrs, data, like):
-        return (convert_array(data, from_dtype(like.dtype)),)
+        # asarray: a 0-d comparison (anything -> boolean) gives a NumPy scalar, not an array.
+        return (np.asarray(convert_array(data, from_dtype(like.dtype))),)

@@ -153,6 +153,11 @@ def test_reshape_dims_with_dynamic_input():
     assert reshape_dims((Dim(2, 5), Dim.of(3), Dim.of(4)), (Dim(-1, -1),), False) == (Dim(24, 60),)
     # -1 divided by a dynamic dim: unknown, never a wrong static value.
     assert reshape_dims(d([None, 3, 4]), (DYNAMIC, Dim(-1, -1)), False) == d([None, None])
+    # The copied dim cancels, so the rest must divide exactly even with a dynamic batch.
+    assert reshape_dims(d([None, 3, 4]), (Dim.of(0), Dim.of(6), Dim(-1, -1)), True) == \
+        d([None, 6, 2])
+    with pytest.raises(irrun.errors.ShapeError, match="do not divide"):
+        reshape_dims(d([None, 3, 4]), (Dim.of(0), Dim.of(5), Dim(-1, -1)), True)
     # Without special_zero, 0 is a real zero.
     assert reshape_dims(d([0, 3]), d([0, 5]), False) == d([0, 5])
 
