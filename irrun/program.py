@@ -192,7 +192,17 @@ def load_program(xml_path, weights=None) -> Program:
         if len(node.inputs) != len(node.layer.inputs) or any(i is None for i in node.inputs):
             continue   # an unconnected input is already reported
         if any(s is None for s in input_specs):
-            continue   # an earlier layer failed; do not cascade errors
+            # An earlier layer failed (already reported; do not cascade errors), unless the
+            # producer inferred fine but has fewer outputs than the edge uses (fuzzing found
+            # a Result or a one-output op feeding from "port 2" slipping through).
+            for position, (src, out) in enumerate(node.inputs):
+                made = nodes[src].specs
+                if made is not None and out >= len(made):
+                    diag.error("bad-edge", f"input {position} is fed by output {out} of layer "
+                               f"'{nodes[src].layer.name}' ({nodes[src].layer.op_label}), which "
+                               f"has {len(made)} output{'s' if len(made) != 1 else ''}",
+                               line=node.layer.inputs[position].line, layer=node.layer)
+            continue
         if node.kind == "const":
             value = _load_const(node, wfile, bin_path, diag)
             if value is None:

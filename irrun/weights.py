@@ -91,6 +91,9 @@ def check_alloc(shape, dtype, what: str) -> int:
     name = _dtype_name(dtype)
     if count > INT64_MAX:
         raise ResourceError(f"{what}: shape {dims} has {count} elements, which overflows int64")
+    if dims and max(dims) > INT64_MAX:
+        # Even with no elements (another dim is 0), NumPy cannot make such a shape.
+        raise ResourceError(f"{what}: shape {dims} has a dimension that overflows int64")
     limit = max_tensor_bytes()
     if size > limit:
         raise ResourceError(f"{what}: shape {dims} of {name} needs {size} bytes, more than the "

@@ -27,6 +27,7 @@ import signal
 import traceback
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -274,6 +275,48 @@ def _feed(model, rng: random.Random, independent: bool = False) -> dict:
     return feed
 
 
+def _mutate_feed(feed: dict, model, rng: random.Random, log: list) -> dict:
+    """A feed that is wrong in one way: a name, a dtype, a shape or a value."""
+    feed = dict(feed)
+    kind = rng.choice(["drop", "extra", "dtype", "dtype", "shape", "value", "list"])
+    name = rng.choice(list(feed)) if feed else None
+    if kind == "drop" and name:
+        del feed[name]
+    elif kind == "extra" or name is None:
+        feed[rng.choice(["", "x", "not_an_input", "0"])] = np.zeros(2)
+    elif kind == "dtype":
+        dtype = rng.choice(["f8", "f4", "f2", "i8", "i4", "u1", "?", "c8", "U3", "S2", "O", "V2",
+                            "bfloat16", "M8[s]"])
+        dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+        try:
+            feed[name] = np.asarray(feed[name]).astype(dtype)
+        except (ValueError, TypeError):
+            feed[name] = np.zeros(np.shape(feed[name]), dtype)
+    elif kind == "shape":
+        shape = list(np.shape(feed[name]))
+        op = rng.choice(["add", "drop", "grow"])
+        if op == "add" or not shape:
+            shape.insert(rng.randrange(len(shape) + 1), rng.choice([0, 1, 2]))
+        elif op == "drop":
+            shape.pop(rng.randrange(len(shape)))
+        else:
+            shape[rng.randrange(len(shape))] += rng.choice([-1, 1, 5])
+        feed[name] = np.zeros([max(d, 0) for d in shape], np.asarray(feed[name]).dtype)
+    elif kind == "value":
+        a = np.array(feed[name])
+        if a.size:
+            a.reshape(-1)[rng.randrange(a.size)] = rng.choice(
+                [-1, 2**31 - 1, -2**31, 10**6, np.nan, np.inf, -np.inf, 0, 255]) \
+                if a.dtype.kind == "f" else rng.choice([-1, 2**31 - 1, -2**31, 10**6, 0, 255]) \
+                if a.dtype.kind in "iu" and np.can_cast(np.min_scalar_type(-2**31), a.dtype) \
+                else rng.choice([0, 1])
+        feed[name] = a
+    else:
+        feed[name] = np.asarray(feed[name]).tolist()
+    log.append(f"feed: {kind} {name!r}")
+    return feed
+
+
 OUTCOMES: collections.Counter = collections.Counter()
 
 
@@ -322,6 +365,9 @@ def run_case(seed: int, seeds, directory: Path) -> str | None:
         if feed is None:
             OUTCOMES["inputs too large"] += 1
             return None
+        if rng.random() < 0.25:
+            stage = "infer with a bad feed"
+            feed = _mutate_feed(feed, model, rng, log)
         try:
             model.infer(feed)
         except IrrunError as e:
