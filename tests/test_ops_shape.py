@@ -236,6 +236,15 @@ def test_squeeze_rules():
         Squeeze1.run(None, np.zeros((1, 3)), np.array([2]))
 
 
+def test_squeeze_of_a_static_non_1_dim_is_kept_with_a_warning(tmp_path):
+    p = param((2, 3, 1), "f32")
+    xml, m = read(tmp_path, [o1.squeeze(p, i64([1, 2]))], [p])
+    assert m.outputs[0].shape == shape_of([2, 3])
+    warnings = [d for d in irrun.validate(xml) if d.severity == "warning"]
+    assert any("axis 1 names dim 1 = 3, which is not 1" in d.message for d in warnings)
+    check(tmp_path, [o1.squeeze(p, i64([1, 2]))], [p], {"x": sample((2, 3, 1), "f32", 9)})
+
+
 def test_squeeze_of_a_dynamic_dim_that_is_not_1_fails_at_run_time(tmp_path):
     p = o8.parameter([-1, 3], ov.Type.f32, name="x")
     _, m = read(tmp_path, [o1.squeeze(p, i64([0]))], [p])
