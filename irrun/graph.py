@@ -26,6 +26,10 @@ def build_graph(doc: IRDocument, diag: Collector) -> nx.MultiDiGraph:
     meant: set[str] = set()
     for e in doc.edges:
         src, dst = layers.get(e.from_layer), layers.get(e.to_layer)
+        if e.broken:   # the reader reported it
+            if dst is not None:
+                meant.add(dst.id)
+            continue
         if src is None or dst is None:
             # Name the layer that exists: the consumer whose input is broken, else the producer.
             for lid, what in ((e.from_layer, "from-layer"), (e.to_layer, "to-layer")):
@@ -35,10 +39,10 @@ def build_graph(doc: IRDocument, diag: Collector) -> nx.MultiDiGraph:
             if dst is not None:
                 meant.add(dst.id)
             continue
-        if e.from_port is None or e.to_port is None:
-            meant.add(dst.id)
-            continue
         out = src.output_position(e.from_port)
+        if out is None and any(p.id is None for p in src.outputs):
+            meant.add(dst.id)   # a port id that is not a number is reported already
+            continue
         if out is None:
             ids = ", ".join(str(p.id) for p in src.outputs) or "none"
             diag.error("bad-edge", f"edge from-port={e.from_port}: layer '{src.name}' (id {src.id}) "
@@ -47,6 +51,9 @@ def build_graph(doc: IRDocument, diag: Collector) -> nx.MultiDiGraph:
             meant.add(dst.id)
             continue
         inp = dst.input_position(e.to_port)
+        if inp is None and any(p.id is None for p in dst.inputs):
+            meant.add(dst.id)
+            continue
         if inp is None:
             ids = ", ".join(str(p.id) for p in dst.inputs) or "none"
             diag.error("bad-edge", f"edge to-port={e.to_port}: layer '{dst.name}' (id {dst.id}) "
@@ -66,7 +73,7 @@ def build_graph(doc: IRDocument, diag: Collector) -> nx.MultiDiGraph:
         if layer.id in meant:
             continue
         for p in layer.inputs:
-            if (layer.id, p.index) not in taken:
+            if (layer.id, p.index) not in taken and p.id is not None:
                 diag.error("unconnected-input", f"input port {p.id} has no edge", line=p.line,
                            layer=layer)
 

@@ -132,8 +132,12 @@ def infer_node(node, input_specs: list[TensorSpec], diag, fold=True) -> list[Ten
             pass
     check_declared_outputs(layer, specs, diag)
     if len(specs) != len(layer.outputs) and layer.type.lower() != "result":
-        diag.warning("port-count", f"the layer declares {len(layer.outputs)} output ports but the op "
-                     f"has {len(specs)} outputs", layer=layer)
+        # Extra ports name outputs that do not exist (an error: what feeds their consumers?);
+        # missing ones only leave outputs unused.
+        report = diag.error if len(layer.outputs) > len(specs) else diag.warning
+        report("port-count", f"the layer declares {len(layer.outputs)} output ports but "
+               f"{node.op.label} has {len(specs)} output{'s' if len(specs) != 1 else ''}",
+               layer=layer)
     return specs
 
 

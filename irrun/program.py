@@ -88,7 +88,8 @@ def _bind(node: Node, diag: Collector, unused: bool = False) -> None:
     lo, hi = node.op.min_inputs, node.op.max_inputs
     if n < lo or (hi is not None and n > hi):
         want = f"{lo}" if lo == hi else f"{lo} to {hi}" if hi is not None else f"at least {lo}"
-        diag.error("input-count", f"{node.op.label} takes {want} inputs, the layer has {n}",
+        plural = "" if want == "1" else "s"
+        diag.error("input-count", f"{node.op.label} takes {want} input{plural}, the layer has {n}",
                    layer=layer)
         node.op = None
 

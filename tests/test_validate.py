@@ -298,8 +298,7 @@ def test_unknown_type_suggests_a_near_spelling(base, tmp_path, spelling):
 def test_unknown_relux_suggests_relu(base, tmp_path):
     import irrun.ops  # noqa: F401  (registers the kernels)
     from irrun import registry
-    if not registry.registered_versions("ReLU"):
-        pytest.skip("ReLU is not registered yet")
+    assert registry.registered_versions("ReLU")
     ir = corrupt(base, tmp_path, in_layer("to_i32", 'type="Convert"', 'type="ReLUX"'))
     d = only(ir.diags(), "unknown-op")
     located(d, ir, ir.line('name="to_i32"'), "to_i32", "ReLUX-opset1")
@@ -810,3 +809,58 @@ def test_invalid_model_raises_model_error_with_the_same_diagnostics(base, tmp_pa
     with pytest.raises(irrun.ModelError) as info:
         irrun.read_model(ir.path)
     assert [str(d) for d in info.value.diagnostics] == [str(d) for d in ir.diags()]
+
+
+# ------------------------------------------------------------------ ports against the op
+
+def test_more_input_ports_than_the_op_takes(base, tmp_path):
+    text = open(base).read()
+    x, i32 = layer_id(text, "x"), layer_id(text, "to_i32")
+    edge = edge_into(text, "to_i32")
+    extra = '<port id="5" precision="FP32"><dim>-1</dim><dim>3</dim></port>\n\t\t\t</input>'
+    ir = corrupt(base, tmp_path, in_layer("to_i32", "</input>", extra),
+                 (edge, edge + f'\n\t\t<edge from-layer="{x}" from-port="0" to-layer="{i32}" '
+                  'to-port="5" />'))
+    diags = ir.diags()
+    d = only(diags, "input-count")
+    located(d, ir, ir.line('name="to_i32"'), "to_i32", "Convert-opset1")
+    assert d.message == "Convert-1 takes 1 input, the layer has 2"
+    assert codes(diags) == [("error", "input-count")], "\n".join(map(str, diags))
+
+
+def test_more_output_ports_than_the_op_has(base, tmp_path):
+    ir = corrupt(base, tmp_path, in_layer("to_i32", "</output>",
+                                          '<port id="6" precision="I32" />\n\t\t\t</output>'))
+    diags = ir.diags()
+    d = only(diags, "port-count")
+    located(d, ir, ir.line('name="to_i32"'), "to_i32", "Convert-opset1")
+    assert "declares 2 output ports but Convert-1 has 1 output" in d.message
+
+
+@pytest.mark.parametrize("old,new,code,what", [
+    ('<port id="0" precision="FP32">', '<port id="zero" precision="FP32">', "bad-port",
+     "port id 'zero' is not an integer"),
+    ('<port id="0" precision="FP32">', '<port precision="FP32">', "bad-port", "port id is missing"),
+])
+def test_port_id_that_is_not_a_number(base, tmp_path, old, new, code, what):
+    ir = corrupt(base, tmp_path, in_layer("to_i32", old, new))
+    diags = ir.diags()
+    d = only(diags, code)
+    located(d, ir, ir.line(new), "to_i32", "Convert-opset1")
+    assert what in d.message
+    # The edge that names port 0 is the same problem: not reported again.
+    assert codes(diags) == [("error", code)], "\n".join(map(str, diags))
+
+
+@pytest.mark.parametrize("attr,value,what", [("to-port", "x", "edge to-port 'x' is not an integer"),
+                                             ("from-port", None, "no from-port attribute")])
+def test_edge_attribute_missing_or_not_a_number(base, tmp_path, attr, value, what):
+    text = open(base).read()
+    edge = edge_into(text, "to_i32")
+    bad = re.sub(rf' {attr}="\d+"', "" if value is None else f' {attr}="{value}"', edge)
+    ir = corrupt(base, tmp_path, (edge, bad))
+    diags = ir.diags()
+    d = only(diags, "bad-edge")
+    located(d, ir, ir.line(bad), "to_i32", "Convert-opset1")
+    assert what in d.message
+    assert codes(diags) == [("error", "bad-edge")], "\n".join(map(str, diags))
