@@ -836,3 +836,15 @@ def test_range_with_an_absurd_size_is_refused_before_allocating(tmp_path, monkey
     d = info.value.diagnostic
     assert (d.layer_name, d.op) == ("range", "Range-opset4")
     assert "shape [1000000000000] of i64 needs 8000000000000 bytes" in d.message
+
+
+@pytest.mark.parametrize("body", ["<a>" * 100000 + "</a>" * 100000,
+                                  '<layer id="1" name="%s"/>' % ("A" * 20_000_000)])
+def test_deep_nesting_and_huge_text_hit_the_parser_limits(tmp_path, body):
+    """No huge-tree mode: libxml2's depth and node-size limits stay on."""
+    xml = tmp_path / "model.xml"
+    xml.write_text(f'<?xml version="1.0"?>\n<net name="d" version="11"><layers>{body}</layers></net>')
+    [d] = irrun.validate(xml)
+    assert (d.code, d.line) == ("xml", 2) and "\n" not in str(d)
+    assert "XML is not well formed" in d.message and "XML_PARSE_HUGE" in d.message
+    assert cli_error(xml).startswith(f"{xml}:2: error: XML is not well formed")
