@@ -379,40 +379,30 @@ def erf(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), x, y)
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    return erf(x)
-
-
-def _sign(x):
-    return np.sign(x)
-
-
 # name -> (function on f64 (or exact on the input dtype), integer handling, accepted kinds)
 #   integer handling: "exact" applies the function to the integers themselves;
 #                     "round" computes in f64 and rounds to nearest (the CPU plugin's way).
 UNARY: dict[str, tuple[Callable, str, tuple[str, ...]]] = {
     "Abs": (np.abs, "exact", _ARITH),
     "Negative": (np.negative, "exact", _ARITH),
-    "Sign": (_sign, "exact", _ARITH),
+    "Sign": (np.sign, "exact", _ARITH),
     "Floor": (np.floor, "exact", _ARITH),
     "Ceiling": (np.ceil, "exact", _ARITH),
     "Sqrt": (np.sqrt, "round", _ARITH),
     "Exp": (np.exp, "round", _ARITH),
     "Log": (np.log, "round", _ARITH),
-    "Erf": (_erf, "round", _ARITH),
+    "Erf": (erf, "round", _ARITH),
     "Sin": (np.sin, "round", _ARITH),
     "Cos": (np.cos, "round", _ARITH),
 }
 
 
 def unary_apply(name: str, fn: Callable, int_mode: str, x: np.ndarray) -> np.ndarray:
-    if x.dtype.kind in "iu":
-        if int_mode == "exact":
-            if name in ("Floor", "Ceiling"):
-                return x.copy()
-            with np.errstate(all="ignore"):
-                return as_dtype(fn(x), x.dtype)
-        return float_unary(fn, x, name)
+    if x.dtype.kind in "iu" and int_mode == "exact":
+        if name in ("Floor", "Ceiling"):
+            return x.copy()                 # integers are their own floor and ceiling
+        with np.errstate(all="ignore"):     # Abs/Negative of the minimum wrap, as in C++
+            return as_dtype(fn(x), x.dtype)
     return float_unary(fn, x, name)
 
 
