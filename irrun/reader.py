@@ -65,6 +65,7 @@ class Edge:
     to_layer: str
     to_port: int | None
     line: int
+    broken: bool = False    # already reported (a missing or non-integer attribute)
 
 
 @dataclass
@@ -139,7 +140,8 @@ def _int(text, what, line, diag, layer=None, code="bad-number"):
     try:
         return int(str(text).strip())
     except (TypeError, ValueError):
-        diag.error(code, f"{what} '{text}' is not an integer", line=line, layer=layer)
+        problem = "is missing" if text is None else f"'{text}' is not an integer"
+        diag.error(code, f"{what} {problem}", line=line, layer=layer)
         return None
 
 
@@ -257,13 +259,22 @@ def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None
     edges_el = root.find("edges")
     for el in (edges_el.iterfind("edge") if edges_el is not None else ()):
         attrs = {a: el.get(a) for a in ("from-layer", "from-port", "to-layer", "to-port")}
+        # Name the layer the edge feeds (else the one it leaves) when the file has it.
+        named = seen.get((attrs["to-layer"] or "").strip()) or \
+            seen.get((attrs["from-layer"] or "").strip())
         missing = [a for a, v in attrs.items() if v is None]
         if missing:
-            diag.error("bad-edge", f"<edge> has no {', '.join(missing)} attribute", line=el.sourceline)
-            continue
-        fp = _int(attrs["from-port"], "edge from-port", el.sourceline, diag, code="bad-edge")
-        tp = _int(attrs["to-port"], "edge to-port", el.sourceline, diag, code="bad-edge")
-        edges.append(Edge(attrs["from-layer"].strip(), fp, attrs["to-layer"].strip(), tp, el.sourceline))
+            diag.error("bad-edge", f"<edge> has no {', '.join(missing)} attribute",
+                       line=el.sourceline, layer=named)
+        fp = tp = None
+        if attrs["from-port"] is not None:
+            fp = _int(attrs["from-port"], "edge from-port", el.sourceline, diag, named, "bad-edge")
+        if attrs["to-port"] is not None:
+            tp = _int(attrs["to-port"], "edge to-port", el.sourceline, diag, named, "bad-edge")
+        # A broken edge is kept so that the graph does not report the port it was meant to
+        # feed as a second problem.
+        edges.append(Edge((attrs["from-layer"] or "").strip(), fp, (attrs["to-layer"] or "").strip(),
+                          tp, el.sourceline, broken=bool(missing) or fp is None or tp is None))
 
     return IRDocument(path, version, root.get("name", ""), layers, edges, root.sourceline)
 
