@@ -61,6 +61,36 @@ def ops_model():
                      _named(o.result(ess), "out_ess")], [x, y, indices, segment_ids], "ops")
 
 
+def graph_model():
+    """A small CNN-like graph across many registered ops, with a dynamic batch and a
+    ShapeOf -> Gather -> Concat -> Reshape chain (declared dims must agree with inference)."""
+    import openvino.opset11 as o11
+    rng = np.random.default_rng(0)
+    x = o.parameter([-1, 3, 16, 16], ov.Type.f32, name="img")
+    conv = o.convolution(x, o.constant(rng.random((4, 3, 3, 3), np.float32)),
+                         [1, 1], [1, 1], [1, 1], [1, 1])
+    pool = o.max_pool(o.relu(conv), [2, 2], [1, 1], [0, 0], [0, 0], [2, 2]).output(0)
+    avg = o.avg_pool(pool, [1, 1], [0, 0], [0, 0], [2, 2], True)
+    batch = o.gather(o.shape_of(avg), o.constant(np.array([0], np.int64)), o.constant(np.int64(0)))
+    flat = o.reshape(avg, o.concat([batch, o.constant(np.array([-1], np.int64))], 0), False)
+    mm = o.matmul(flat, o.constant(rng.random((196, 5), np.float32)), False, False)
+    sm = o.softmax(mm, 1)
+    top = o11.topk(sm, o.constant(np.int64(2)), 1, "max", "value")
+    mean = o.reduce_mean(sm, o.constant(np.array([1], np.int64)), True)
+    sq = o.squeeze(mean, o.constant(np.array([1], np.int64)))
+    tr = o.transpose(o.unsqueeze(sq, o.constant(np.array([0], np.int64))),
+                     o.constant(np.array([1, 0], np.int64)))
+    i64 = lambda v: o.constant(np.array([v], np.int64))  # noqa: E731
+    sl = o.slice(mm, i64(0), i64(3), i64(1), i64(1))
+    sel = o.select(o.greater(sl, o.constant(np.float32(0.5))), sl, o.constant(np.float32(0)))
+    split = o.split(mm, o.constant(np.int64(1)), 5)
+    ones = o.broadcast(o.constant(np.float32(1)), o.shape_of(sel))
+    outs = [sm, top.output(0), top.output(1), tr, sel, split.output(2), ones,
+            o.convert_like(mm, o.constant(np.arange(5, dtype=np.int32))), o.clamp(mm, 0, 1),
+            o.gelu(mm, "erf"), o.hswish(mm), o.sigmoid(mm), o.swish(mm), o.log_softmax(mm, 1)]
+    return ov.Model([o.result(t) for t in outs], [x], "graph")
+
+
 def extra_models():
     """More models for the clean-validation test: every dtype a Const can hold, scalars,
     interval dims, dynamic rank, shared Const data."""
@@ -191,7 +221,8 @@ def codes(diags):
 
 @pytest.mark.parametrize("compress", [True, False])
 def test_models_written_by_openvino_validate_clean(tmp_path, compress):
-    for i, model in enumerate([base_model(), no_const_model(), ops_model(), *extra_models()]):
+    models = [base_model(), no_const_model(), ops_model(), graph_model(), *extra_models()]
+    for i, model in enumerate(models):
         xml = tmp_path / f"m{i}.xml"
         ov.save_model(model, str(xml), compress_to_fp16=compress)
         assert irrun.validate(xml) == [], f"{model.get_friendly_name()}: " + \
