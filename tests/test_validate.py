@@ -895,3 +895,39 @@ def test_edge_attribute_missing_or_not_a_number(base, tmp_path, attr, value, wha
     located(d, ir, ir.line(bad), "to_i32", "Convert-opset1")
     assert what in d.message
     assert codes(diags) == [("error", "bad-edge")], "\n".join(map(str, diags))
+
+
+# ------------------------------------------------------------------ never a traceback
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+_VALUES = ["", "-1", "0", "1", "x", "99999999999999999999", "f32", "?", "1,,2", "true", "-7",
+           "3..1", "opset3", "extension"]
+
+
+@given(data=st.data())
+def test_random_corruptions_give_located_diagnostics_never_exceptions(tmp_path_factory, data):
+    tmp = tmp_path_factory.mktemp("fuzz")
+    ov.save_model(ops_model(), str(tmp / "src.xml"), compress_to_fp16=False)
+    lines = (tmp / "src.xml").read_text().split("\n")
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(lines) - 1))
+        action = data.draw(st.sampled_from(["delete", "duplicate", "value"]))
+        if action == "delete":
+            del lines[i]
+        elif action == "duplicate":
+            lines.insert(i, lines[i])
+        else:
+            values = re.findall(r'="[^"]*"', lines[i])
+            if values:
+                old = data.draw(st.sampled_from(values))
+                lines[i] = lines[i].replace(old, '="' + data.draw(st.sampled_from(_VALUES)) + '"', 1)
+    xml = tmp / "model.xml"
+    xml.write_text("\n".join(lines))
+    shutil.copy(tmp / "src.bin", tmp / "model.bin")
+    names = set(re.findall(r'name="([^"]*)"', "\n".join(lines)))
+    for d in irrun.validate(xml):
+        assert d.severity in ("error", "warning") and d.file == str(xml)
+        assert d.line is None or 1 <= d.line <= len(lines), str(d)
+        assert d.layer_name is None or d.layer_name in names, str(d)
+        assert str(d).startswith(f"{xml}:") and d.message
