@@ -1,10 +1,12 @@
 """EmbeddingSegmentsSum-3 (spec page: sparse/EmbeddingSegmentsSum_3).
 
-The lookups are processed in blocks of a few thousand: a block's table rows are gathered
-into a small buffer that stays in the CPU cache, and a CSR matrix with one row per
-segment (holding the weights) sums them: out[segment] = sum of w[i] * table[indices[i]].
-So the [n, d1, ...] intermediate the spec promises to avoid is never built: beyond the
-output, memory stays O(n) for an unsorted input's sort order plus a fixed working set.
+out[s] = sum of w[i] * emb_table[indices[i]] over the lookups i of segment s. The lookups
+are taken in segment order, in blocks of a few thousand: a block's table rows are gathered
+(np.take) into a buffer that stays in the CPU cache, and a CSR matrix with one row per
+segment, holding the weights, sums them (scipy's sparse product). So the [n, d1, ...]
+intermediate the spec promises to avoid is never built: beyond the output, memory is the
+sort order of unsorted ids (8 bytes per lookup) plus a fixed working set. Spans of lookups
+that start on a segment boundary run on all cores, since both steps release the GIL.
 """
 from __future__ import annotations
 
@@ -252,8 +254,9 @@ def _sum_span(out: np.ndarray, source: np.ndarray, acc: np.dtype, indices: np.nd
         # present in this block, listing its lookups, weighted, times the gathered rows.
         ids = segment_ids[a:b]
         starts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-        indptr = np.concatenate(([0], starts, [b - a]))
-        present = ids[indptr[:-1]]
+        present = ids[np.concatenate(([0], starts))]
+        # (int32 index arrays spare scipy a scan for whether they fit in int32)
+        indptr = np.concatenate(([0], starts, [b - a])).astype(positions.dtype)
         matrix = scipy.sparse.csr_matrix((data, positions[:b - a], indptr),
                                          shape=(len(present), b - a))
         sums = matrix @ rows
@@ -270,7 +273,7 @@ def _sum_span(out: np.ndarray, source: np.ndarray, acc: np.dtype, indices: np.nd
 # NumPy's take and casts and scipy's CSR product release the GIL, and the gather is bound
 # by memory latency, so independent spans of lookups run on all cores.
 
-_pool: ThreadPoolExecutor | None = None
+_pool: tuple[int, ThreadPoolExecutor] | None = None    # (pid, pool): a forked child makes its own
 
 
 def _workers(n: int) -> int:
@@ -299,9 +302,10 @@ def _spans(segment_ids: np.ndarray, parts: int) -> list[tuple[int, int]]:
 def _parallel(fn, ranges: list[tuple[int, int]]) -> None:
     """fn(lo, hi) for every range; the calling thread runs the first one."""
     global _pool
-    if len(ranges) > 1 and _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=MAX_THREADS - 1, thread_name_prefix="irrun-sparse")
-    futures = [_pool.submit(fn, *r) for r in ranges[1:]]
+    if len(ranges) > 1 and (_pool is None or _pool[0] != os.getpid()):
+        _pool = (os.getpid(), ThreadPoolExecutor(max_workers=MAX_THREADS - 1,
+                                                 thread_name_prefix="irrun-sparse"))
+    futures = [_pool[1].submit(fn, *r) for r in ranges[1:]]
     try:
         fn(*ranges[0])
     finally:

@@ -300,6 +300,34 @@ def test_threads_agree_with_reference(monkeypatch, etype):
         assert_close(run(table, idx, s, 13, 4, w), reference(table, idx, s, 13, 4, w), etype)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_threads_work_in_a_forked_child(monkeypatch):
+    """The thread pool belongs to the process that made it: a forked child (whose copy of
+    the pool has no threads) must make its own instead of waiting forever."""
+    import time
+    monkeypatch.setattr(sparse, "_workers", lambda n: 2)
+    table = np.arange(12, dtype=np.float32).reshape(6, 2)
+    idx, seg = np.arange(6) % 6, np.array([0, 0, 1, 1, 2, 2])
+    expected = reference(table, idx, seg, 3)
+    assert_close(run(table, idx, seg, 3), expected, "f32")          # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:                                                      # the child
+        try:
+            os._exit(0 if np.array_equal(run(table, idx, seg, 3), expected) else 1)
+        except BaseException:
+            os._exit(2)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung in the kernel")
+
+
 @given(st.data())
 def test_random_against_reference(data):
     """Every type, unsorted ids, extra dims and small blocks against the loop reference."""
