@@ -193,14 +193,19 @@ def reshape_target(shape, pattern, special_zero: bool, error) -> tuple[int, ...]
             out.append(int(v))
     total = math.prod(shape)
     if minus is not None:
-        known = math.prod(d for d in out if d is not None)
-        if known == 0 or total % known:
-            if not (total == 0 and known == 0):
+        # Dims copied by special_zero are cancelled on both sides first, as OpenVINO does:
+        # [0, -1] on [0, 3, 4] gives [0, 12], not [0, 0].
+        copied = {i for i, v in enumerate(pattern) if v == 0 and special_zero}
+        num = math.prod(d for i, d in enumerate(shape) if i not in copied)
+        den = math.prod(d for i, d in enumerate(out) if d is not None and i not in copied)
+        if den == 0 or num % den:
+            if not (num == 0 and den == 0):
                 raise error(f"cannot reshape input shape {list(shape)} ({total} elements) to "
-                            f"target shape {list(pattern)}: the other dims hold {known} elements")
+                            f"target shape {list(pattern)}: the other dims hold "
+                            f"{math.prod(d for d in out if d is not None)} elements")
             out[minus] = 0
         else:
-            out[minus] = total // known
+            out[minus] = num // den
     elif math.prod(out) != total:
         raise error(f"cannot reshape input shape {list(shape)} ({total} elements) to target "
                     f"shape {out} ({math.prod(out)} elements)")
@@ -278,6 +283,10 @@ def reshape_dims(shape, elems, special_zero: bool, source=None):
             d for j, d in enumerate(shape) if j not in cancel_in)
         den = _product(d for j, d in enumerate(out) if j != minus and j not in cancel_out)
         out[minus] = DYNAMIC if unknown_minus else _divide(num, den)
+        # The run time knows nothing of a dim read through ShapeOf: when that dim is 0,
+        # the other dims hold 0 elements and -1 becomes 0.
+        if any(shape[j].lo == 0 for j in own.values() if j not in copied):
+            out[minus] = Dim(0, out[minus].hi)
     elif shape is not None and not unknown_minus:
         total, got = _product(shape), _product(out)
         if not total.compatible(got):

@@ -181,9 +181,26 @@ def test_shapeof_gather_concat_reshape_chain_with_dynamic_batch(tmp_path):
     sl = o8.slice(shape, i64([1]), i64([3]), i64([1]))
     back = o1.reshape(x, o8.concat([i64([-1]), sl], 0), False)
     xml, m = read(tmp_path, [flat, same, rows, back], [x])
-    assert [o.shape for o in m.outputs] == [shape_of([None, 12]), shape_of([None, 3, 4]),
+    # [batch, -1]: -1 is 12, or 0 when the batch is 0 (then the pattern's other dims hold
+    # no elements), so 0..12; x.shape[2] = 4 and the other dims are exact.
+    assert [o.shape for o in m.outputs] == [(DYNAMIC, Dim(0, 12)), shape_of([None, 3, 4]),
                                             shape_of([4, None]), shape_of([None, 3, 4])]
     feed = {"x": sample((5, 3, 4), "f32", 3)}
+    for got, want in zip(oracle.irrun_run(xml, feed), oracle.ov_run(xml, feed)):
+        oracle.assert_same(got, want)
+    # A zero batch runs and agrees with what inference promised.
+    shapes = [a.shape for a in oracle.irrun_run(xml, {"x": np.zeros((0, 3, 4), np.float32)})]
+    assert shapes == [(0, 0), (0, 3, 4), (4, 0), (0, 3, 4)]
+
+
+def test_reshape_special_zero_cancels_copied_dims_like_openvino(tmp_path):
+    # OpenVINO: [0, -1] with special_zero on [0, 3, 4] gives [0, 12] (the copied 0 is not
+    # part of the division); inference says [?, 12] and the run agrees.
+    x = o8.parameter([-1, 3, 4], ov.Type.f32, name="x")
+    q = o8.parameter([2], ov.Type.i64, name="p")
+    xml, m = read(tmp_path, [o1.reshape(x, i64([0, -1]), True), o1.reshape(x, q, True)], [x, q])
+    assert m.outputs[0].shape == shape_of([None, 12])
+    feed = {"x": np.zeros((0, 3, 4), np.float32), "p": np.array([0, -1])}
     for got, want in zip(oracle.irrun_run(xml, feed), oracle.ov_run(xml, feed)):
         oracle.assert_same(got, want)
 
@@ -429,3 +446,41 @@ def test_convertlike_matches_openvino(tmp_path_factory, shape, src, dst):
         x = np.abs(x) % 256
     check(tmp_path_factory.mktemp("c"), [o1.convert_like(p, like)], [p, like],
           {"x": x.astype(NP_TYPE[src]), "like": sample((2,), dst, 7)})
+
+
+@st.composite
+def shape_chains(draw):
+    """x with some dynamic dims -> ShapeOf -> Gather(some dims) -> Concat with constants ->
+    Reshape: the pattern flatten/view code converters emit."""
+    shape = draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+    dynamic = [draw(st.booleans()) for _ in shape]
+    keep = draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape),
+                         unique=True))
+    rest = math.prod(shape) // math.prod(shape[i] for i in keep)
+    tail = draw(st.sampled_from([[-1], [rest]] if rest > 1 else [[-1], []]))
+    head = draw(st.booleans())
+    return tuple(shape), dynamic, keep, tail, head
+
+
+@pytest.mark.oracle
+@given(case=shape_chains())
+def test_partial_value_inference_agrees_with_openvino(tmp_path_factory, case):
+    shape, dynamic, keep, tail, head = case
+    x = o8.parameter([-1 if d else n for n, d in zip(shape, dynamic)], ov.Type.f32, name="x")
+    parts = [o8.gather(o3.shape_of(x), i64(keep), i64(0))]
+    if tail:
+        parts = [i64(tail)] + parts if head else parts + [i64(tail)]
+    node = o1.reshape(x, o8.concat(parts, 0) if len(parts) > 1 else parts[0], False)
+    expected = node.get_output_partial_shape(0)
+    xml, m = read(tmp_path_factory.mktemp("p"), [node], [x])
+    got = m.outputs[0].shape
+    # Every dim OpenVINO knows, irrun knows; irrun may know more (an interval, or a dim
+    # OpenVINO's symbols miss), but never something outside OpenVINO's interval.
+    assert got is not None and len(got) == len(expected), f"irrun {got} vs OpenVINO {expected}"
+    for g, e in zip(got, expected):
+        lo, hi = e.get_min_length(), e.get_max_length()
+        assert g.lo >= lo and (hi == -1 or (g.hi is not None and g.hi <= hi)), \
+            f"irrun {got} vs OpenVINO {expected}"
+    feed = {"x": sample(shape, "f32", 8)}
+    for g, e in zip(oracle.irrun_run(xml, feed), oracle.ov_run(xml, feed)):
+        oracle.assert_same(g, e)
