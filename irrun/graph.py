@@ -83,8 +83,13 @@ def build_graph(doc: IRDocument, diag: Collector) -> nx.MultiDiGraph:
             ordered = [layer.id for layer in doc.layers if layer.id in component]
             cycle_nodes |= component
             first = layers[ordered[0]]
-            names = " -> ".join(f"'{layers[n].name}' (id {n})" for n in ordered)
-            diag.error("cycle", f"the graph has a cycle through {names}", layer=first)
+            # One loop along its edges, from the component's first layer in the file.
+            loop = [u for u, _, _ in nx.find_cycle(g.subgraph(component), ordered[0])]
+            names = " -> ".join(f"'{layers[n].name}' (id {n})" for n in loop + [loop[0]])
+            more = len(component) - len(loop)
+            extra = f" (and {more} more layer{'s' if more != 1 else ''} on loops through these)" \
+                if more else ""
+            diag.error("cycle", f"the graph has a cycle: {names}{extra}", layer=first)
     g.graph["cycle"] = cycle_nodes
 
     # Results are the model's outputs; Assign layers are sinks that OpenVINO keeps too.

@@ -629,11 +629,24 @@ def test_cycle_names_its_layers(base, tmp_path):
                  (into_i32, f'<edge from-layer="{f16}" from-port="1" to-layer="{i32}" to-port="0" />'))
     diags = ir.diags()
     d = only(diags, "cycle")
-    assert "'to_i32'" in d.message and "'to_f16'" in d.message
-    assert d.line in (ir.line('name="to_i32"'), ir.line('name="to_f16"'))
-    located(d, ir, d.line, d.layer_name, "Convert-opset1")
+    # Reported at the cycle's first layer in the file, naming every layer in it.
+    located(d, ir, ir.line('name="to_f16"'), "to_f16", "Convert-opset1")
+    assert d.message == (f"the graph has a cycle: 'to_f16' (id {f16}) -> 'to_i32' (id {i32}) "
+                         f"-> 'to_f16' (id {f16})")
     # weights now feeds nothing: reported even though the graph has a cycle.
     assert only(diags, "unused-layer", "warning").layer_name == "weights"
+
+
+def test_a_layer_feeding_itself_is_a_cycle(base, tmp_path):
+    text = open(base).read()
+    i32 = layer_id(text, "to_i32")
+    ir = corrupt(base, tmp_path, (edge_into(text, "to_i32"),
+                                  f'<edge from-layer="{i32}" from-port="1" to-layer="{i32}" to-port="0" />'))
+    diags = ir.diags()
+    d = only(diags, "cycle")
+    located(d, ir, ir.line('name="to_i32"'), "to_i32", "Convert-opset1")
+    assert d.message == f"the graph has a cycle: 'to_i32' (id {i32}) -> 'to_i32' (id {i32})"
+    assert codes(diags) == [("error", "cycle")], "\n".join(map(str, diags))
 
 
 def test_layers_no_result_needs_are_warned_about(base, tmp_path):
