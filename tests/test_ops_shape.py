@@ -484,3 +484,66 @@ def test_partial_value_inference_agrees_with_openvino(tmp_path_factory, case):
     feed = {"x": sample(shape, "f32", 8)}
     for g, e in zip(oracle.irrun_run(xml, feed), oracle.ov_run(xml, feed)):
         oracle.assert_same(g, e)
+
+
+@st.composite
+def value_chains(draw):
+    """ShapeOf(x) -> a random pick of its elements (Gather, Slice, StridedSlice, Squeeze/
+    Unsqueeze, Convert, Concat with constants) -> a consumer that turns values into a shape."""
+    shape = draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+    dynamic = [draw(st.booleans()) for _ in shape]
+    steps = draw(st.lists(st.sampled_from(["gather", "slice", "strided", "squeeze", "convert",
+                                           "concat"]), max_size=4))
+    picks = [draw(st.lists(st.integers(-len(shape), len(shape) - 1), min_size=1, max_size=3))
+             for _ in steps]
+    consumer = draw(st.sampled_from(["broadcast", "tile", "range"]))
+    return tuple(shape), dynamic, list(zip(steps, picks)), consumer, draw(st.booleans())
+
+
+def _apply_step(node, n, step, pick):
+    """node holds n elements; return (new node, new count)."""
+    if step == "gather":
+        idx = [p % n for p in pick]
+        return o8.gather(node, i64(idx), i64(0)), len(idx)
+    if step == "slice":
+        start, stop = sorted(p % n for p in pick[:2]) if len(pick) > 1 else (0, n)
+        stop = max(stop, start + 1)
+        return o8.slice(node, i64([start]), i64([stop]), i64([1])), stop - start
+    if step == "strided":
+        start = pick[0] % n
+        return o8.strided_slice(node, i64([start]), i64([0]), i64([1]), [0], [1]), n - start
+    if step == "squeeze":
+        single = o8.gather(node, i64(pick[0] % n), i64(0))       # a scalar
+        return o8.unsqueeze(o8.squeeze(o8.unsqueeze(single, i64([0])), i64([0])), i64([0])), 1
+    if step == "convert":
+        return o8.convert(o8.convert(node, "i32"), "i64"), n
+    return o8.concat([node, i64([abs(p) % 3 + 1 for p in pick])], 0), n + len(pick)
+
+
+@pytest.mark.oracle
+@given(case=value_chains())
+def test_partial_values_through_chains_agree_with_openvino(tmp_path_factory, case):
+    shape, dynamic, steps, consumer, v3 = case
+    x = o8.parameter([-1 if d else n for n, d in zip(shape, dynamic)], ov.Type.f32, name="x")
+    node, n = (o3.shape_of(x, "i64") if v3 else o1.shape_of(x)), len(shape)
+    for step, pick in steps:
+        node, n = _apply_step(node, n, step, pick)
+    if consumer == "broadcast":
+        out = o3.broadcast(o8.constant(np.float32(1.5)), node)
+    elif consumer == "tile":
+        out = o1.tile(o8.constant(np.ones([1] * n, np.float32)), node)
+    else:
+        out = range4(i64(0), o8.gather(node, i64(0), i64(0)), i64(1), "i64")
+    expected = out.get_output_partial_shape(0)
+    xml, m = read(tmp_path_factory.mktemp("v"), [out], [x])
+    got = m.outputs[0].shape
+    assert got is not None and len(got) == len(expected), f"irrun {got} vs OpenVINO {expected}"
+    for g, e in zip(got, expected):
+        lo, hi = e.get_min_length(), e.get_max_length()
+        assert g.lo >= lo and (hi == -1 or (g.hi is not None and g.hi <= hi)), \
+            f"irrun {got} vs OpenVINO {expected}"
+        if e.is_static:
+            assert g.is_static
+    feed = {"x": sample(shape, "f32", 10)}
+    for g, e in zip(oracle.irrun_run(xml, feed), oracle.ov_run(xml, feed)):
+        oracle.assert_same(g, e)
