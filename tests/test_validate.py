@@ -12,6 +12,7 @@ import shutil
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 import irrun
 
@@ -911,8 +912,6 @@ def test_edge_attribute_missing_or_not_a_number(base, tmp_path, attr, value, wha
 
 
 # ------------------------------------------------------------------ never a traceback
-
-from hypothesis import given, strategies as st  # noqa: E402
 
 _VALUES = ["", "-1", "0", "1", "x", "99999999999999999999", "f32", "?", "1,,2", "true", "-7",
            "3..1", "opset3", "extension"]
