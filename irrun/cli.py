@@ -77,6 +77,13 @@ def _guard(ctx, fn, *args, **kwargs):
         if ctx.find_root().obj.get("traceback"):
             raise
         raise _fail_from(e) from None
+    except (click.ClickException, click.exceptions.Exit, KeyboardInterrupt):
+        raise
+    except Exception as e:   # an irrun bug: still one line, the stack only on request
+        if ctx.find_root().obj.get("traceback"):
+            raise
+        raise _Fail(f"error: internal error: {type(e).__name__}: {e} "
+                    "(an irrun bug; --traceback shows where)") from None
 
 
 def load_npz(path: str) -> dict[str, np.ndarray]:
