@@ -848,3 +848,24 @@ def test_deep_nesting_and_huge_text_hit_the_parser_limits(tmp_path, body):
     assert (d.code, d.line) == ("xml", 2) and "\n" not in str(d)
     assert "XML is not well formed" in d.message and "XML_PARSE_HUGE" in d.message
     assert cli_error(xml).startswith(f"{xml}:2: error: XML is not well formed")
+
+
+def test_validate_command_on_attack_files():
+    files = [ATTACKS / n for n in STATIC_ATTACKS]
+    r = run_cli("validate", *files)
+    assert r.exit_code == 1
+    lines = r.output.strip().splitlines()
+    assert len(lines) == len(files) + 1 and lines[-1] == f"{len(files)} files: {len(files)} errors, 0 warnings"
+    assert all(": error: the file declares a DTD" in line for line in lines[:-1])
+    assert "root:" not in r.output
+
+
+def test_weights_that_are_not_a_regular_file(tmp_path):
+    xml = write_ir(tmp_path, const(0, "w", "f32", "2", 0, 8, (2,)) + result(1, "out", "f32", (2,)),
+                   edge(0, 1), b"\0" * 8)
+    fifo = tmp_path / "fifo.bin"
+    os.mkfifo(fifo)
+    errors = [d for d in irrun.validate(xml, fifo) if d.severity == "error"]
+    assert len(errors) == 1 and "not a regular file" in errors[0].message
+    line = cli_error(xml, "--weights", fifo)
+    assert "cannot read the weights file" in line and "not a regular file" in line
