@@ -429,3 +429,14 @@ def test_strided_slice_short_masks():
     np.testing.assert_array_equal(
         _ss(z, [1, 0, 0], [0, 2, 0], [1, 1, 1], end_mask=(1,), begin_mask=(0, 0, 0, 1, 1)),
         z[1:, 0:2, 0:0])
+
+
+def test_gather_spec_example_shapes():
+    from irrun.ops.movement import Gather1, GatherAttrs
+    axis = TensorSpec.of_value(np.array(1), "i64")
+    (g1,) = Gather1.infer(None, TensorSpec.make("f32", [6, 12, 10, 24]),
+                          TensorSpec.make("i32", [15, 4, 20, 28]), axis)
+    assert g1.shape == shape_of([6, 15, 4, 20, 28, 10, 24])
+    (g8,) = Gather8.infer(GatherAttrs(1), TensorSpec.make("f32", [2, 64, 128]),
+                          TensorSpec.make("i32", [2, 32, 21]), axis)
+    assert g8.shape == shape_of([2, 32, 21, 128])

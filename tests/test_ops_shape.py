@@ -547,3 +547,32 @@ def test_partial_values_through_chains_agree_with_openvino(tmp_path_factory, cas
     feed = {"x": sample(shape, "f32", 10)}
     for g, e in zip(oracle.irrun_run(xml, feed), oracle.ov_run(xml, feed)):
         oracle.assert_same(g, e)
+
+
+def _const(values):
+    return TensorSpec.of_value(np.array(values, np.int64), "i64")
+
+
+@pytest.mark.parametrize("mode,data,target,axes,expected", [
+    ("numpy", [16, 1, 1], [1, 16, 50, 50], None, [1, 16, 50, 50]),
+    ("explicit", [16], [1, 16, 50, 50], [1], [1, 16, 50, 50]),
+    ("explicit", [50, 50], [1, 50, 50, 16], [1, 2], [1, 50, 50, 16]),
+    ("bidirectional", [16, 1, 1], [1, 1, 50, 50], None, [1, 16, 50, 50]),
+])
+def test_broadcast3_spec_examples(mode, data, target, axes, expected):
+    from irrun.ops.shape import Broadcast3, Broadcast3Attrs
+    attrs = Broadcast3Attrs(mode)
+    mapping = None if axes is None else _const(axes)
+    (spec,) = Broadcast3.infer(attrs, TensorSpec.make("f32", data), _const(target), mapping)
+    assert spec.shape == shape_of(expected)
+    x = np.arange(math.prod(data), dtype=np.float32).reshape(data)
+    (out,) = Broadcast3.run(attrs, x, np.array(target), None if axes is None else np.array(axes))
+    assert out.shape == tuple(expected)
+
+
+@pytest.mark.parametrize("data,axes,expected", [([1, 3, 1, 2], [0, 2], [3, 2]), ([1], [0], [])])
+def test_squeeze_spec_examples(data, axes, expected):
+    (spec,) = Squeeze1.infer(None, TensorSpec.make("f32", data), _const(axes))
+    assert spec.shape == shape_of(expected)
+    assert Squeeze1.run(None, np.zeros(data), np.array(axes))[0].shape == tuple(expected)
+
