@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import math
 import mmap
 import os
@@ -16,8 +17,14 @@ _SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 INT64_MAX = (1 << 63) - 1
 
 
+@functools.cache
 def _memory_available() -> int:
-    """Physical memory, or the cgroup's limit when a container sets a lower one."""
+    """Physical memory, or the cgroup's limit when a container sets a lower one.
+
+    Read once per process: check_alloc runs for every inferred output, and reading /proc
+    and cgroup files each time made loading a 10,000-layer model take a second longer.
+    (IRRUN_MAX_BYTES is still read on every call, in max_tensor_bytes.)
+    """
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
