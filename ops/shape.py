@@ -366,15 +366,17 @@ class Squeeze1:
 
 
 def _unsqueeze_axes(values, rank, error=None) -> set[int]:
-    # Repeated axes count once (OpenVINO: [2,3] with axes [0,0] gives [1,2,3]).
+    # Normalized against rank + the number of distinct values; repeats count once
+    # (OpenVINO: [2,3] with axes [0,0] gives [1,2,3], with [-1,3] gives [2,3,1]).
     out_rank = rank + len(set(values))
     return {normalize_axis(a, out_rank, "axes value", error) for a in values}
 
 
 def _unsqueeze_shape(shape, axes: set[int]):
-    out, it = [], iter(shape)
-    for i in range(len(shape) + len(axes)):
-        out.append(Dim.of(1) if i in axes else next(it))
+    out = list(shape)
+    for a in sorted(axes):
+        # An axis past the end (possible only when repeats merged) appends, as in OpenVINO.
+        out.insert(a, Dim.of(1)) if a < len(out) else out.append(Dim.of(1))
     return tuple(out)
 
 
@@ -388,16 +390,11 @@ class Unsqueeze1:
         if data.shape is None or values is None:
             return [TensorSpec(data.etype, None)]
         norm = _unsqueeze_axes(values, len(data.shape))
-        if len(norm) != len(set(values)):
-            fail(f"axes {values} name the same output dim twice")
         return [pass_elements(data, data.etype, _unsqueeze_shape(data.shape, norm))]
 
     @staticmethod
     def run(attrs, data, axes):
-        values = axes.reshape(-1).tolist()
-        norm = _unsqueeze_axes(values, data.ndim, OpError)
-        if len(norm) != len(set(values)):
-            raise OpError(f"axes {values} name the same output dim twice")
+        norm = _unsqueeze_axes(axes.reshape(-1).tolist(), data.ndim, OpError)
         return (data.reshape(static_values(_unsqueeze_shape(shape_dims(data.shape), norm))),)
 
 

@@ -238,6 +238,16 @@ def test_squeeze_matches_openvino(tmp_path_factory, case, dtype):
     check(tmp_path_factory.mktemp("q"), [node], [p], {"x": sample(shape, dtype, 2)})
 
 
+def test_unsqueeze_repeats_like_openvino():
+    from irrun.ops.shape import Unsqueeze1
+    x = np.zeros((2, 3))
+    for axes, shape in (([0, 0], (1, 2, 3)), ([-1, 3], (2, 3, 1)), ([-1, 0], (1, 2, 3, 1))):
+        assert Unsqueeze1.run(None, x, np.array(axes))[0].shape == shape
+        spec = Unsqueeze1.infer(None, TensorSpec.make("f32", [2, 3]), TensorSpec.of_value(
+            np.array(axes), "i64"))[0]
+        assert spec.shape == shape_of(shape)
+
+
 def test_squeeze_rules():
     x = TensorSpec.make("f32", [1, 3, None])
     # Without axes a dynamic dim that may be 1 makes the rank dynamic (spec note).
@@ -278,6 +288,8 @@ def unsqueeze_cases(draw):
     out_rank = len(shape) + k
     axes = draw(st.lists(st.integers(0, out_rank - 1), min_size=k, max_size=k, unique=True))
     axes = [a - out_rank if draw(st.booleans()) else a for a in axes]
+    if draw(st.booleans()):
+        axes.append(axes[0])        # a repeated axis counts once
     return tuple(shape), axes
 
 
