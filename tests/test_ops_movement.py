@@ -282,7 +282,8 @@ def slice_cases(draw):
         axes = [a - rank if draw(st.booleans()) else a for a in axes]
     else:
         axes = list(range(draw(st.integers(1, rank))))
-    ends = st.one_of(st.integers(-7, 7), st.sampled_from([2 ** 31 - 1, -2 ** 31]))
+    ends = st.one_of(st.integers(-7, 7),
+                     st.sampled_from([2 ** 31 - 1, -2 ** 31, 2 ** 63 - 1, -2 ** 63]))
     start = [draw(ends) for _ in axes]
     stop = [draw(ends) for _ in axes]
     step = [draw(st.sampled_from([1, 2, 3, -1, -2])) for _ in axes]
@@ -339,7 +340,7 @@ def strided_cases(draw):
             begin.append(draw(st.integers(-d, d - 1)))
         else:
             begin.append(draw(st.integers(-7, 7)))
-        end.append(draw(st.integers(-7, 7)))
+        end.append(draw(st.one_of(st.integers(-7, 7), st.sampled_from([2 ** 63 - 1, -2 ** 63]))))
         stride.append(draw(st.sampled_from([1, 2, -1, -3])))
         bits["begin"].append(int(draw(st.booleans())))
         bits["end"].append(int(draw(st.booleans())))
