@@ -35,6 +35,7 @@ import irrun
 from irrun.cli import sample_inputs_for
 from irrun.errors import Diagnostic, IrrunError
 from irrun.feed import load_npz
+from irrun.registry import all_ops
 
 ov = pytest.importorskip("openvino")
 if not hasattr(signal, "SIGALRM"):
@@ -170,8 +171,18 @@ ATTRIBUTE = re.compile(r'([\w:-]+)="([^"]*)"')
 def _mutate_text(text: str, rng: random.Random, log: list) -> str:
     lines = text.split("\n")
     kind = rng.choice(["delete", "duplicate", "swap", "truncate", "number", "number", "number",
-                       "attribute", "attribute", "attribute"])
+                       "attribute", "attribute", "attribute", "op type"])
     i = rng.randrange(len(lines))
+    if kind == "op type":
+        # Another registered op on the same ports: shape rules and kernels meet inputs,
+        # attributes and arities they were not written for.
+        layers = list(re.finditer(r'type="(\w+)" version="(opset\d+)"', text))
+        if not layers:
+            return text
+        m = rng.choice(layers)
+        new = rng.choice(sorted({(op.type, op.since) for op in all_ops() if op.since}))
+        log.append(f"op type {m.group(1)}-{m.group(2)} -> {new[0]}-opset{new[1]}")
+        return text[:m.start()] + f'type="{new[0]}" version="opset{new[1]}"' + text[m.end():]
     if kind == "delete":
         log.append(f"delete line {i + 1}: {lines[i].strip()[:60]}")
         del lines[i]
@@ -199,6 +210,10 @@ def _mutate_text(text: str, rng: random.Random, log: list) -> str:
             return text[:m.start()] + new + text[m.end():]
         others = [a.group(2) for a in found]
         new = rng.choice(INTERESTING_VALUES + [rng.choice(others)])
+        if m.group(1) == "type" and rng.random() < 0.7:
+            new = rng.choice(sorted({op.type for op in all_ops()}))   # another op, same ports
+        elif m.group(1) == "version" and rng.random() < 0.7:
+            new = f"opset{rng.randint(1, 16)}"
         log.append(f"attribute {m.group(1)}={m.group(2)!r} at offset {m.start()} -> {new!r}")
         return text[:m.start(2)] + new + text[m.end(2):]
     return "\n".join(lines)
