@@ -63,16 +63,16 @@ def max_tensor_bytes() -> int:
     return _memory_available() // 2
 
 
-def _itemsize(dtype) -> float:
-    """Bytes per element of a NumPy dtype, an ElementType or an IR type name."""
+def _bits(dtype) -> int:
+    """Bits per element of a NumPy dtype, an ElementType or an IR type name."""
     if isinstance(dtype, ElementType):
-        return dtype.bits / 8
+        return dtype.bits
     if isinstance(dtype, str):
         try:
-            return element_type(dtype).bits / 8
+            return element_type(dtype).bits
         except (ValueError, UnsupportedError):
             pass
-    return np.dtype(dtype).itemsize
+    return np.dtype(dtype).itemsize * 8
 
 
 def _dtype_name(dtype) -> str:
@@ -94,13 +94,13 @@ def check_alloc(shape, dtype, what: str) -> int:
     count = 1
     for d in dims:
         count *= d
-    size = int(count * _itemsize(dtype))
-    name = _dtype_name(dtype)
     if count > INT64_MAX:
         raise ResourceError(f"{what}: shape {dims} has {count} elements, which overflows int64")
     if dims and max(dims) > INT64_MAX:
         # Even with no elements (another dim is 0), NumPy cannot make such a shape.
         raise ResourceError(f"{what}: shape {dims} has a dimension that overflows int64")
+    size = (count * _bits(dtype) + 7) // 8     # integer maths: no float overflow or rounding
+    name = _dtype_name(dtype)
     limit = max_tensor_bytes()
     if size > limit:
         raise ResourceError(f"{what}: shape {dims} of {name} needs {size} bytes, more than the "

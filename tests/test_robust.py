@@ -549,6 +549,8 @@ def test_check_alloc(monkeypatch):
         check((1000000, 4), np.float32, "output 0 (num_segments=1000000)")
     with pytest.raises(ResourceError, match="overflows int64"):
         check((2**32, 2**32), np.uint8, "out")
+    with pytest.raises(ResourceError, match="overflows int64"):
+        check((10**200, 10**200), "f32", "out")
     with pytest.raises(ResourceError, match="has a dimension that overflows int64"):
         check((2**64, 0), np.float32, "out")
     with pytest.raises(ResourceError, match="negative dimension"):
