@@ -26,12 +26,13 @@ _INDEX_TYPES = ("i32", "i64")
 # The working set. Each thread handles blocks of at most CHUNK_LOOKUPS lookups, whose three
 # buffers (gathered rows, the same rows in the accumulation type, their sums) take at most
 # WORKING_BYTES over all threads, a few MiB per buffer, so a block stays in the CPU's cache;
-# a table not in the accumulation type is converted TABLE_BYTES at a time. So the memory
-# beyond the output and the sort order of unsorted ids (8 bytes per lookup) stays under
-# TABLE_BYTES + WORKING_BYTES + O(CHUNK_LOOKUPS).
+# a table not in the accumulation type is converted TABLE_BYTES at a time (one block for a
+# 200k x 64 f16 table: every block is one more pass over the lookups). So the memory beyond
+# the output and the sort order of unsorted ids (16 bytes per lookup at most) stays under
+# TABLE_BYTES + WORKING_BYTES = 64 MiB, plus a few index arrays of CHUNK_LOOKUPS entries.
 CHUNK_LOOKUPS = 16384
-WORKING_BYTES = 24 << 20
-TABLE_BYTES = 32 << 20
+WORKING_BYTES = 16 << 20
+TABLE_BYTES = 48 << 20
 MAX_THREADS = 4
 PARALLEL_MIN_LOOKUPS = 65536      # fewer lookups than this per thread are not worth one
 
@@ -210,10 +211,11 @@ def _segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
         cols = min(width, max(1, TABLE_BYTES // (num_emb * acc.itemsize)))
     else:
         cols = min(width, max(1, buffer_bytes // acc.itemsize))
+    converted = np.empty(num_emb * cols, dtype=acc) if convert_table else None
     for c0 in range(0, width, cols):
         c1 = min(width, c0 + cols)
         if convert_table:
-            source = np.empty((num_emb, c1 - c0), dtype=acc)
+            source = converted[:num_emb * (c1 - c0)].reshape(num_emb, c1 - c0)
             _parallel(lambda lo, hi: np.copyto(source[lo:hi], table[lo:hi, c0:c1], casting="unsafe"),
                       _even(num_emb, len(spans)))
         else:
