@@ -144,7 +144,9 @@ def registered_versions(type: str) -> list[OpDef]:
     return list(_REGISTRY.get(type.lower(), []))
 
 
-_OPSET = re.compile(r"^opset(\d+)$")
+# At most 9 digits: int() of a 5000-digit "opset999..." raises ValueError (fuzzing found it);
+# anything that long is an unknown opset anyway.
+_OPSET = re.compile(r"^opset(\d{1,9})$")
 
 
 class LookupFailure(Exception):

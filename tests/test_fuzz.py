@@ -157,7 +157,7 @@ def test_seeds_load_and_run(seeds, tmp_path):
 INTERESTING_NUMBERS = ["0", "1", "-1", "-2", "2", "3", "7", "255", "256", "65535", "2147483647",
                        "2147483648", "4294967296", "9223372036854775807", "9223372036854775808",
                        "1000000", "1000000000", "1000000000000", "100000000000000000000000000000",
-                       "0.5", "-0.0", "1e38", "nan"]
+                       "0.5", "-0.0", "1e38", "nan", "9" * 5000]
 INTERESTING_VALUES = ["", " ", "0", "-1", "1", "abc", "f32", "f16", "i64", "i32", "u1", "u4",
                       "boolean", "bf16", "string", "nf4", "undefined", "dynamic", "?", "...",
                       "-1,-1", "1..3", "..5", "2..", "2,3", "1,?,3", "[]", "true", "false",
@@ -206,7 +206,7 @@ def _mutate_text(text: str, rng: random.Random, log: list) -> str:
         if kind == "number":
             near = str(int(float(m.group())) + rng.choice([-1, 1])) if "." not in m.group() else "0"
             new = near if rng.random() < 0.3 else rng.choice(INTERESTING_NUMBERS)
-            log.append(f"number {m.group()!r} at offset {m.start()} -> {new!r}")
+            log.append(f"number {m.group()!r} at offset {m.start()} -> {new[:40]!r}")
             return text[:m.start()] + new + text[m.end():]
         others = [a.group(2) for a in found]
         new = rng.choice(INTERESTING_VALUES + [rng.choice(others)])
@@ -214,7 +214,8 @@ def _mutate_text(text: str, rng: random.Random, log: list) -> str:
             new = rng.choice(sorted({op.type for op in all_ops()}))   # another op, same ports
         elif m.group(1) == "version" and rng.random() < 0.7:
             new = f"opset{rng.randint(1, 16)}"
-        log.append(f"attribute {m.group(1)}={m.group(2)!r} at offset {m.start()} -> {new!r}")
+        log.append(f"attribute {m.group(1)}={m.group(2)[:40]!r} at offset {m.start()} -> "
+                   f"{new[:40]!r}")
         return text[:m.start(2)] + new + text[m.end(2):]
     return "\n".join(lines)
 

@@ -871,3 +871,21 @@ def test_weights_that_are_not_a_regular_file(tmp_path):
     assert len(errors) == 1 and "not a regular file" in errors[0].message
     line = cli_error(xml, "--weights", fifo)
     assert "cannot read the weights file" in line and "not a regular file" in line
+
+
+@pytest.mark.parametrize("where", ["version", "id", "dim", "shape", "ir-version"])
+def test_numbers_with_thousands_of_digits(tmp_path, where):
+    """int() refuses strings over 4300 digits with a ValueError: each place reports it."""
+    big = "9" * 5000
+    xml = identity_model(tmp_path, shape="2", dims=(2,))
+    text = xml.read_text()
+    text = {"version": text.replace('version="opset1"', f'version="opset{big}"', 1),
+            "id": text.replace('<layer id="0"', f'<layer id="{big}"'),
+            "dim": text.replace("<dim>2</dim>", f"<dim>{big}</dim>", 1),
+            "shape": text.replace('shape="2"', f'shape="{big}"'),
+            "ir-version": text.replace('version="11"', f'version="{big}"')}[where]
+    xml.write_text(text)
+    errors = [d for d in irrun.validate(xml) if d.severity == "error"]
+    assert errors and all(d.line is not None for d in errors)
+    with pytest.raises(ModelError):
+        irrun.read_model(xml)
