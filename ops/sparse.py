@@ -5,8 +5,8 @@ are taken in segment order, in blocks of a few thousand: a block's table rows ar
 (np.take) into a buffer that stays in the CPU cache, and a CSR matrix with one row per
 segment, holding the weights, sums them (scipy's sparse product). So the [n, d1, ...]
 intermediate the spec promises to avoid is never built: beyond the output, memory is the
-sort order of unsorted ids (8 bytes per lookup) plus a fixed working set. Spans of lookups
-that start on a segment boundary run on all cores, since both steps release the GIL.
+sort order of unsorted ids (up to 16 bytes per lookup) plus a fixed working set. Spans
+of lookups that start on a segment boundary run on all cores (both steps release the GIL).
 """
 from __future__ import annotations
 
@@ -38,7 +38,9 @@ PARALLEL_MIN_LOOKUPS = 65536      # fewer lookups than this per thread are not w
 
 
 def _rank_text(spec: TensorSpec) -> str:
-    return "dynamic rank" if spec.shape is None else f"rank {len(spec.shape)} ({format_shape(spec.shape)})"
+    if spec.shape is None:
+        return "dynamic rank"
+    return f"rank {len(spec.shape)} ({format_shape(spec.shape)})"
 
 
 def _rank_compatible(spec: TensorSpec, rank: int) -> bool:
@@ -140,7 +142,7 @@ class EmbeddingSegmentsSum3:
 
         out = np.zeros((segments, *emb_table.shape[1:]), dtype=emb_table.dtype)
         width = int(np.prod(emb_table.shape[1:], dtype=np.int64))
-        table = emb_table.reshape(num_emb, width)   # a view: tables arrive contiguous
+        table = emb_table.reshape(num_emb, width)   # a view when contiguous (Consts, inputs)
         flat = out.reshape(segments, width)
         if width > 0:
             _segment_sum(flat, table, indices, segment_ids, per_sample_weights)
@@ -194,8 +196,8 @@ def _segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
     acc = _accumulator(table.dtype)
 
     # The lookups must come grouped by segment. Sorted ids (the spec's promise) are used
-    # in place; otherwise a stable sort order is built (8 bytes per lookup), so unsorted
-    # ids give the same scatter-add sums.
+    # in place; otherwise a stable sort order and the ids in that order are built (up to
+    # 16 bytes per lookup), so unsorted ids give the same scatter-add sums.
     order = None
     if n > 1 and not (segment_ids[1:] >= segment_ids[:-1]).all():
         order = np.argsort(segment_ids, kind="stable")
@@ -216,8 +218,8 @@ def _segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
         c1 = min(width, c0 + cols)
         if convert_table:
             source = converted[:num_emb * (c1 - c0)].reshape(num_emb, c1 - c0)
-            _parallel(lambda lo, hi: np.copyto(source[lo:hi], table[lo:hi, c0:c1], casting="unsafe"),
-                      _even(num_emb, len(spans)))
+            _parallel(lambda lo, hi: np.copyto(source[lo:hi], table[lo:hi, c0:c1],
+                                               casting="unsafe"), _even(num_emb, len(spans)))
         else:
             source = table if c1 - c0 == width else table[:, c0:c1]
         _parallel(lambda a, b: _sum_span(out[:, c0:c1], source, acc, indices, segment_ids,
