@@ -209,10 +209,9 @@ def _segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
     convert_table = table.dtype != acc and num_emb <= n
     spans = _spans(segment_ids, _workers(n))
     buffer_bytes = WORKING_BYTES // (3 * len(spans))
+    cols = min(width, max(1, buffer_bytes // acc.itemsize))     # one gathered row fits
     if convert_table:
-        cols = min(width, max(1, TABLE_BYTES // (num_emb * acc.itemsize)))
-    else:
-        cols = min(width, max(1, buffer_bytes // acc.itemsize))
+        cols = min(cols, max(1, TABLE_BYTES // (num_emb * acc.itemsize)))
     converted = np.empty(num_emb * cols, dtype=acc) if convert_table else None
     for c0 in range(0, width, cols):
         c1 = min(width, c0 + cols)
