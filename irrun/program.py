@@ -180,9 +180,10 @@ def load_program(xml_path, weights=None) -> Program:
                        line=needing[0].layer.data_line, layer=needing[0].layer)
 
     # Infer everything outside a cycle (already reported); layers fed by one are skipped below.
-    cycle = graph.graph.get("cycle", set())
-    acyclic = graph.subgraph(n for n in graph if n not in cycle) if cycle else graph
-    order = list(nx.topological_sort(acyclic))
+    order = graph.graph["order"]   # None when there is a cycle
+    if order is None:
+        cycle = graph.graph["cycle"]
+        order = list(nx.topological_sort(graph.subgraph(n for n in graph if n not in cycle)))
     specs: dict[tuple[str, int], TensorSpec | None] = {}
     for lid in order:
         node = nodes[lid]

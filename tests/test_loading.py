@@ -1,0 +1,135 @@
+"""The loader's fast paths give the same result as the plain networkx forms they replace.
+
+Correctness only: timing is in bench/run.py, never in tests.
+"""
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+from irfiles import IRBuilder
+
+import irrun
+from irrun.graph import _topological_order, ancestors_and_self
+from irrun.program import load_program
+
+
+def _graph(n, edges):
+    """A MultiDiGraph of n nodes (inserted in order) and the dicts build_graph keeps."""
+    g = nx.MultiDiGraph()
+    layers = [f"L{i}" for i in range(n)]
+    g.add_nodes_from(layers)
+    succ = {lid: {} for lid in layers}
+    indegree = dict.fromkeys(layers, 0)
+    for u, v in edges:
+        g.add_edge(layers[u], layers[v])
+        succ[layers[u]][layers[v]] = succ[layers[u]].get(layers[v], 0) + 1
+        indegree[layers[v]] += 1
+    return g, layers, succ, indegree
+
+
+edge_lists = st.integers(1, 12).flatmap(
+    lambda n: st.tuples(st.just(n), st.lists(st.tuples(st.integers(0, n - 1),
+                                                       st.integers(0, n - 1)), max_size=30)))
+
+
+@given(edge_lists)
+def test_topological_order_is_networkx_order(case):
+    n, edges = case
+    # Forward edges only (u < v, repeats allowed): a DAG whose order has many ties.
+    dag = [(min(u, v), max(u, v)) for u, v in edges if u != v]
+    g, layers, succ, indegree = _graph(n, dag)
+    assert _topological_order(layers, succ, indegree) == list(nx.topological_sort(g))
+
+
+@given(edge_lists)
+def test_topological_order_is_none_exactly_for_a_cycle(case):
+    n, edges = case
+    g, layers, succ, indegree = _graph(n, edges)
+    order = _topological_order(layers, succ, indegree)
+    assert (order is None) == (not nx.is_directed_acyclic_graph(g))
+    if order is not None:
+        assert order == list(nx.topological_sort(g))
+
+
+@given(edge_lists, st.data())
+def test_ancestors_and_self_is_the_union_of_networkx_ancestors(case, data):
+    n, edges = case
+    g, layers, _, _ = _graph(n, edges)
+    roots = data.draw(st.lists(st.sampled_from(layers), max_size=4))
+    want = set(roots)
+    for r in roots:
+        want |= nx.ancestors(g, r)
+    assert ancestors_and_self(g, roots) == want
+
+
+def _long_chain(tmp_path, units: int):
+    """Parameter -> `units` x [Convert f16, Convert f32, Negative, Maximum with the unit's
+    input] -> Result, with a Minimum(v, v) (two edges between one pair of layers) every 50
+    units. Returns the .xml path and the NumPy function it computes."""
+    b = IRBuilder()
+    prev = b.parameter("x", "f32", "2,3", [2, 3])
+    dims = [[2, 3]]
+    for u in range(units):
+        a = b.op("Convert", "opset1", [prev], [0], [1], {"destination_type": "f16"},
+                 out_dims=dims, out_precisions=["FP16"])
+        c = b.op("Convert", "opset1", [(a, 1)], [0], [1], {"destination_type": "f32"},
+                 out_dims=dims, out_precisions=["FP32"])
+        neg = b.op("Negative", "opset1", [(c, 1)], [0], [1], out_dims=dims)
+        prev = (b.op("Maximum", "opset1", [(neg, 1), prev], [0, 1], [2], out_dims=dims), 2)
+        if u % 50 == 49:
+            prev = (b.op("Minimum", "opset1", [prev, prev], [0, 1], [2], out_dims=dims), 2)
+    b.result(prev, "y")
+
+    def expected(x):
+        v = x
+        for u in range(units):
+            v = np.maximum(-(v.astype(np.float16).astype(np.float32)), v)
+            if u % 50 == 49:
+                v = np.minimum(v, v)
+        return v
+    return b.write(tmp_path), expected
+
+
+def test_a_2000_layer_chain_loads_and_runs(tmp_path):
+    xml, expected = _long_chain(tmp_path, 500)   # 2,000 op layers (and 10 Minimums)
+    program = load_program(xml)
+    assert program.ok, program.diagnostics
+    # IRBuilder writes input ports without <dim>s: one warning per input port, in file order.
+    ports = [(d.line, d.layer_name) for d in program.diagnostics]
+    assert ports == sorted(ports, key=lambda p: p[0]) and len(ports) == 500 * 5 + 10 * 2 + 1
+    assert all(d.code == "declared-mismatch" and d.message.endswith("declares dims [] but "
+                                                                    "receives [2,3]")
+               for d in program.diagnostics)
+    assert len(program.nodes) == 2 + 500 * 4 + 10
+    # The run order is networkx's topological order, every layer once.
+    assert program.order == list(nx.topological_sort(program.graph))
+    assert program.graph.graph["cycle"] == set() and program.graph.graph["unused"] == set()
+    model = irrun.read_model(xml)
+    # Every layer runs but the Result (the plan stops at the tensor it returns).
+    assert model.run_order() == [program.nodes[lid].layer.name for lid in program.order][:-1]
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32) * 100
+    out = model.infer({"x": x})["y"]
+    assert out.dtype == np.float32 and out.shape == (2, 3)
+    np.testing.assert_array_equal(out, expected(x))
+    # The intermediate after the first unit is what the first unit computes.
+    first = model.infer({"x": x}, until="Maximum_4")["Maximum_4"]
+    np.testing.assert_array_equal(first, np.maximum(-(x.astype(np.float16).astype(np.float32)), x))
+
+
+def test_a_long_chain_with_a_cycle_reports_it_once(tmp_path):
+    """The cycle path (networkx components and a subgraph order) still runs when the fast
+    order finds a cycle."""
+    xml, _ = _long_chain(tmp_path, 30)
+    text = open(xml).read()
+    # Feed the first Convert from the last Maximum instead of from the Parameter.
+    last = text.rsplit('type="Maximum"', 1)[0].rsplit('<layer id="', 1)[1].split('"', 1)[0]
+    text = text.replace('<edge from-layer="0" from-port="0" to-layer="1" to-port="0"/>',
+                        f'<edge from-layer="{last}" from-port="2" to-layer="1" to-port="0"/>')
+    with open(xml, "w") as f:
+        f.write(text)
+    diagnostics = irrun.validate(xml)
+    cycles = [d for d in diagnostics if d.code == "cycle"]
+    assert len(cycles) == 1 and cycles[0].severity == "error"
+    assert "'Convert_1' (id 1)" in cycles[0].message
