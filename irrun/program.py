@@ -5,6 +5,8 @@ and `read_model` raises one ModelError listing all of them.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 from dataclasses import dataclass, field
 
@@ -145,8 +147,31 @@ def _load_const(node: Node, weights: Weights | None, bin_path: str, diag: Collec
     return const_value(weights, et, dims, a.offset, a.size)
 
 
+@contextlib.contextmanager
+def _gc_paused():
+    """Pause the cyclic garbage collector while a model loads.
+
+    Loading allocates a few tracked objects per layer (ports, lists, graph dicts) that all
+    stay alive, so every automatic full collection walks all of them and frees nothing: on
+    a 10,000-layer file that was a third of the load time. Reference counting still frees
+    everything else, and the collector is back on (if it was on) when loading ends.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def load_program(xml_path, weights=None) -> Program:
     """Run every loading stage; problems are in Program.diagnostics (never raises for a bad file)."""
+    with _gc_paused():
+        return _load_program(xml_path, weights)
+
+
+def _load_program(xml_path, weights) -> Program:
     from . import ops  # noqa: F401  (registers the kernels)
 
     xml_path = os.fspath(xml_path)

@@ -133,3 +133,17 @@ def test_a_long_chain_with_a_cycle_reports_it_once(tmp_path):
     cycles = [d for d in diagnostics if d.code == "cycle"]
     assert len(cycles) == 1 and cycles[0].severity == "error"
     assert "'Convert_1' (id 1)" in cycles[0].message
+
+
+def test_loading_leaves_the_garbage_collector_as_it_was(tmp_path):
+    import gc
+
+    xml, _ = _long_chain(tmp_path, 2)
+    assert gc.isenabled()
+    assert load_program(xml).ok and gc.isenabled()
+    assert not load_program(tmp_path / "missing.xml").ok and gc.isenabled()
+    gc.disable()
+    try:
+        assert load_program(xml).ok and not gc.isenabled()
+    finally:
+        gc.enable()
