@@ -4,12 +4,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-import zipfile
 
 import click
 import numpy as np
 
-from .errors import Diagnostic, FeedError, IrrunError, ModelError, ReadError
+from .errors import Diagnostic, FeedError, IrrunError, ModelError
 
 
 class _Fail(click.ClickException):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-import ml_dtypes
 import numpy as np
 
 from irrun.errors import OpError

@@ -27,7 +27,7 @@ from irrun.infer import fail
 from irrun.registry import register
 from irrun.shapes import Dim, TensorSpec, format_shape
 
-from .elementwise import as_dtype, first_position
+from .elementwise import as_dtype
 
 
 @dataclass(frozen=True)

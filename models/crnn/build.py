@@ -18,6 +18,7 @@ inputs.npz keyed by input name and expected.npz with OpenVINO CPU plugin's outpu
 output name. The weights come from a fixed seed.
 """
 import os
+import sys
 
 import numpy as np
 import openvino as ov
@@ -26,6 +27,8 @@ import openvino.opset6 as o6
 import openvino.opset8 as o8
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from write import write_model  # noqa: E402  (models/write.py)
 SEED = 1507
 CLASSES = 12      # 11 symbols and the blank, last
 
@@ -92,15 +95,8 @@ def sample_inputs(rng, width: int, seq_len: int | None = None) -> dict:
 
 
 def main() -> None:
-    xml = os.path.join(HERE, "model.xml")
-    ov.save_model(build(), xml)
     inputs = sample_inputs(np.random.default_rng(3), width=100, seq_len=23)
-    np.savez(os.path.join(HERE, "inputs.npz"), **inputs)
-    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    results = compiled.create_infer_request().infer(inputs)
-    expected = {out.get_any_name(): np.array(results[out]) for out in compiled.outputs}
-    np.savez(os.path.join(HERE, "expected.npz"), **expected)
-    print(expected)
+    print(write_model(build(), HERE, inputs))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Python API (ov.save_model, default compress_to_fp16), inputs.npz keyed by input 
 expected.npz with OpenVINO CPU plugin's outputs keyed by output name.
 """
 import os
+import sys
 
 import numpy as np
 import openvino as ov
@@ -18,6 +19,8 @@ import openvino.opset3 as o3
 import openvino.opset6 as o6
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from write import write_model  # noqa: E402  (models/write.py)
 N, T, C, BLANK = 8, 20, 128, 120
 
 
@@ -52,15 +55,8 @@ def sample_inputs() -> dict:
 
 
 def main() -> None:
-    xml = os.path.join(HERE, "model.xml")
-    ov.save_model(build(), xml)
     inputs = sample_inputs()
-    np.savez(os.path.join(HERE, "inputs.npz"), **inputs)
-    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    results = compiled.create_infer_request().infer(inputs)
-    expected = {out.get_any_name(): np.array(results[out]) for out in compiled.outputs}
-    np.savez(os.path.join(HERE, "expected.npz"), **expected)
-    print(expected)
+    print(write_model(build(), HERE, inputs))
 
 
 if __name__ == "__main__":

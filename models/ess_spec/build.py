@@ -12,12 +12,15 @@ compress), inputs.npz keyed by input name and expected.npz with OpenVINO CPU plu
 outputs keyed by output name.
 """
 import os
+import sys
 
 import numpy as np
 import openvino as ov
 import openvino.opset3 as o3
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from write import write_model  # noqa: E402  (models/write.py)
 
 
 def parameter(shape, etype, name):
@@ -41,8 +44,6 @@ def build() -> ov.Model:
 
 
 def main() -> None:
-    xml = os.path.join(HERE, "model.xml")
-    ov.save_model(build(), xml)
     inputs = {
         "emb_table": np.array([[-0.2, -0.6], [-0.1, -0.4], [-1.9, -1.8], [-1., 1.5], [0.8, -0.7]],
                               np.float32),
@@ -50,12 +51,7 @@ def main() -> None:
         "segment_ids": np.array([0, 0, 2, 2], np.int32),
         "per_sample_weights": np.array([0.5, 0.5, 0.5, 0.5], np.float32),
     }
-    np.savez(os.path.join(HERE, "inputs.npz"), **inputs)
-    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    results = compiled.create_infer_request().infer(inputs)
-    expected = {out.get_any_name(): np.array(results[out]) for out in compiled.outputs}
-    np.savez(os.path.join(HERE, "expected.npz"), **expected)
-    print(expected)
+    print(write_model(build(), HERE, inputs))
 
 
 if __name__ == "__main__":
