@@ -4,6 +4,8 @@ Correctness only: timing is in bench/run.py, never in tests.
 """
 from __future__ import annotations
 
+import gc
+
 import networkx as nx
 import numpy as np
 from hypothesis import given
@@ -136,8 +138,6 @@ def test_a_long_chain_with_a_cycle_reports_it_once(tmp_path):
 
 
 def test_loading_leaves_the_garbage_collector_as_it_was(tmp_path):
-    import gc
-
     xml, _ = _long_chain(tmp_path, 2)
     assert gc.isenabled()
     assert load_program(xml).ok and gc.isenabled()
