@@ -294,6 +294,11 @@ def slice_cases(draw):
 @given(case=slice_cases(), dtype=st.sampled_from(DTYPES), dynamic=st.booleans())
 def test_slice_matches_openvino(tmp_path_factory, case, dtype, dynamic):
     shape, start, stop, step, axes = case
+    # With dynamic shapes OpenVINO's CPU plugin disagrees with its own shape inference (and
+    # the spec) when a reverse slice begins before -dim (x[-9::-1]): it fails or gives 0
+    # elements where the spec clamps begin to 0. Static shapes cover that region.
+    dims = [shape[a] for a in (axes if axes is not None else range(len(start)))]
+    assume(not (dynamic and any(st_ < 0 and b < -d for b, st_, d in zip(start, step, dims))))
     p = param(shape, dtype, dynamic=dynamic)
     args = [p, i64(start), i64(stop), i64(step)] + ([] if axes is None else [i64(axes)])
     check(tmp_path_factory.mktemp("l"), [o8.slice(*args)], [p], {"x": sample(shape, dtype, 4)})
@@ -317,6 +322,11 @@ def strided_cases(draw):
     kinds = draw(st.lists(st.sampled_from(["slice", "slice", "new", "shrink", "ellipsis"]),
                           min_size=1, max_size=rank + 2))
     # At most one ellipsis; no more dim-consuming entries than the rank.
+    if "new" in kinds:
+        # OpenVINO's CPU plugin returns uninitialised memory for new_axis_mask together with
+        # shrink_axis_mask (x[None, 1] on [3, 2]); test_strided_slice_new_axis_and_shrink
+        # covers that combination.
+        kinds = ["slice" if k == "shrink" else k for k in kinds]
     first = kinds.index("ellipsis") if "ellipsis" in kinds else None
     kinds = [k if k != "ellipsis" or i == first else "slice" for i, k in enumerate(kinds)]
     while sum(k in ("slice", "shrink") for k in kinds) > rank:
@@ -335,6 +345,7 @@ def strided_cases(draw):
             j += 1
     begin, end, stride = [], [], []
     bits = {m: [] for m in ("begin", "end", "new", "shrink", "ellipsis")}
+    reverse_before_start = False
     for k, d in zip(kinds, dims):
         if k == "shrink":
             begin.append(draw(st.integers(-d, d - 1)))
@@ -347,15 +358,18 @@ def strided_cases(draw):
         bits["new"].append(int(k == "new"))
         bits["shrink"].append(int(k == "shrink"))
         bits["ellipsis"].append(int(k == "ellipsis"))
+        reverse_before_start |= (k == "slice" and stride[-1] < 0 and not bits["begin"][-1]
+                                 and begin[-1] < -d)
     # OpenVINO refuses masks of different lengths (the spec allows them; see
     # test_strided_slice_short_masks).
-    return tuple(shape), begin, end, stride, bits
+    return tuple(shape), begin, end, stride, bits, reverse_before_start
 
 
 @pytest.mark.oracle
 @given(case=strided_cases(), dtype=st.sampled_from(DTYPES), dynamic=st.booleans())
 def test_strided_slice_matches_openvino(tmp_path_factory, case, dtype, dynamic):
-    shape, begin, end, stride, bits = case
+    shape, begin, end, stride, bits, reverse_before_start = case
+    assume(not (dynamic and reverse_before_start))     # see test_slice_matches_openvino
     p = param(shape, dtype, dynamic=dynamic)
     node = o1.strided_slice(p, i64(begin), i64(end), i64(stride), bits["begin"], bits["end"],
                             bits["new"], bits["shrink"], bits["ellipsis"])
@@ -441,3 +455,13 @@ def test_gather_spec_example_shapes():
     (g8,) = Gather8.infer(GatherAttrs(1), TensorSpec.make("f32", [2, 64, 128]),
                           TensorSpec.make("i32", [2, 32, 21]), axis)
     assert g8.shape == shape_of([2, 32, 21, 128])
+
+
+def test_strided_slice_new_axis_and_shrink():
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    out = _ss(x, [0, 1], [0, 0], [1, 1], new_axis_mask=(1, 0), shrink_axis_mask=(0, 1))
+    np.testing.assert_array_equal(out, x[None, 1])
+    y = np.arange(8, dtype=np.float32).reshape(2, 2, 2)
+    out = _ss(y, [0, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1], new_axis_mask=(0, 0, 1),
+              shrink_axis_mask=(0, 1), end_mask=(1, 0, 0, 1), begin_mask=(1,))
+    np.testing.assert_array_equal(out, y[:, 1, None, 0:])
