@@ -63,6 +63,29 @@ def _window_positions(size, pad_begin, count, kernel, dilation, stride) -> np.nd
     return (np.arange(count)[:, None] * stride - pad_begin) + np.arange(kernel)[None, :] * dilation
 
 
+# The shape rule looks at this many windows per end of an axis at most: absurd pads in a file
+# must not make validation allocate [count, kernel] arrays.
+_EDGE_WINDOWS = 1 << 16
+
+
+def _padding_only_windows(size, pad_begin, count, kernel, dilation, stride) -> np.ndarray:
+    """Indices of the windows whose every tap falls in the padding.
+
+    Window w's taps are s + k*dilation (k < kernel, s = w*stride - pad_begin); one lands in
+    [0, size) iff some k lies in [ceil(-s/d), ceil((size-s)/d) - 1]. Such windows sit at
+    the two ends of the axis, so only the first and last _EDGE_WINDOWS are examined.
+    """
+    if count <= 2 * _EDGE_WINDOWS:
+        w = np.arange(count, dtype=np.int64)
+    else:
+        w = np.concatenate([np.arange(_EDGE_WINDOWS, dtype=np.int64),
+                            np.arange(count - _EDGE_WINDOWS, count, dtype=np.int64)])
+    start = w * stride - pad_begin
+    first = np.maximum(0, -(start // dilation))              # ceil(-s/d)
+    last = np.minimum(kernel - 1, -((start - size) // dilation) - 1)  # ceil((size-s)/d) - 1
+    return w[first > last]
+
+
 # ---------------------------------------------------------------- shape rule
 
 
@@ -105,8 +128,8 @@ def _pool_infer(attrs, data: TensorSpec):
         od = window_dim(dim, pb + pe, extent, attrs.strides[i], i, ceil)
         out.append(od)
         if dim.is_static:
-            pos = _window_positions(dim.value, pb, od.value, attrs.kernel[i], dil[i], attrs.strides[i])
-            empty = np.flatnonzero(~((pos >= 0) & (pos < dim.value)).any(axis=1))
+            empty = _padding_only_windows(dim.value, pb, od.value, attrs.kernel[i], dil[i],
+                                          attrs.strides[i])
             if empty.size:
                 # OpenVINO keeps these windows (no ceil_torch-style trimming in opset1/8). MaxPool
                 # gives the CPU plugin's start value there (see _lowest); for AvgPool the CPU

@@ -2,6 +2,7 @@
 differential tests against OpenVINO's CPU plugin over every auto_pad mode."""
 from __future__ import annotations
 
+import os
 import numpy as np
 import pytest
 from hypothesis import assume, given, strategies as st
@@ -494,3 +495,36 @@ def test_partial_shape_inference_against_openvino(tmp_path_factory, w, kind, cei
     m = irrun.read_model(xml)
     got = [(d.lo, d.hi) for d in m.outputs[0].shape]
     assert got == _ov_dims(model.output(0).partial_shape)
+
+
+def test_padding_only_windows_arithmetic_agrees_with_the_taps():
+    import itertools
+
+    from irrun.ops.pooling import _padding_only_windows, _window_positions
+    for size, pb, k, d, st, count in itertools.product(range(1, 6), range(0, 5), range(1, 4),
+                                                       range(1, 4), range(1, 3), range(1, 7)):
+        pos = _window_positions(size, pb, count, k, d, st)
+        want = np.flatnonzero(~((pos >= 0) & (pos < size)).any(axis=1))
+        np.testing.assert_array_equal(_padding_only_windows(size, pb, count, k, d, st), want)
+
+
+def test_absurd_pads_are_refused_without_allocating(tmp_path, monkeypatch):
+    # A fuzzed file with pads_end=1e9 once made the shape rule build a [count, kernel] array.
+    import tracemalloc
+
+    import irrun
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = os.path.join(root, "models", "crnn")
+    text = open(os.path.join(src, "model.xml")).read()
+    bad = text.replace('pads_end="0, 0" kernel="2, 2"', 'pads_end="1000000000, 0" kernel="2, 2"', 1)
+    assert bad != text
+    (tmp_path / "model.xml").write_text(bad)
+    (tmp_path / "model.bin").write_bytes(open(os.path.join(src, "model.bin"), "rb").read())
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "1G")
+    tracemalloc.start()
+    diags = irrun.validate(tmp_path / "model.xml")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 64 << 20
+    errors = [d for d in diags if d.severity == "error"]
+    assert errors and "needs" in errors[0].message and errors[0].layer_name == "pool1"
