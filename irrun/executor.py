@@ -9,12 +9,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import networkx as nx
 import numpy as np
 
 from .errors import IrrunError, OpError
+from .graph import ancestors_and_self
 from .infer import FOLD_MAX_ELEMENTS
-from .shapes import TensorSpec, format_shape, is_static, shape_matches, shape_of
+from .shapes import TensorSpec, format_shape, is_static, shape_matches, shape_of, static_values
 from .weights import check_alloc
 
 
@@ -26,15 +26,12 @@ class Step:
     outs: tuple[int, ...]        # output slots
     free: tuple[int, ...]        # slots whose last use is this step
     recheck: tuple | None = None  # input element types, when shapes must be checked at run time
+    expect: tuple = ()           # per output: (NumPy dtype, shape tuple if static else None)
 
 
 class Plan:
     def __init__(self, program, targets: list[tuple[str, int]]):
-        g = program.graph
-        needed = set()
-        for lid, _ in targets:
-            needed.add(lid)
-            needed |= nx.ancestors(g, lid)
+        needed = ancestors_and_self(program.graph, [lid for lid, _ in targets])
         order = [lid for lid in program.order if lid in needed]
         slot_of: dict[tuple[str, int], int] = {}
         for lid in order:
@@ -54,6 +51,8 @@ class Plan:
                 in_specs = [program.nodes[src].specs[out] for src, out in node.inputs]
                 if not all(is_static(s.shape) for s in list(in_specs) + list(node.specs)):
                     step.recheck = tuple(s.etype for s in in_specs)
+                step.expect = tuple((s.etype.dtype, static_values(s.shape) if is_static(s.shape)
+                                     else None) for s in node.specs)
             steps.append(step)
         self.targets = [slot_of[t] for t in targets]
         keep = set(self.targets)
@@ -113,7 +112,7 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
     clock = time.perf_counter
     for step in plan.steps:
         node = step.node
-        t0 = clock()
+        t0 = clock() if listener is not None else 0.0
         try:
             if step.kind == "parameter":
                 outputs = (feeds[node.layer.id],)
@@ -129,8 +128,12 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
                 if len(outputs) != len(step.outs):
                     raise OpError(f"internal error: the kernel returned {len(outputs)} outputs, "
                                   f"inference promised {len(step.outs)}")
-                for i, v in enumerate(outputs):
-                    check_output(node, i, v)
+                for i, (v, (dtype, shape)) in enumerate(zip(outputs, step.expect)):
+                    # The common case costs two comparisons; anything else (a dynamic
+                    # shape, a mismatch, an ndarray subclass) takes the full check, which
+                    # words the error.
+                    if type(v) is not np.ndarray or v.dtype != dtype or v.shape != shape:
+                        check_output(node, i, v)
         except IrrunError as e:
             raise e.locate(**_location(program, node)) from e
         except MemoryError:
