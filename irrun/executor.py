@@ -14,7 +14,14 @@ import numpy as np
 from .errors import IrrunError, OpError
 from .graph import ancestors_and_self
 from .infer import FOLD_MAX_ELEMENTS
-from .shapes import TensorSpec, format_shape, is_static, shape_matches, shape_of, static_values
+from .shapes import (
+    TensorSpec,
+    format_shape,
+    is_static,
+    shape_matches,
+    shape_of,
+    static_values,
+)
 from .weights import check_alloc
 
 

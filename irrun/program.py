@@ -11,7 +11,6 @@ import os
 from dataclasses import dataclass, field
 
 import networkx as nx
-import numpy as np
 
 from . import registry
 from .errors import Collector, IrrunError, UnsupportedError

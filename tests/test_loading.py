@@ -124,7 +124,8 @@ def test_a_long_chain_with_a_cycle_reports_it_once(tmp_path):
     """The cycle path (networkx components and a subgraph order) still runs when the fast
     order finds a cycle."""
     xml, _ = _long_chain(tmp_path, 30)
-    text = open(xml).read()
+    with open(xml) as f:
+        text = f.read()
     # Feed the first Convert from the last Maximum instead of from the Parameter.
     last = text.rsplit('type="Maximum"', 1)[0].rsplit('<layer id="', 1)[1].split('"', 1)[0]
     text = text.replace('<edge from-layer="0" from-port="0" to-layer="1" to-port="0"/>',
