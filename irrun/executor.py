@@ -117,6 +117,18 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
     """
     values: list = [None] * plan.n_slots
     clock = time.perf_counter
+    # Overflow to inf and NaN from 0/0 are what IR semantics compute, not a reason for NumPy
+    # to print warnings mid-run (--check-nan finds them); set once here, not per kernel.
+    with np.errstate(all="ignore"):
+        _run_steps(program, plan, feeds, listener, keep_all, values, clock)
+    result = [values[t] for t in plan.targets]
+    if keep_all:
+        return result, values
+    return result
+
+
+def _run_steps(program, plan, feeds, listener, keep_all, values, clock):
+    """The interpreter loop: fills `values` slot by slot."""
     for step in plan.steps:
         node = step.node
         t0 = clock() if listener is not None else 0.0
@@ -156,7 +168,3 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
         if not keep_all:
             for s in step.free:
                 values[s] = None
-    result = [values[t] for t in plan.targets]
-    if keep_all:
-        return result, values
-    return result

@@ -121,7 +121,8 @@ def infer_node(node, input_specs: list[TensorSpec], diag, fold=True) -> list[Ten
     if fold and specs and all(s.value is not None for s in input_specs) and input_specs and \
             all(s.value.size <= FOLD_MAX_ELEMENTS for s in input_specs) and node.op.type != "Result":
         try:
-            values = node.op.run(node.attrs, *[s.value for s in input_specs])
+            with np.errstate(all="ignore"):   # as in the executor: inf/NaN are values here
+                values = node.op.run(node.attrs, *[s.value for s in input_specs])
             specs = [TensorSpec.of_value(v, s.etype) if v.size <= FOLD_MAX_ELEMENTS else s
                      for v, s in zip(values, specs)]
         except IrrunError as e:

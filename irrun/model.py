@@ -8,6 +8,7 @@ import numpy as np
 
 from .errors import Diagnostic, FeedError, ModelError, ReadError
 from .executor import Plan, execute
+from .graph import ancestors_and_self
 from .feed import cast_input
 from .program import Program, load_program
 from .shapes import format_shape
@@ -203,12 +204,7 @@ def read_model(xml, weights=None) -> Model:
 
 def _uninferred(program: Program) -> list:
     """Layers that some Result needs whose output specs inference did not produce."""
-    import networkx as nx
-
-    needed = set()
-    for r in program.results:
-        needed.add(r.id)
-        needed |= nx.ancestors(program.graph, r.id)
+    needed = ancestors_and_self(program.graph, [r.id for r in program.results])
     return [program.nodes[lid].layer for lid in program.order
             if lid in needed and program.nodes[lid].kind != "result"
             and program.nodes[lid].specs is None]
