@@ -431,8 +431,23 @@ def test_broadcast_errors(tmp_path):
        dtype=st.sampled_from(DTYPES), dynamic=st.booleans())
 def test_tile_matches_openvino(tmp_path_factory, shape, reps, dtype, dynamic):
     p = param(shape, dtype, dynamic=dynamic)
-    check(tmp_path_factory.mktemp("t"), [o1.tile(p, i64(reps))], [p],
-          {"x": sample(shape, dtype, 5)})
+    feed = {"x": sample(shape, dtype, 5)}
+    if len(reps) != len(shape):
+        # OpenVINO's CPU plugin tiles wrongly when the repeats' length differs from the rank
+        # and three or more axes repeat ([2,2,2,2] by [2,2,2]). The spec pads the shorter
+        # of the two with leading 1s: compare irrun on the short form with OpenVINO on the
+        # padded one.
+        rank = max(len(reps), len(shape))
+        full = (1,) * (rank - len(shape)) + shape
+        padded = [1] * (rank - len(reps)) + reps
+        q = param(full, dtype, dynamic=dynamic)
+        d = tmp_path_factory.mktemp("t")
+        mine = oracle.save(ov.Model([o1.tile(p, i64(reps))], [p]), d, name="short")
+        theirs = oracle.save(ov.Model([o1.tile(q, i64(padded))], [q]), d, name="padded")
+        oracle.assert_same(oracle.irrun_run(mine, feed)[0],
+                           oracle.ov_run(theirs, {"x": feed["x"].reshape(full)})[0])
+        return
+    check(tmp_path_factory.mktemp("t"), [o1.tile(p, i64(reps))], [p], feed)
 
 
 def test_tile_negative_repeats_fail(tmp_path):
