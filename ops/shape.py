@@ -470,6 +470,24 @@ class Range4:
         return (convert_array(values, et),)
 
 
+@register("Range", since=1, category="generation")
+class Range1:
+    """Range-1: like Range-4, but the output has the inputs' element type, which all three
+    share. OpenVINO's Python API (opset4.range and newer) writes this version too."""
+
+    @staticmethod
+    def infer(attrs, start, stop, step):
+        types = {s.etype.name for s in (start, stop, step)}
+        if len(types) != 1:
+            fail(f"start, stop and step must have the same element type, got "
+                 f"{start.etype.name}, {stop.etype.name} and {step.etype.name}")
+        return Range4.infer(Range4Attrs(start.etype.name), start, stop, step)
+
+    @staticmethod
+    def run(attrs, start, stop, step):
+        return Range4.run(Range4Attrs(from_dtype(start.dtype).name), start, stop, step)
+
+
 # ---------------------------------------------------------------- Broadcast
 
 

@@ -76,7 +76,7 @@ def convert_array(x: np.ndarray, dst) -> np.ndarray:
     dst = element_type(dst)
     src_dtype = x.dtype
     if dst.kind == "bool":
-        return x != 0
+        return np.asarray(x != 0)    # a 0-d input would otherwise give a NumPy scalar
     if dst.is_float:
         # Values beyond the destination's range become +-inf, as in C++ (the executor
         # silences NumPy's warning for every kernel).

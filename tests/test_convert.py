@@ -98,3 +98,9 @@ def test_f32_rounding_to_half_types_matches_openvino(tmp_path, dst):
     got, expected = oracle.compare(m, {"x": x}, tmpdir=tmp_path)
     # Round to nearest even, bit for bit.
     np.testing.assert_array_equal(got[0].view(np.uint16), expected[0].view(np.uint16))
+
+
+def test_scalar_input_gives_a_0d_array_for_every_destination():
+    for dst in ("boolean", "i32", "f16", "u4"):
+        out = convert_array(np.array(2.5, np.float32), dst)
+        assert isinstance(out, np.ndarray) and out.shape == ()

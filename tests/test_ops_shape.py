@@ -335,6 +335,33 @@ def test_range_float_matches_openvino(tmp_path_factory, start, length, step):
     check(tmp_path_factory.mktemp("g"), [range4(*ps, "f32")], ps, feed)
 
 
+@pytest.mark.oracle
+@given(start=st.integers(-20, 20), stop=st.integers(-20, 20), step=st.integers(-5, 5).filter(bool),
+       dtype=st.sampled_from(["i32", "i64", "f32"]))
+def test_range1_matches_openvino(tmp_path_factory, start, stop, step, dtype):
+    # openvino.opset4.range (without .ops) builds Range-1: the output takes the inputs' type.
+    assume((stop - start) * step >= 0)     # see test_range_integer_matches_openvino
+    names = ("start", "stop", "step")
+    ps = [o8.parameter([], OV_TYPE[dtype], name=n) for n in names]
+    r = ov.opset4.range(*ps)
+    assert r.get_type_info().version_id == "opset1"
+    feed = {n: np.array(v, NP_TYPE[dtype]) for n, v in zip(names, (start, stop, step))}
+    check(tmp_path_factory.mktemp("g"), [r], ps, feed)
+
+
+def test_range1_needs_one_element_type(tmp_path):
+    r = ov.opset4.range(o8.constant(np.int32(0)), o8.constant(np.int32(4)), o8.constant(np.int32(1)))
+    xml, m = read(tmp_path, [r], [])
+    np.testing.assert_array_equal(list(m.infer({}).values())[0], [0, 1, 2, 3])
+    text = open(xml).read()
+    assert 'type="Range" version="opset1"' in text
+    from irrun.ops.shape import Range1
+    from irrun.shapes import TensorSpec
+    with pytest.raises(irrun.errors.ShapeError, match="same element type, got i32, i64 and i32"):
+        Range1.infer(None, TensorSpec.make("i32", []), TensorSpec.make("i64", []),
+                     TensorSpec.make("i32", []))
+
+
 def test_range_spec_examples(tmp_path):
     r = range4(i64(2), i64(23), i64(3), "i32")
     r2 = range4(i64(23), i64(2), i64(-3), "i32")
