@@ -87,7 +87,7 @@ def convert_array(x: np.ndarray, dst) -> np.ndarray:
         v = convert_array(x, "i64" if dst.is_signed else "u64").astype(np.int64) & ((1 << bits) - 1)
         if dst.is_signed:
             v = np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
-        return v.astype(dst.dtype)
+        return np.asarray(v, dtype=dst.dtype)   # `&` on a 0-d array gives a NumPy scalar
     info = np.iinfo(dst.dtype)
     if np.issubdtype(src_dtype, np.floating) or src_dtype.kind == "V":
         f = x.astype(np.float64)
