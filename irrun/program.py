@@ -29,6 +29,7 @@ class Node:
     attrs: object = None
     inputs: list[tuple[str, int]] = field(default_factory=list)  # (producer id, output position)
     specs: list[TensorSpec] | None = None                        # inferred outputs
+    const_value: object = None     # a Const's data: a view of the .bin's memory map
 
     @property
     def id(self) -> str:
