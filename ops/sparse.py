@@ -1,20 +1,24 @@
 """EmbeddingSegmentsSum-3 (spec page: sparse/EmbeddingSegmentsSum_3).
 
-out[s] = sum of w[i] * emb_table[indices[i]] over the lookups i of segment s. The lookups
-are taken in segment order, in blocks of a few thousand: a block's table rows are gathered
-(np.take) into a buffer that stays in the CPU cache, and a CSR matrix with one row per
-segment, holding the weights, sums them (scipy's sparse product). So the [n, d1, ...]
-intermediate the spec promises to avoid is never built: beyond the output, memory is the
-sort order of unsorted ids (up to 16 bytes per lookup) plus a fixed working set. Spans
-of lookups that start on a segment boundary run on all cores (both steps release the GIL).
+out[s] = sum of w[i] * emb_table[indices[i]] over the lookups i of segment s. One compiled
+loop (numba) takes the lookups in segment order and sums each segment's weighted table rows
+in one row of the accumulation type, then writes it to the output once, so the
+[n, d1, ...] intermediate the spec promises to avoid is never built. Beyond the output,
+memory is the sort order of unsorted ids (up to 16 bytes per lookup) and one row per
+thread. Spans of lookups that start on a segment boundary run on all cores (the compiled
+loop releases the GIL). NumPy's part is the checks, the sort and the default rows.
 """
 from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+import ml_dtypes
+import numba
+import numba.extending
 import numpy as np
-import scipy.sparse
+from llvmlite import ir
+from numba.core import cgutils
 
 from irrun.errors import OpError, UnsupportedError
 from irrun.infer import fail, warn
@@ -23,16 +27,7 @@ from irrun.shapes import DYNAMIC, Dim, TensorSpec, format_shape
 
 _INDEX_TYPES = ("i32", "i64")
 
-# The working set. Each thread handles blocks of at most CHUNK_LOOKUPS lookups, whose three
-# buffers (gathered rows, the same rows in the accumulation type, their sums) take at most
-# WORKING_BYTES over all threads, a few MiB per buffer, so a block stays in the CPU's cache;
-# a table not in the accumulation type is converted TABLE_BYTES at a time (one block for a
-# 200k x 64 f16 table: every block is one more pass over the lookups). So the memory beyond
-# the output and the sort order of unsorted ids (16 bytes per lookup at most) stays under
-# TABLE_BYTES + WORKING_BYTES = 64 MiB, plus a few index arrays of CHUNK_LOOKUPS entries.
-CHUNK_LOOKUPS = 16384
-WORKING_BYTES = 16 << 20
-TABLE_BYTES = 48 << 20
+PREFETCH_AHEAD = 16               # lookups (frozen into the loop when it is compiled)
 MAX_THREADS = 4
 PARALLEL_MIN_LOOKUPS = 65536      # fewer lookups than this per thread are not worth one
 
@@ -140,12 +135,15 @@ class EmbeddingSegmentsSum3:
         _check_range("indices", indices, num_emb, "emb_table rows")
         _check_range("segment_ids", segment_ids, segments, "num_segments")
 
-        out = np.zeros((segments, *emb_table.shape[1:]), dtype=emb_table.dtype)
         width = int(np.prod(emb_table.shape[1:], dtype=np.int64))
-        table = emb_table.reshape(num_emb, width)   # a view when contiguous (Consts, inputs)
-        flat = out.reshape(segments, width)
-        if width > 0:
-            _segment_sum(flat, table, indices, segment_ids, per_sample_weights)
+        if width > 0 and indices.shape[0] > 0:
+            # The loop writes every row, empty segments' as zeros: no zeroing pass first.
+            out = np.empty((segments, *emb_table.shape[1:]), dtype=emb_table.dtype)
+            table = emb_table.reshape(num_emb, width)   # a view when contiguous (Consts, inputs)
+            _segment_sum(out.reshape(segments, width), table, indices, segment_ids,
+                         per_sample_weights)
+        else:
+            out = np.zeros((segments, *emb_table.shape[1:]), dtype=emb_table.dtype)
 
         # Empty segments: emb_table[default_index] as it is, not weighted (the spec example).
         if default_index is not None and segments > 0:
@@ -183,98 +181,208 @@ def _accumulator(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32)
 
 
+def _kernel_view(a: np.ndarray) -> np.ndarray:
+    """`a` as the compiled loop reads it: numba has no f16 or bf16, so those pass as their
+    uint16 bits. Integer and boolean tables and weights pass as the unsigned type of their
+    size: their products and sums taken mod 2**64 (_accumulator) and cut to the type's bits
+    are the same whether the values were sign- or zero-extended."""
+    if a.dtype == np.float16 or a.dtype == ml_dtypes.bfloat16:
+        return a.view(np.uint16)
+    if a.dtype.kind in "iub":
+        return a.view(f"u{a.dtype.itemsize}")
+    return a
+
+
+_NO_ORDER = np.empty(0, dtype=np.intp)
+
+
 def _segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
                  segment_ids: np.ndarray, weights: np.ndarray | None) -> None:
-    """out[s] = sum of table[indices[i]] * weights[i] over lookups i with segment_ids[i] == s.
+    """out[s] = sum of table[indices[i]] * weights[i] over lookups i with segment_ids[i] == s,
+    0 for a segment without lookups.
 
-    `out` is [num_segments, D] and zero; `table` is [num_emb, D]; ids are checked.
+    `out` is [num_segments, D], not initialised; `table` is [num_emb, D]; there are lookups
+    and their ids are checked.
     """
     n = indices.shape[0]
-    if n == 0:
-        return
-    num_emb, width = table.shape
-    acc = _accumulator(table.dtype)
-
     # The lookups must come grouped by segment. Sorted ids (the spec's promise) are used
     # in place; otherwise a stable sort order and the ids in that order are built (up to
     # 16 bytes per lookup), so unsorted ids give the same scatter-add sums.
-    order = None
+    order = _NO_ORDER
     if n > 1 and not (segment_ids[1:] >= segment_ids[:-1]).all():
         order = np.argsort(segment_ids, kind="stable")
         segment_ids = segment_ids[order]
-
-    # A table not in the accumulation type (f16, bf16, integers) is converted once, a block
-    # of columns at a time, when it has fewer rows than there are lookups; otherwise each
-    # gathered row is converted.
-    convert_table = table.dtype != acc and num_emb <= n
+    if weights is None:
+        weights = np.ones(1, dtype=table.dtype)     # one weight for every lookup
+    # f16 and bf16 outputs are written as their bits; integer and boolean ones as they are
+    # (the loop cuts the uint64 sums down to them).
+    halves = out.dtype == np.float16 or out.dtype == ml_dtypes.bfloat16
+    args = (out.view(np.uint16) if halves else out, _kernel_view(table),
+            out.dtype == ml_dtypes.bfloat16, indices, segment_ids, order, _kernel_view(weights))
+    acc = _accumulator(table.dtype)
+    # Each span of lookups also owns the output rows from its first segment (0 for the
+    # first span) up to the next span's first segment (all rows for the last).
     spans = _spans(segment_ids, _workers(n))
-    buffer_bytes = WORKING_BYTES // (3 * len(spans))
-    cols = min(width, max(1, buffer_bytes // acc.itemsize))     # one gathered row fits
-    if convert_table:
-        cols = min(cols, max(1, TABLE_BYTES // (num_emb * acc.itemsize)))
-    converted = np.empty(num_emb * cols, dtype=acc) if convert_table else None
-    for c0 in range(0, width, cols):
-        c1 = min(width, c0 + cols)
-        if convert_table:
-            source = converted[:num_emb * (c1 - c0)].reshape(num_emb, c1 - c0)
-            _parallel(lambda lo, hi: np.copyto(source[lo:hi], table[lo:hi, c0:c1],
-                                               casting="unsafe"), _even(num_emb, len(spans)))
-        else:
-            source = table if c1 - c0 == width else table[:, c0:c1]
-        _parallel(lambda a, b: _sum_span(out[:, c0:c1], source, acc, indices, segment_ids,
-                                         order, weights, a, b, buffer_bytes), spans)
+    rows = [0] + [int(segment_ids[start]) for start, _ in spans[1:]] + [out.shape[0]]
+    _parallel(lambda start, stop, first, last: _sum_lookups(
+                  np.empty(out.shape[1], acc), *args, start, stop, first, last),
+              [(*span, first, last) for span, first, last in zip(spans, rows, rows[1:])])
 
 
-def _sum_span(out: np.ndarray, source: np.ndarray, acc: np.dtype, indices: np.ndarray,
-              segment_ids: np.ndarray, order: np.ndarray | None, weights: np.ndarray | None,
-              start: int, stop: int, buffer_bytes: int) -> None:
-    """Add the lookups start..stop (in segment order) of `source`'s columns into `out`."""
-    width = source.shape[1]
-    chunk = max(1, min(CHUNK_LOOKUPS, buffer_bytes // (width * acc.itemsize)))
-    gathered = np.empty(chunk * width, dtype=source.dtype)
-    converted = np.empty(chunk * width, dtype=acc) if source.dtype != acc else None
-    ones = np.ones(chunk, dtype=acc) if weights is None else None
-    positions = np.arange(chunk, dtype=np.int32 if chunk < 2**31 else np.int64)
-    contiguous = source.flags.c_contiguous
-    carry = None              # the partial sum of a segment that goes on in the next block
-    for a in range(start, stop, chunk):
-        b = min(stop, a + chunk)
-        picked = slice(a, b) if order is None else order[a:b]
-        rows = gathered[:(b - a) * width].reshape(b - a, width)
-        if contiguous:
-            # take() with mode="clip" copies row by row without buffering (the ids are
-            # checked already); it is the fastest gather NumPy has.
-            np.take(source, indices[picked], axis=0, out=rows, mode="clip")
-        else:
-            rows[...] = source[indices[picked]]
-        if converted is not None:
-            block = converted[:(b - a) * width].reshape(b - a, width)
-            np.copyto(block, rows, casting="unsafe")
-            rows = block
-        data = ones[:b - a] if weights is None else weights[picked].astype(acc, copy=False)
+# ------------------------------------------------------------------ the compiled loop
+# cache=True keeps the machine code beside this file, or in the user's cache directory
+# (NUMBA_CACHE_DIR, else ~/.cache/numba) when the package's folder is read-only; each kind
+# of table and index type is compiled on its first use.
 
-        # Sum consecutive rows of one segment: a CSR matrix with one row per segment
-        # present in this block, listing its lookups, weighted, times the gathered rows.
-        ids = segment_ids[a:b]
-        starts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
-        present = ids[np.concatenate(([0], starts))]
-        # (int32 index arrays spare scipy a scan for whether they fit in int32)
-        indptr = np.concatenate(([0], starts, [b - a])).astype(positions.dtype)
-        matrix = scipy.sparse.csr_matrix((data, positions[:b - a], indptr),
-                                         shape=(len(present), b - a))
-        sums = matrix @ rows
-        if carry is not None:
-            sums[0] += carry
-            carry = None
-        if b < stop and segment_ids[b] == present[-1]:
-            carry = sums[-1].copy()
-            sums, present = sums[:-1], present[:-1]
-        out[present] = sums
+@numba.njit(nogil=True, cache=True)
+def _sum_lookups(acc, out, table, bf16, indices, segment_ids, order, weights, start, stop,
+                 first, last):
+    """out[s] = sum of weights[i] * table[indices[i]] over the lookups j in start..stop
+    with segment_ids[j] == s (i = order[j], or j when `order` is empty; a single weight is
+    every lookup's), summed in `acc` (one row, the accumulation type), for the rows s in
+    first..last (0 for those without lookups). The ids are sorted, so each segment's
+    lookups come together and every row is written once."""
+    width = acc.shape[0]
+    row_bytes = width * table.itemsize
+    filled = first
+    j = start
+    while j < stop:
+        segment = segment_ids[j]
+        for s in range(filled, segment):
+            for c in range(width):
+                out[s, c] = 0
+        filled = segment + 1
+        for c in range(width):
+            acc[c] = 0
+        while j < stop and segment_ids[j] == segment:
+            # The time goes in waiting for table rows from memory: ask for the row needed
+            # PREFETCH_AHEAD lookups later now, so several loads are under way at once.
+            if j + PREFETCH_AHEAD < stop:
+                ahead = j + PREFETCH_AHEAD
+                later = indices[order[ahead] if order.size else ahead]
+                for offset in range(0, row_bytes, 64):     # each 64-byte cache line
+                    _prefetch(table, later, offset)
+            i = order[j] if order.size else j
+            w = _load(weights[i if weights.size > 1 else 0], acc, bf16)
+            row = indices[i]
+            for c in range(width):
+                acc[c] += w * _load(table[row, c], acc, bf16)
+            j += 1
+        for c in range(width):
+            out[segment, c] = _store(acc[c], out, bf16)
+    for s in range(filled, last):
+        for c in range(width):
+            out[s, c] = 0
+
+
+@numba.extending.intrinsic
+def _prefetch(typingctx, table, row, offset):
+    """A hint to the CPU to load the cache line at byte `offset` of table row `row` (LLVM's
+    prefetch: it never faults and changes no result)."""
+    def codegen(context, builder, sig, args):
+        array = context.make_array(sig.args[0])(context, builder, args[0])
+        stride = cgutils.unpack_tuple(builder, array.strides)[0]
+        byte = ir.IntType(8)
+        start = builder.add(builder.mul(args[1], stride), args[2])
+        address = builder.gep(builder.bitcast(array.data, byte.as_pointer()), [start])
+        i32 = ir.IntType(32)
+        prefetch = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte.as_pointer(), i32, i32, i32]),
+            "llvm.prefetch.p0")
+        builder.call(prefetch, [address, i32(0), i32(3), i32(1)])    # read, keep, data
+        return context.get_dummy_value()
+    return numba.types.void(table, numba.types.intp, numba.types.intp), codegen
+
+
+def _load(x, acc, bf16):
+    """A table element as the compiled loop reads it (_kernel_view), in acc's type."""
+
+
+@numba.extending.overload(_load)
+def _load_typed(x, acc, bf16):
+    if x == acc.dtype:                                  # f32, f64
+        return lambda x, acc, bf16: x
+    if isinstance(acc.dtype, numba.types.Integer):      # integers, booleans: uint64
+        return lambda x, acc, bf16: np.uint64(x)
+    return lambda x, acc, bf16: _bf16_to_f32(x) if bf16 else _f16_to_f32(x)
+
+
+def _store(x, out, bf16):
+    """A sum `x` (the accumulation type) as an element of `out` (as _segment_sum passes it)."""
+
+
+@numba.extending.overload(_store)
+def _store_typed(x, out, bf16):
+    if x == out.dtype:                                  # f32, f64
+        return lambda x, out, bf16: x
+    if isinstance(out.dtype, numba.types.Boolean):      # any non-zero term
+        return lambda x, out, bf16: x != 0
+    if isinstance(x, numba.types.Integer):              # uint64, cut to the low bits (C++)
+        kind = out.dtype
+        return lambda x, out, bf16: kind(x)
+    return lambda x, out, bf16: _f32_to_bf16(x) if bf16 else _f32_to_f16(x)
+
+
+@numba.njit
+def _f16_to_f32(bits):
+    """IEEE half bits to float32, exactly. The exponent and mantissa bits, moved to their
+    float32 places, read as a float32 2**112 times too small (half's exponent bias is 15,
+    float32's 127): one exact product fixes normal and subnormal numbers alike. An all-ones
+    exponent (inf, NaN) gets float32's all-ones exponent, the mantissa kept."""
+    h = np.uint32(bits)
+    magnitude = np.uint32((h & np.uint32(0x7FFF)) << np.uint32(13))
+    finite = magnitude.view(np.float32) * np.float32(2.0 ** 112)
+    special = np.uint32(magnitude | np.uint32(0x7F800000)).view(np.float32)
+    value = special if magnitude >= np.uint32(0x7C00 << 13) else finite
+    sign = np.uint32((h & np.uint32(0x8000)) << np.uint32(16))
+    # (numba takes .view only straight on an np.<type>(...) value)
+    return np.uint32(np.float32(value).view(np.uint32) | sign).view(np.float32)
+
+
+@numba.njit
+def _bf16_to_f32(bits):
+    """bfloat16 is the upper half of a float32."""
+    return np.uint32(np.uint32(bits) << np.uint32(16)).view(np.float32)
+
+
+@numba.njit
+def _f32_to_f16(value):
+    """float32 to IEEE half bits, rounded to nearest even; a NaN keeps the top of its
+    payload (1 if that is zero, only for a signalling NaN, never a sum), as NumPy's
+    conversion does."""
+    magnitude = np.uint32(np.float32(value).view(np.uint32) & np.uint32(0x7FFFFFFF))
+    sign = np.uint32((np.float32(value).view(np.uint32) >> np.uint32(16)) & np.uint32(0x8000))
+    if magnitude > np.uint32(0x7F800000):                       # NaN
+        payload = np.uint32((magnitude & np.uint32(0x7FFFFF)) >> np.uint32(13))
+        half = np.uint32(0x7C00) | (payload if payload else np.uint32(1))
+    elif magnitude >= np.uint32(0x47800000):                    # >= 2**16, inf: inf
+        half = np.uint32(0x7C00)
+    elif magnitude < np.uint32(0x38800000):                     # below 2**-14: subnormal
+        # Adding 0.5 (exponent 126) leaves the value, rounded to even by the float add,
+        # as a multiple of 2**-24 in the low mantissa bits: half's subnormal bits.
+        total = np.float32(np.uint32(magnitude).view(np.float32) + np.float32(0.5))
+        half = np.uint32(total.view(np.uint32) - np.uint32(0x3F000000))
+    else:                                                       # normal: rebias and round
+        odd = np.uint32((magnitude >> np.uint32(13)) & np.uint32(1))   # ties to even
+        half = np.uint32((magnitude - np.uint32((127 - 15) << 23) + np.uint32(0xFFF) + odd)
+                         >> np.uint32(13))                      # a carry may give inf: right
+    return np.uint16(half | sign)
+
+
+@numba.njit
+def _f32_to_bf16(value):
+    """float32 to bfloat16 bits, rounded to nearest even; a NaN becomes the quiet NaN of
+    its sign, as ml_dtypes' conversion does."""
+    bits = np.float32(value).view(np.uint32)
+    if np.isnan(value):
+        return np.uint16(((bits >> np.uint32(16)) & np.uint32(0x8000)) | np.uint32(0x7FC0))
+    odd = np.uint32((bits >> np.uint32(16)) & np.uint32(1))          # ties to even
+    return np.uint16((bits + np.uint32(0x7FFF) + odd) >> np.uint32(16))
 
 
 # ------------------------------------------------------------------ threads
-# NumPy's take and casts and scipy's CSR product release the GIL, and the gather is bound
-# by memory latency, so independent spans of lookups run on all cores.
+# The compiled loop releases the GIL and is bound by the memory latency of the row gathers,
+# so independent spans of lookups run on all cores.
 
 _pool: tuple[int, ThreadPoolExecutor] | None = None    # (pid, pool): a forked child makes its own
 

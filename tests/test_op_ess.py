@@ -221,6 +221,9 @@ def test_boolean_table_sums_are_any():
     table = np.array([[True, False], [False, False], [True, True]])
     out = run(table, [0, 1, 1, 2], [0, 0, 1, 2], 4, 1, np.array([True, True, True, False]))
     assert out.tolist() == [[True, False], [False, False], [False, False], [False, False]]
+    # 256 true terms: a count kept in a byte would wrap to 0 (false).
+    out = run(table, np.zeros(256 + 512), np.repeat([0, 1], [256, 512]), 2)
+    assert out.tolist() == [[True, False], [True, False]]
 
 
 @pytest.mark.parametrize("etype", ["f16", "bf16"])
@@ -253,30 +256,80 @@ def test_extra_table_dims():
     np.testing.assert_array_equal(out, reference(table, [3, 1, 1], [1, 1, 2], 3, 0, [2, -1, 5]))
 
 
-@pytest.mark.parametrize("chunk", [1, 2, 3, 5])
-def test_block_boundaries(monkeypatch, chunk):
-    """Segments split across blocks (the carry), unsorted ids, and column blocks."""
-    monkeypatch.setattr(sparse, "CHUNK_LOOKUPS", chunk)
-    rng = np.random.default_rng(chunk)
-    for etype in ["f32", "f16", "i8", "u64"]:
-        dtype = element_type(etype).dtype
-        table = (rng.standard_normal((5, 3)) * 4).astype(dtype) if etype[0] == "f" else \
-            rng.integers(-100, 100, (5, 3)).astype(dtype)
-        seg = np.sort(rng.integers(0, 4, 17))
-        idx = rng.integers(0, 5, 17)
-        w = rng.integers(-3, 4, 17).astype(dtype)
-        for s in (seg, rng.permutation(seg)):
-            assert_close(run(table, idx, s, 6, 2, w), reference(table, idx, s, 6, 2, w), etype)
-    monkeypatch.setattr(sparse, "WORKING_BYTES", 48)   # 2 f64 columns per block
-    table = rng.standard_normal((4, 5))
-    seg = np.sort(rng.integers(0, 3, 9))
-    idx = rng.integers(0, 4, 9)
-    assert_close(run(table, idx, seg, 3), reference(table, idx, seg, 3), "f64")
-    # A converted table (f16 -> f32, fewer rows than lookups) in blocks of 2 columns.
-    monkeypatch.setattr(sparse, "TABLE_BYTES", 4 * 4 * 2)
-    table = rng.standard_normal((4, 5)).astype(np.float16)
-    w = rng.standard_normal(9).astype(np.float16)
-    assert_close(run(table, idx, seg, 3, 1, w), reference(table, idx, seg, 3, 1, w), "f16")
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("etype", FLOATS + INTEGERS + ["boolean"])
+def test_every_table_type(etype, itype):
+    """Each kind of table the compiled loop reads (f32/f64 as they are, f16/bf16 as bits,
+    integers and booleans as unsigned ints summed in uint64), with both index types, sorted
+    and unsorted ids, empty segments at the start, between and at the end, and extremes of
+    the integer types."""
+    rng = np.random.default_rng(len(etype) * 7 + itemsize_of(etype))
+    dtype = element_type(etype).dtype
+    if etype == "boolean":
+        table, w = rng.integers(0, 2, (6, 3)).astype(bool), rng.integers(0, 2, 40).astype(bool)
+    elif etype in FLOATS:
+        table = (rng.standard_normal((6, 3)) * 4).astype(dtype)
+        w = rng.standard_normal(40).astype(dtype)
+    else:
+        info = np.iinfo(dtype)
+        table = rng.integers(info.min, info.max, (6, 3), endpoint=True, dtype=dtype)
+        table[0] = [info.min, info.max, -1 if info.min else info.max]
+        w = rng.integers(info.min, info.max, 40, endpoint=True, dtype=dtype)
+    idx = rng.integers(0, 6, 40)
+    seg = np.sort(rng.integers(2, 7, 40))
+    seg[seg == 4] = 5                                  # segments 0, 1, 4 and 7 are empty
+    for s in (seg, rng.permutation(seg)):
+        for weights in (None, w):
+            got = run(table, idx, s, 8, 1, weights, itype=itype)
+            assert_close(got, reference(table, idx, s, 8, 1, weights), etype)
+
+
+def itemsize_of(etype):
+    return element_type(etype).dtype.itemsize
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_half_bits_read_exactly(dtype):
+    """The compiled loop reads f16 and bf16 bits as NumPy's and ml_dtypes' float32 for every
+    one of the 65536 bit patterns (subnormals, infinities, NaN payloads, -0)."""
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    acc, out = np.empty(1, np.float32), np.empty((1 << 16, 1), np.float32)
+    lookups = np.arange(1 << 16)
+    sparse._sum_lookups(acc, out, bits.reshape(-1, 1), dtype == ml_dtypes.bfloat16, lookups,
+                        lookups, sparse._NO_ORDER, np.ones(1, dtype).view(np.uint16), 0, 1 << 16,
+                        0, 1 << 16)
+    # The loop computes 0 + 1 * x in f32: so does the expectation (-0 becomes +0, a
+    # signalling NaN quiet), so the two agree bit for bit.
+    with np.errstate(invalid="ignore"):
+        expected = np.float32(0) + np.float32(1) * bits.view(dtype).astype(np.float32)
+    np.testing.assert_array_equal(out.ravel().view(np.uint32), expected.view(np.uint32))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_sums_round_to_half_as_numpy_does(dtype):
+    """The f32 sums are written as f16 / bf16 bits by the compiled loop: the same bits as
+    NumPy's and ml_dtypes' casts, for random float32 patterns (NaN, inf, huge, subnormal
+    included) and for every value one ulp around each half-way point between halves."""
+    rng = np.random.default_rng(9)
+    halves = np.arange(1 << 16, dtype=np.uint16).view(dtype).astype(np.float32)
+    halves = halves[np.isfinite(halves)]
+    halfway = ((halves[:-1].astype(np.float64) + halves[1:]) / 2).astype(np.float32)
+    patterns = np.concatenate([
+        rng.integers(0, 1 << 32, 200_000, dtype=np.uint64).astype(np.uint32).view(np.float32),
+        halfway, np.nextafter(halfway, np.float32(np.inf)), np.nextafter(halfway, -np.inf),
+        np.array([np.inf, -np.inf, 65504, 65519.996, 65520, 3.4e38, 1e-8, -1e-8, 0.0, -0.0],
+                 np.float32),
+        # signalling NaNs (a sum is quiet), a negative quiet one, the largest payload
+        np.array([0x7F800001, 0xFF800100, 0xFFC00000, 0x7FFFFFFF], np.uint32).view(np.float32)])
+    n = patterns.size
+    acc, out = np.empty(1, np.float32), np.empty((n, 1), np.uint16)
+    lookups = np.arange(n)
+    sparse._sum_lookups(acc, out, patterns.reshape(-1, 1), dtype == ml_dtypes.bfloat16, lookups,
+                        lookups, sparse._NO_ORDER, np.ones(1, np.float32), 0, n, 0, n)
+    with np.errstate(invalid="ignore", over="ignore"):
+        sums = np.float32(0) + np.float32(1) * patterns               # as the loop sums them
+        expected = sums.astype(dtype).view(np.uint16)
+    np.testing.assert_array_equal(out.ravel(), expected)
 
 
 def test_spans_cut_at_segment_starts():
@@ -289,15 +342,23 @@ def test_spans_cut_at_segment_starts():
 @pytest.mark.parametrize("etype", ["f32", "bf16", "i16"])
 def test_threads_agree_with_reference(monkeypatch, etype):
     monkeypatch.setattr(sparse, "_workers", lambda n: 3)
-    monkeypatch.setattr(sparse, "CHUNK_LOOKUPS", 7)
     rng = np.random.default_rng(5)
     dtype = element_type(etype).dtype
     table = rng.integers(-20, 20, (9, 2, 3)).astype(dtype)
     idx = rng.integers(0, 9, 60)
-    seg = rng.integers(0, 12, 60)
+    # 3 spans of 20 sorted lookups: segments 1-3 | 8-9 | 10-11. Rows 0, 4-7 (between the
+    # first two spans) and 12 have no lookups.
+    seg = np.concatenate([rng.integers(1, 4, 20), rng.integers(8, 10, 20),
+                          rng.integers(10, 12, 20)])
+    seg[[0, 19, 20, 39, 40, 59]] = [1, 3, 8, 9, 10, 11]
     w = rng.integers(-3, 4, 60).astype(dtype)
+    assert sparse._spans(np.sort(seg), 3) == [(0, 20), (20, 40), (40, 60)]
     for s in (np.sort(seg), seg):
         assert_close(run(table, idx, s, 13, 4, w), reference(table, idx, s, 13, 4, w), etype)
+        # Every output row is written, those without lookups as 0, whatever was there.
+        out = np.full((13, 6), 7, dtype)
+        sparse._segment_sum(out, table.reshape(9, 6), idx, s, w)
+        assert_close(out.reshape(13, 2, 3), reference(table, idx, s, 13, None, w), etype)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -330,7 +391,7 @@ def test_threads_work_in_a_forked_child(monkeypatch):
 
 @given(st.data())
 def test_random_against_reference(data):
-    """Every type, unsorted ids, extra dims and small blocks against the loop reference."""
+    """Every type, unsorted ids and extra dims against the loop reference."""
     etype = data.draw(st.sampled_from(FLOATS + INTEGERS + ["boolean"]))
     dtype = element_type(etype).dtype
     num_emb = data.draw(st.integers(1, 5))
@@ -356,13 +417,7 @@ def test_random_against_reference(data):
     default = int(rng.integers(0, num_emb)) if mode != "none" else None
     weights = w if mode == "weights" else None
     itype = data.draw(st.sampled_from([np.int32, np.int64]))
-    sparse_chunk = data.draw(st.sampled_from([sparse.CHUNK_LOOKUPS, 1, 4]))
-    old = sparse.CHUNK_LOOKUPS
-    sparse.CHUNK_LOOKUPS = sparse_chunk
-    try:
-        got = run(table, idx, seg, segments, default, weights, itype=itype)
-    finally:
-        sparse.CHUNK_LOOKUPS = old
+    got = run(table, idx, seg, segments, default, weights, itype=itype)
     assert_close(got, reference(table, idx, seg, segments, default, weights), etype)
 
 
@@ -513,7 +568,7 @@ def test_infer_agrees_with_run(data):
 
 @pytest.mark.parametrize("etype, sort, num_emb", [
     ("f32", True, 1000), ("f16", True, 1000), ("i8", False, 1000), ("f64", False, 1000),
-    ("f16", True, 300_000),     # its f32 copy (77 MB) is converted in two blocks
+    ("f16", True, 300_000),     # a 38 MB table, read as it is (no f32 copy of it)
 ])
 def test_peak_memory_stays_in_budget(etype, sort, num_emb):
     """Peak extra memory < output + 24 bytes per lookup + 64 MiB, while the gathered
