@@ -29,7 +29,7 @@ _INDEX_TYPES = ("i32", "i64")
 
 PREFETCH_AHEAD = 16               # lookups (frozen into the loop when it is compiled)
 MAX_THREADS = 4
-PARALLEL_MIN_LOOKUPS = 65536      # fewer lookups than this per thread are not worth one
+PARALLEL_MIN_LOOKUPS = 16384      # fewer lookups than this per thread are not worth one (measured)
 
 
 def _rank_text(spec: TensorSpec) -> str:
