@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import irrun
 import irrun.ops.sparse as sparse
+from irrun.ops.segment_sum_loop import sum_lookups
 from irrun.cli import cli
 from irrun.errors import OpError, ShapeError, UnsupportedError
 from irrun.etypes import element_type
@@ -295,9 +296,9 @@ def test_half_bits_read_exactly(dtype):
     bits = np.arange(1 << 16, dtype=np.uint16)
     acc, out = np.empty(1, np.float32), np.empty((1 << 16, 1), np.float32)
     lookups = np.arange(1 << 16)
-    sparse._sum_lookups(acc, out, bits.reshape(-1, 1), dtype == ml_dtypes.bfloat16, lookups,
-                        lookups, sparse._NO_ORDER, np.ones(1, dtype).view(np.uint16), 0, 1 << 16,
-                        0, 1 << 16)
+    sum_lookups(acc, out, bits.reshape(-1, 1), dtype == ml_dtypes.bfloat16, lookups,
+                lookups, sparse._NO_ORDER, np.ones(1, dtype).view(np.uint16), 0, 1 << 16,
+                0, 1 << 16)
     # The loop computes 0 + 1 * x in f32: so does the expectation (-0 becomes +0, a
     # signalling NaN quiet), so the two agree bit for bit.
     with np.errstate(invalid="ignore"):
@@ -324,8 +325,8 @@ def test_sums_round_to_half_as_numpy_does(dtype):
     n = patterns.size
     acc, out = np.empty(1, np.float32), np.empty((n, 1), np.uint16)
     lookups = np.arange(n)
-    sparse._sum_lookups(acc, out, patterns.reshape(-1, 1), dtype == ml_dtypes.bfloat16, lookups,
-                        lookups, sparse._NO_ORDER, np.ones(1, np.float32), 0, n, 0, n)
+    sum_lookups(acc, out, patterns.reshape(-1, 1), dtype == ml_dtypes.bfloat16, lookups,
+                lookups, sparse._NO_ORDER, np.ones(1, np.float32), 0, n, 0, n)
     with np.errstate(invalid="ignore", over="ignore"):
         sums = np.float32(0) + np.float32(1) * patterns               # as the loop sums them
         expected = sums.astype(dtype).view(np.uint16)

@@ -416,7 +416,6 @@ def test_strided_slice_spec_examples():
 
 
 def test_strided_slice_errors():
-    from irrun.errors import ShapeError
     z = np.zeros((2, 3))
     attrs = StridedSliceAttrs((), (), shrink_axis_mask=(0, 1))
     with pytest.raises(OpError, match=r"begin\[1\] = 3 \(shrink_axis_mask\) is out of range"):

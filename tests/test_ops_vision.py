@@ -501,11 +501,11 @@ def test_padding_only_windows_arithmetic_agrees_with_the_taps():
     import itertools
 
     from irrun.ops.pooling import _padding_only_windows, _window_positions
-    for size, pb, k, d, st, count in itertools.product(range(1, 6), range(0, 5), range(1, 4),
-                                                       range(1, 4), range(1, 3), range(1, 7)):
-        pos = _window_positions(size, pb, count, k, d, st)
+    for size, pb, k, d, stride, count in itertools.product(range(1, 6), range(0, 5), range(1, 4),
+                                                           range(1, 4), range(1, 3), range(1, 7)):
+        pos = _window_positions(size, pb, count, k, d, stride)
         want = np.flatnonzero(~((pos >= 0) & (pos < size)).any(axis=1))
-        np.testing.assert_array_equal(_padding_only_windows(size, pb, count, k, d, st), want)
+        np.testing.assert_array_equal(_padding_only_windows(size, pb, count, k, d, stride), want)
 
 
 def test_absurd_pads_are_refused_without_allocating(tmp_path, monkeypatch):

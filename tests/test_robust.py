@@ -23,7 +23,7 @@ import irrun
 from irrun import weights as irrun_weights
 from irrun.cli import cli
 from irrun.errors import (FeedError, IrrunError, ModelError, OpError, ReadError, ResourceError)
-from irrun.etypes import encode, element_type
+from irrun.etypes import element_type
 from irrun.reader import hardened_parser
 
 ATTACKS = Path(__file__).parent / "attacks"
