@@ -7,6 +7,8 @@
 Every row times irrun through its public API (read_model + Model.infer, interpreter
 included) and the other runtimes on the same data; the ratio column is irrun / reference.
 Timing never goes into tests: the machine is noisy, so this prints ratios instead.
+OpenVINO's EmbeddingSegmentsSum is not timed: its CPU plugin scans every id once per
+segment, minutes at these sizes; PyTorch's embedding_bag is the reference there.
 """
 from __future__ import annotations
 
