@@ -152,7 +152,7 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, profile, dump_dir, du
                                 f"the model needs: {needed}", file=model)
         else:
             feed = load_npz(path)
-        err = click.get_text_stream("stderr")
+        err = sys.stderr     # read now: CliRunner swaps it while a command runs
         tracer = inspect.Tracer(lambda line: click.echo(line, err=True), verbose, m.program) \
             if verbose else None
         dumper = inspect.Dumper(dump_dir, dump_patterns) if dump_dir else None
