@@ -58,7 +58,7 @@ def _ov_tensor(value):
         t = ov.Tensor(ov.Type.bf16, list(value.shape))
         t.data.view(np.uint16)[...] = value.view(np.uint16)
         return t
-    return value
+    return value if value.flags.c_contiguous else np.array(value, order="C")  # keeps 0-d
 
 
 def irrun_run(xml: str, feed: dict) -> list[np.ndarray]:
@@ -91,3 +91,34 @@ def assert_same(got: np.ndarray, expected: np.ndarray, rtol=None, atol=0.0):
         rtol = {2: 1e-3, 4: 1e-5, 8: 1e-12}.get(got.dtype.itemsize, 1e-5)
     np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
                                rtol=rtol, atol=atol, equal_nan=True)
+
+
+# ---------------------------------------------------------------- model-building helpers
+
+NP_TYPE = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64,
+           "u8": np.uint8, "boolean": np.bool_}
+OV_TYPE = {name: ov_type(name) for name in NP_TYPE}
+
+
+def sample(shape, dtype, seed):
+    """Random values of an element type: ints in [-1000, 1000), u8 over its range, normal floats."""
+    rng = np.random.default_rng(seed)
+    if dtype == "boolean":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype == "u8":
+        return rng.integers(0, 256, shape).astype(np.uint8)
+    if dtype in ("i32", "i64"):
+        return rng.integers(-1000, 1000, shape).astype(NP_TYPE[dtype])
+    return rng.standard_normal(shape).astype(NP_TYPE[dtype])
+
+
+def param(shape, dtype, name="x", dynamic=False):
+    """A Parameter of `shape` (every dim -1 when dynamic)."""
+    import openvino.opset8 as o8
+    dims = [-1] * len(shape) if dynamic else list(shape)
+    return o8.parameter(dims, OV_TYPE[dtype], name=name)
+
+
+def i64(values):
+    """An i64 Constant (opset8.constant refuses empty arrays; this does not)."""
+    return ov.op.Constant(np.array(values, dtype=np.int64))

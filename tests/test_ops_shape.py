@@ -19,33 +19,11 @@ import openvino.opset3 as o3  # noqa: E402
 from openvino.opset4.ops import range as range4  # noqa: E402  (opset4.range is Range-1)
 import openvino.opset8 as o8  # noqa: E402
 
+from oracle import NP_TYPE, OV_TYPE, i64, param, sample  # noqa: E402
+
 DTYPES = ["f32", "f16", "i32", "i64", "u8", "boolean"]
-OV_TYPE = {"f32": ov.Type.f32, "f16": ov.Type.f16, "i32": ov.Type.i32, "i64": ov.Type.i64,
-           "u8": ov.Type.u8, "boolean": ov.Type.boolean}
-NP_TYPE = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64,
-           "u8": np.uint8, "boolean": np.bool_}
 
 shapes = st.lists(st.integers(1, 4), min_size=0, max_size=4).map(tuple)
-
-
-def sample(shape, dtype, seed):
-    rng = np.random.default_rng(seed)
-    if dtype == "boolean":
-        return rng.integers(0, 2, shape).astype(bool)
-    if dtype == "u8":
-        return rng.integers(0, 256, shape).astype(np.uint8)
-    if dtype in ("i32", "i64"):
-        return rng.integers(-1000, 1000, shape).astype(NP_TYPE[dtype])
-    return rng.standard_normal(shape).astype(NP_TYPE[dtype])
-
-
-def param(shape, dtype, name="x", dynamic=False):
-    dims = [-1] * len(shape) if dynamic else list(shape)
-    return o8.parameter(dims, OV_TYPE[dtype], name=name)
-
-
-def i64(values):
-    return ov.op.Constant(np.array(values, dtype=np.int64))   # o8.constant refuses empty arrays
 
 
 def check(tmp_path, results, params, feed):
