@@ -204,7 +204,10 @@ def _mutate_text(text: str, rng: random.Random, log: list) -> str:
             return text
         m = rng.choice(found)
         if kind == "number":
-            near = str(int(float(m.group())) + rng.choice([-1, 1])) if "." not in m.group() else "0"
+            try:   # an earlier mutation may have left "1e400" here: int(float()) would overflow
+                near = str(int(m.group()) + rng.choice([-1, 1]))
+            except ValueError:
+                near = "0"
             new = near if rng.random() < 0.3 else rng.choice(INTERESTING_NUMBERS)
             log.append(f"number {m.group()!r} at offset {m.start()} -> {new[:40]!r}")
             return text[:m.start()] + new + text[m.end():]
