@@ -106,20 +106,19 @@ def _store_typed(x, out, bf16):
     return lambda x, out, bf16: _f32_to_bf16(x) if bf16 else _f32_to_f16(x)
 
 
+@numba.extending.intrinsic
+def _half_to_float(typingctx, bits):
+    """IEEE half bits (uint16) to float32 by LLVM's own `fpext half`: exact for every value
+    (one vcvtph2ps per 8 lanes where the CPU has F16C, about a quarter faster than decoding
+    the bits by hand here)."""
+    def codegen(context, builder, sig, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+    return numba.types.float32(numba.types.uint16), codegen
+
+
 @numba.njit
 def _f16_to_f32(bits):
-    """IEEE half bits to float32, exactly. The exponent and mantissa bits, moved to their
-    float32 places, read as a float32 2**112 times too small (half's exponent bias is 15,
-    float32's 127): one exact product fixes normal and subnormal numbers alike. An all-ones
-    exponent (inf, NaN) gets float32's all-ones exponent, the mantissa kept."""
-    h = np.uint32(bits)
-    magnitude = np.uint32((h & np.uint32(0x7FFF)) << np.uint32(13))
-    finite = magnitude.view(np.float32) * np.float32(2.0 ** 112)
-    special = np.uint32(magnitude | np.uint32(0x7F800000)).view(np.float32)
-    value = special if magnitude >= np.uint32(0x7C00 << 13) else finite
-    sign = np.uint32((h & np.uint32(0x8000)) << np.uint32(16))
-    # (numba takes .view only straight on an np.<type>(...) value)
-    return np.uint32(np.float32(value).view(np.uint32) | sign).view(np.float32)
+    return _half_to_float(np.uint16(bits))
 
 
 @numba.njit
