@@ -127,28 +127,18 @@ def _bf16_to_f32(bits):
     return np.uint32(np.uint32(bits) << np.uint32(16)).view(np.float32)
 
 
+@numba.extending.intrinsic
+def _float_to_half(typingctx, value):
+    """float32 to IEEE half bits by LLVM's own `fptrunc`: rounded to nearest even, inf past
+    the range, a NaN kept NaN with the top of its payload (as NumPy's cast)."""
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+    return numba.types.uint16(numba.types.float32), codegen
+
+
 @numba.njit
 def _f32_to_f16(value):
-    """float32 to IEEE half bits, rounded to nearest even; a NaN keeps the top of its
-    payload (1 if that is zero, only for a signalling NaN, never a sum), as NumPy's
-    conversion does."""
-    magnitude = np.uint32(np.float32(value).view(np.uint32) & np.uint32(0x7FFFFFFF))
-    sign = np.uint32((np.float32(value).view(np.uint32) >> np.uint32(16)) & np.uint32(0x8000))
-    if magnitude > np.uint32(0x7F800000):                       # NaN
-        payload = np.uint32((magnitude & np.uint32(0x7FFFFF)) >> np.uint32(13))
-        half = np.uint32(0x7C00) | (payload if payload else np.uint32(1))
-    elif magnitude >= np.uint32(0x47800000):                    # >= 2**16, inf: inf
-        half = np.uint32(0x7C00)
-    elif magnitude < np.uint32(0x38800000):                     # below 2**-14: subnormal
-        # Adding 0.5 (exponent 126) leaves the value, rounded to even by the float add,
-        # as a multiple of 2**-24 in the low mantissa bits: half's subnormal bits.
-        total = np.float32(np.uint32(magnitude).view(np.float32) + np.float32(0.5))
-        half = np.uint32(total.view(np.uint32) - np.uint32(0x3F000000))
-    else:                                                       # normal: rebias and round
-        odd = np.uint32((magnitude >> np.uint32(13)) & np.uint32(1))   # ties to even
-        half = np.uint32((magnitude - np.uint32((127 - 15) << 23) + np.uint32(0xFFF) + odd)
-                         >> np.uint32(13))                      # a carry may give inf: right
-    return np.uint16(half | sign)
+    return _float_to_half(np.float32(value))
 
 
 @numba.njit
