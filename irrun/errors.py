@@ -174,7 +174,3 @@ class Collector:
 
     def warning(self, code, message, **kw):
         return self.add("warning", code, message, **kw)
-
-    @property
-    def has_errors(self) -> bool:
-        return any(d.severity == "error" for d in self.items)

@@ -140,8 +140,3 @@ def infer_node(node, input_specs: list[TensorSpec], diag, fold=True) -> list[Ten
                f"{node.op.label} has {len(specs)} output{'s' if len(specs) != 1 else ''}",
                layer=layer)
     return specs
-
-
-def values_equal_shape(spec: TensorSpec, array: np.ndarray) -> bool:
-    from .shapes import shape_matches
-    return shape_matches(spec.shape, array.shape)

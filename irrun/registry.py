@@ -208,12 +208,6 @@ def lookup(type: str, version: str | None) -> OpDef:
 
 # ---------------------------------------------------------------- attribute parsing
 
-class AttrProblem(Exception):
-    def __init__(self, message: str, code: str = "bad-attribute"):
-        super().__init__(message)
-        self.code = code
-
-
 def _parse_bool(text: str) -> bool:
     low = text.strip().lower()
     if low in ("true", "1"):

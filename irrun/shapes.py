@@ -79,8 +79,6 @@ class Dim:
 
 DYNAMIC = Dim(0, None)
 
-Shape = tuple  # tuple[Dim, ...]; None stands for a dynamic rank
-
 
 def shape_of(dims) -> tuple[Dim, ...] | None:
     """A shape tuple from ints / Dims / None (dynamic dim); None stays dynamic rank."""
