@@ -9,6 +9,7 @@ import click
 import numpy as np
 
 from .errors import Diagnostic, FeedError, IrrunError, ModelError
+from .feed import load_npz
 
 
 class _Fail(click.ClickException):
@@ -85,13 +86,6 @@ def _guard(ctx, fn, *args, **kwargs):
                     "(an irrun bug; --traceback shows where)") from None
 
 
-def load_npz(path: str) -> dict[str, np.ndarray]:
-    """An npz of input arrays; never unpickles (object arrays are refused). See feed.load_npz."""
-    from .feed import load_npz as load
-
-    return load(path)
-
-
 def sample_inputs_for(model_path: str) -> str | None:
     """The sample inputs shipped beside a model: <stem>.inputs.npz or inputs.npz."""
     stem = os.path.splitext(model_path)[0]
@@ -151,7 +145,7 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, profile, dump_dir, du
                 raise FeedError(f"no --inputs given and no sample inputs beside the model; "
                                 f"the model needs: {needed}", file=model)
         else:
-            feed = load_npz(path)
+            feed = load_npz(path)   # never unpickles; headers checked before data
         err = sys.stderr     # read now: CliRunner swaps it while a command runs
         tracer = inspect.Tracer(lambda line: click.echo(line, err=True), verbose, m.program) \
             if verbose else None
