@@ -1,12 +1,13 @@
 """EmbeddingSegmentsSum-3 (spec page: sparse/EmbeddingSegmentsSum_3).
 
 out[s] = sum of w[i] * emb_table[indices[i]] over the lookups i of segment s. One compiled
-loop (numba, in segment_sum_loop.py) takes the lookups in segment order and sums each segment's weighted table rows
-in one row of the accumulation type, then writes it to the output once, so the
-[n, d1, ...] intermediate the spec promises to avoid is never built. Beyond the output,
-memory is the sort order of unsorted ids (up to 16 bytes per lookup) and one row per
-thread. Spans of lookups that start on a segment boundary run on all cores (the compiled
-loop releases the GIL). NumPy's part is the checks, the sort and the default rows.
+loop (numba, in segment_sum_loop.py) takes the lookups in segment order, sums each
+segment's weighted table rows in one row of the accumulation type and writes it to the
+output once, so the [n, d1, ...] intermediate the spec promises to avoid is never built;
+it also writes the rows of empty segments and checks the ids on the way. Beyond the
+output, memory is the sort order of unsorted ids (up to 16 bytes per lookup) and one row
+per thread. Spans of lookups that start on a segment boundary run on all cores (the
+compiled loop releases the GIL). NumPy's part is the messages for bad ids and the sort.
 """
 from __future__ import annotations
 
@@ -127,31 +128,39 @@ class EmbeddingSegmentsSum3:
         segments = int(num_segments.reshape(()))
         if segments < 0:
             raise OpError(f"num_segments is {segments}, expected >= 0")
-        _check_range("indices", indices, num_emb, "emb_table rows")
-        _check_range("segment_ids", segment_ids, segments, "num_segments")
+        # Empty segments get emb_table[default_index] as it is, not weighted (the spec
+        # example), or zeros without one. A default outside the table is an error only
+        # when a segment is empty (as the CPU plugin has it).
+        default = None if default_index is None else int(default_index.reshape(()))
+        usable = default if default is not None and 0 <= default < num_emb else -1
 
         width = int(np.prod(emb_table.shape[1:], dtype=np.int64))
         if width > 0 and indices.shape[0] > 0:
-            # The loop writes every row, empty segments' as zeros: no zeroing pass first.
+            # The loop checks the ids and writes every row, the empty segments' too: no
+            # checking or zeroing pass first.
             out = np.empty((segments, *emb_table.shape[1:]), dtype=emb_table.dtype)
             table = emb_table.reshape(num_emb, width)   # a view when contiguous (Consts, inputs)
             _segment_sum(out.reshape(segments, width), table, indices, segment_ids,
-                         per_sample_weights)
+                         per_sample_weights, usable)
         else:
+            _check_ids(indices, segment_ids, num_emb, segments)
             out = np.zeros((segments, *emb_table.shape[1:]), dtype=emb_table.dtype)
+            if usable >= 0:
+                out[...] = emb_table[usable]
 
-        # Empty segments: emb_table[default_index] as it is, not weighted (the spec example).
-        if default_index is not None and segments > 0:
+        if default is not None and usable < 0 and segments > 0:
             empty = np.ones(segments, dtype=bool)
             empty[segment_ids] = False
             if empty.any():
-                default = int(default_index.reshape(()))
-                if not 0 <= default < num_emb:
-                    first = int(np.flatnonzero(empty)[0])
-                    raise OpError(f"default_index is {default}, expected in [0, {num_emb}) "
-                                  f"(emb_table rows): it is needed for the empty segment {first}")
-                out[empty] = emb_table[default]
+                first = int(np.flatnonzero(empty)[0])
+                raise OpError(f"default_index is {default}, expected in [0, {num_emb}) "
+                              f"(emb_table rows): it is needed for the empty segment {first}")
         return (out,)
+
+
+def _check_ids(indices: np.ndarray, segment_ids: np.ndarray, num_emb: int, segments: int) -> None:
+    _check_range("indices", indices, num_emb, "emb_table rows")
+    _check_range("segment_ids", segment_ids, segments, "num_segments")
 
 
 def _check_range(name: str, values: np.ndarray, limit: int, what: str) -> None:
@@ -192,40 +201,63 @@ _NO_ORDER = np.empty(0, dtype=np.intp)
 
 
 def _segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
-                 segment_ids: np.ndarray, weights: np.ndarray | None) -> None:
-    """out[s] = sum of table[indices[i]] * weights[i] over lookups i with segment_ids[i] == s,
-    0 for a segment without lookups.
+                 segment_ids: np.ndarray, weights: np.ndarray | None, default: int) -> None:
+    """out[s] = sum of table[indices[i]] * weights[i] over lookups i with segment_ids[i] == s;
+    table[default] for a segment without lookups (0 when `default` is -1).
 
-    `out` is [num_segments, D], not initialised; `table` is [num_emb, D]; there are lookups
-    and their ids are checked.
+    `out` is [num_segments, D], not initialised; `table` is [num_emb, D]; there are lookups.
+    The ids are checked here: an OpError names the first bad one.
     """
-    n = indices.shape[0]
-    # The lookups must come grouped by segment. Sorted ids (the spec's promise) are used
-    # in place; otherwise a stable sort order and the ids in that order are built (up to
-    # 16 bytes per lookup), so unsorted ids give the same scatter-add sums.
-    order = _NO_ORDER
-    if n > 1 and not (segment_ids[1:] >= segment_ids[:-1]).all():
-        order = np.argsort(segment_ids, kind="stable")
-        segment_ids = segment_ids[order]
     if weights is None:
         weights = np.ones(1, dtype=table.dtype)     # one weight for every lookup
     # f16 and bf16 outputs are written as their bits; integer and boolean ones as they are
     # (the loop cuts the uint64 sums down to them).
     halves = out.dtype == np.float16 or out.dtype == ml_dtypes.bfloat16
-    args = (out.view(np.uint16) if halves else out, _kernel_view(table),
-            out.dtype == ml_dtypes.bfloat16, indices, segment_ids, order, _kernel_view(weights))
+    head = (out.view(np.uint16) if halves else out, _kernel_view(table),
+            out.dtype == ml_dtypes.bfloat16, indices)
+    tail = (_kernel_view(weights), default)
     acc = _accumulator(table.dtype)
+    # The lookups must come grouped by segment. Sorted ids (the spec's promise) are used
+    # in place, and the loop checks them as it goes; it stops at an id out of range or
+    # smaller than the one before. The ids are then checked here, for the message, and
+    # if they are all in range they are unsorted: a stable sort order and the ids in that
+    # order are built (up to 16 bytes per lookup), so they give the same scatter-add sums.
+    if _sum_spans(acc, (*head, segment_ids, _NO_ORDER, *tail)):
+        return
+    _check_ids(indices, segment_ids, table.shape[0], out.shape[0])
+    order = np.argsort(segment_ids, kind="stable")
+    if not _sum_spans(acc, (*head, segment_ids[order], order, *tail)):
+        raise AssertionError("the loop refused sorted ids in range")
+
+
+def _sum_spans(acc: np.dtype, args: tuple) -> bool:
+    """Run the loop (its arguments from `out` to `default`, the sums in `acc`) over spans
+    of the lookups on all cores; False if it found the ids unsorted or out of range."""
+    out, segment_ids = args[0], args[4]
     # Each span of lookups also owns the output rows from its first segment (0 for the
     # first span) up to the next span's first segment (all rows for the last).
-    spans = _spans(segment_ids, _workers(n))
+    spans = _spans(segment_ids, _workers(segment_ids.shape[0]))
     rows = [0] + [int(segment_ids[start]) for start, _ in spans[1:]] + [out.shape[0]]
     # Imported on first use: numba's import and compilation are only paid by models that
     # run this op, not by `irrun validate` or other models.
-    from .segment_sum_loop import sum_lookups
+    from .segment_sum_loop import loop_for
 
-    _parallel(lambda start, stop, first, last: sum_lookups(
-                  np.empty(out.shape[1], acc), *args, start, stop, first, last),
-              [(*span, first, last) for span, first, last in zip(spans, rows, rows[1:])])
+    loop = loop_for(out.shape[1])
+
+    def run(start, stop, first, last):
+        return loop(_row(out.shape[1], acc), *args, start, stop, first, last)
+    stopped = _parallel(run, [(*span, first, last)
+                              for span, first, last in zip(spans, rows, rows[1:])])
+    # Every span's ids sorted and in its own rows: all ids are sorted and in range.
+    return all(at == stop for at, (_, stop) in zip(stopped, spans))
+
+
+def _row(width: int, dtype: np.dtype) -> np.ndarray:
+    """A row for a thread's sums, on a 64-byte boundary: one that straddles cache lines
+    makes each vector store and reload of it slower (measured: 2x at width 64)."""
+    buffer = np.empty(width * dtype.itemsize + 64, np.uint8)
+    skip = -buffer.ctypes.data % 64
+    return buffer[skip:skip + width * dtype.itemsize].view(dtype)
 
 
 # ------------------------------------------------------------------ threads
@@ -258,15 +290,15 @@ def _spans(segment_ids: np.ndarray, parts: int) -> list[tuple[int, int]]:
     return list(zip(cuts, cuts[1:]))
 
 
-def _parallel(fn, ranges: list[tuple[int, int]]) -> None:
-    """fn(lo, hi) for every range; the calling thread runs the first one."""
+def _parallel(fn, ranges: list[tuple]) -> list:
+    """[fn(*r) for r in ranges], the calling thread running the first one."""
     global _pool
     if len(ranges) > 1 and (_pool is None or _pool[0] != os.getpid()):
         _pool = (os.getpid(), ThreadPoolExecutor(max_workers=MAX_THREADS - 1,
                                                  thread_name_prefix="irrun-sparse"))
     futures = [_pool[1].submit(fn, *r) for r in ranges[1:]]
     try:
-        fn(*ranges[0])
+        first = fn(*ranges[0])
     finally:
-        for f in futures:
-            f.result()
+        rest = [f.result() for f in futures]
+    return [first, *rest]

@@ -294,11 +294,11 @@ def test_half_bits_read_exactly(dtype):
     """The compiled loop reads f16 and bf16 bits as NumPy's and ml_dtypes' float32 for every
     one of the 65536 bit patterns (subnormals, infinities, NaN payloads, -0)."""
     bits = np.arange(1 << 16, dtype=np.uint16)
-    acc, out = np.empty(1, np.float32), np.empty((1 << 16, 1), np.float32)
+    out = np.empty((1 << 16, 1), np.float32)
     lookups = np.arange(1 << 16)
-    sum_lookups(acc, out, bits.reshape(-1, 1), dtype == ml_dtypes.bfloat16, lookups,
-                lookups, sparse._NO_ORDER, np.ones(1, dtype).view(np.uint16), 0, 1 << 16,
-                0, 1 << 16)
+    assert sum_lookups(np.empty(1, np.float32), out, bits.reshape(-1, 1),
+                       dtype == ml_dtypes.bfloat16, lookups, lookups, sparse._NO_ORDER,
+                       np.ones(1, dtype).view(np.uint16), -1, 0, 1 << 16, 0, 1 << 16) == 1 << 16
     # The loop computes 0 + 1 * x in f32: so does the expectation (-0 becomes +0, a
     # signalling NaN quiet), so the two agree bit for bit.
     with np.errstate(invalid="ignore"):
@@ -323,10 +323,11 @@ def test_sums_round_to_half_as_numpy_does(dtype):
         # signalling NaNs (a sum is quiet), a negative quiet one, the largest payload
         np.array([0x7F800001, 0xFF800100, 0xFFC00000, 0x7FFFFFFF], np.uint32).view(np.float32)])
     n = patterns.size
-    acc, out = np.empty(1, np.float32), np.empty((n, 1), np.uint16)
+    out = np.empty((n, 1), np.uint16)
     lookups = np.arange(n)
-    sum_lookups(acc, out, patterns.reshape(-1, 1), dtype == ml_dtypes.bfloat16, lookups,
-                lookups, sparse._NO_ORDER, np.ones(1, np.float32), 0, n, 0, n)
+    assert sum_lookups(np.empty(1, np.float32), out, patterns.reshape(-1, 1),
+                       dtype == ml_dtypes.bfloat16, lookups, lookups, sparse._NO_ORDER,
+                       np.ones(1, np.float32), -1, 0, n, 0, n) == n
     with np.errstate(invalid="ignore", over="ignore"):
         sums = np.float32(0) + np.float32(1) * patterns               # as the loop sums them
         expected = sums.astype(dtype).view(np.uint16)
@@ -356,10 +357,13 @@ def test_threads_agree_with_reference(monkeypatch, etype):
     assert sparse._spans(np.sort(seg), 3) == [(0, 20), (20, 40), (40, 60)]
     for s in (np.sort(seg), seg):
         assert_close(run(table, idx, s, 13, 4, w), reference(table, idx, s, 13, 4, w), etype)
-        # Every output row is written, those without lookups as 0, whatever was there.
-        out = np.full((13, 6), 7, dtype)
-        sparse._segment_sum(out, table.reshape(9, 6), idx, s, w)
-        assert_close(out.reshape(13, 2, 3), reference(table, idx, s, 13, None, w), etype)
+        # Every output row is written, those without lookups as 0 or the default row,
+        # whatever was there.
+        for default in (None, 4):
+            out = np.full((13, 6), 7, dtype)
+            sparse._segment_sum(out, table.reshape(9, 6), idx, s, w,
+                                -1 if default is None else default)
+            assert_close(out.reshape(13, 2, 3), reference(table, idx, s, 13, default, w), etype)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -388,6 +392,61 @@ def test_threads_work_in_a_forked_child(monkeypatch):
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("the forked child hung in the kernel")
+
+
+@pytest.mark.parametrize("etype, itype, width", [
+    ("f32", np.int64, 64), ("f16", np.int32, 8), ("bf16", np.int64, 16), ("f64", np.int64, 24),
+    ("i8", np.int32, 8), ("u64", np.int64, 32), ("boolean", np.int64, 8)])
+def test_register_width_loops_match_the_generic_loop(etype, itype, width):
+    """A width of REGISTER_WIDTHS runs a loop compiled for it (its sums in registers): it
+    gives the same bits as the loop for any width, which sums in the same order, and the
+    reference's values."""
+    from irrun.ops import segment_sum_loop
+    assert width in segment_sum_loop.REGISTER_WIDTHS
+    rng = np.random.default_rng(width)
+    dtype = element_type(etype).dtype
+    if etype in FLOATS:
+        table = rng.standard_normal((30, width)).astype(dtype)
+        w = rng.standard_normal(500).astype(dtype)
+    else:
+        table = (rng.integers(0, 2, (30, width)) * (1 if etype == "boolean" else 77)).astype(dtype)
+        w = rng.integers(0, 2 if etype == "boolean" else 9, 500).astype(dtype)
+    idx = rng.integers(0, 30, 500).astype(itype)
+    seg = np.sort(rng.integers(0, 60, 500)).astype(itype)
+    fast = run(table, idx, seg, 61, 3, w)
+    assert_close(fast, reference(table, idx, seg, 61, 3, w), etype)
+
+    generic = np.empty_like(fast)
+    out = generic.view(np.uint16) if etype in ("f16", "bf16") else generic
+    args = (out, sparse._kernel_view(table), etype == "bf16", idx, seg, sparse._NO_ORDER,
+            sparse._kernel_view(w), 3)
+    assert segment_sum_loop.loop_for(width) is not sum_lookups          # its own loop
+    acc = np.empty(width, sparse._accumulator(dtype))
+    assert sum_lookups(acc, *args, 0, 500, 0, 61) == 500
+    np.testing.assert_array_equal(fast.view(np.uint8), generic.view(np.uint8))
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_bad_ids_found_by_the_loop_name_the_first(monkeypatch, workers):
+    """The loop checks the ids as it sums; whichever span meets a bad one, the message names
+    the first bad id in the order the ids are given (indices before segment_ids)."""
+    monkeypatch.setattr(sparse, "_workers", lambda n: workers)
+    table = np.ones((5, 8), np.float32)
+    idx, seg = np.arange(60) % 5, np.repeat(np.arange(12), 5)
+    bad_idx = idx.copy()
+    bad_idx[[45, 50]] = [5, -1]
+    with pytest.raises(OpError, match=r"indices\[45\] is 5, expected in \[0, 5\)"):
+        run(table, bad_idx, seg, 12)
+    bad_seg = seg.copy()
+    bad_seg[[41, 59]] = [-(10**12), 12]             # far below any row: no write may reach it
+    with pytest.raises(OpError, match=r"segment_ids\[41\] is -1000000000000, expected in"):
+        run(table, idx, bad_seg, 12, itype=np.int64)
+    with pytest.raises(OpError, match=r"segment_ids\[59\] is 12, expected in \[0, 12\)"):
+        run(table, idx, seg + (np.arange(60) == 59), 12)
+    # Ids sorted within each span but not across them are unsorted: summed as scattered.
+    spans_swapped = np.concatenate([seg[20:40], seg[:20], seg[40:]])
+    assert_close(run(table, idx, spans_swapped, 12, 0),
+                 reference(table, idx, spans_swapped, 12, 0), "f32")
 
 
 @given(st.data())
