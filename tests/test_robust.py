@@ -662,10 +662,14 @@ class Alloc1:
 def test_ops(tmp_path_factory):
     path = tmp_path_factory.mktemp("ext") / "robust_test_ops.py"
     path.write_text(EXTENSION)
-    from irrun.registry import load_extension, registered_versions
-    if not registered_versions("IrrunTestAlloc"):
+    from irrun.registry import load_extension, registered_versions, unregister
+    loaded = not registered_versions("IrrunTestAlloc")
+    if loaded:
         load_extension(path)
-    return path
+    yield path
+    if loaded:      # the registry is global: leave it as the other test files expect it
+        for op_type in ("IrrunTestIndexBug", "IrrunTestAlloc"):
+            unregister(op_type, 1)
 
 
 def op_layer(lid, name, type_, in_et, in_dims, out_et, out_dims):
