@@ -62,7 +62,7 @@ def _sum_lookups(acc, out, table, bf16, indices, segment_ids, order, weights, de
     as those too large, and the compiled code has no wrap-around test for negative indexes.
     """
     width = acc.shape[0]
-    row_bytes = width * table.itemsize
+    row_bytes = width * _itemsize(table)     # a constant in the loops of REGISTER_WIDTHS
     num_emb = np.uintp(table.shape[0])
     ordered = order.size == 0
     one_weight = weights.size == 1
@@ -122,6 +122,17 @@ def _fill(out, start, stop, table, default):
         for s in range(start, stop):
             for c in range(out.shape[1]):
                 out[s, c] = 0
+
+
+def _itemsize(array):
+    """The size of an element of `array`, a compile-time constant (array.itemsize is read
+    from the array at run time)."""
+
+
+@numba.extending.overload(_itemsize)
+def _itemsize_typed(array):
+    size = array.dtype.bitwidth // 8
+    return lambda array: size
 
 
 @numba.extending.intrinsic
