@@ -5,8 +5,9 @@
     python bench/run.py --write bench/results.md
 
 Every row times irrun through its public API (read_model + Model.infer, interpreter
-included) and the other runtimes on the same data; the ratio column is irrun / reference.
-Timing never goes into tests: the machine is noisy, so this prints ratios instead.
+included) and the other runtimes on the same data, taking turns (best_of_each), and the
+ratio column is irrun / reference. Timing never goes into tests: the machine is noisy, so
+this prints ratios instead.
 OpenVINO's EmbeddingSegmentsSum is not timed: its CPU plugin scans every id once per
 segment, minutes at these sizes; PyTorch's embedding_bag is the reference there.
 """
@@ -41,12 +42,29 @@ except ImportError:
 
 def best_of(fn, repeat: int) -> float:
     """The best wall time of `repeat` calls (after one warm-up call)."""
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
+    return best_of_each([fn], repeat)[0]
+
+
+def best_of_each(fns: list, repeat: int, rounds: int = 3) -> list[float]:
+    """The best wall time of each fn, timed side by side: `rounds` rounds in which each fn
+    in turn makes `repeat` calls (after one warm-up call each).
+
+    Taking turns, rather than timing one fn and then the other, lets a machine that speeds
+    up and slows down during the run (a shared VM does, by 2x over minutes) weigh on all of
+    them alike. A pause after each fn's turn lets its worker threads go idle before the
+    next one starts: PyTorch's OpenMP threads spin for milliseconds after a call, on the
+    cores the next fn would use.
+    """
+    for fn in fns:
         fn()
-        best = min(best, time.perf_counter() - t0)
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for k, fn in enumerate(fns):
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                fn()
+                best[k] = min(best[k], time.perf_counter() - t0)
+            time.sleep(0.05)
     return best
 
 
@@ -135,33 +153,37 @@ def bench_ess(table, d, n, segments, num_emb, table_type, index_type, repeat):
         out = ov3.embedding_segments_sum(p[0], p[1], p[2], num, default, p[3])
         xml = save(ov.Model([ov8.result(out)], p, "ess"), tmp, "ess")
         model = irrun.read_model(xml)
-        ir = best_of(lambda: model.infer(feed), repeat)
-        mem = peak_extra_bytes(lambda: model.infer(feed))
-        ours = next(iter(model.infer(feed).values())).astype(np.float32)
-    out_bytes = segments * d * emb.itemsize
-    budget = out_bytes + 24 * n + (64 << 20)
-    mem_text = f"{mem / 2**20:.0f} MiB (budget {budget / 2**20:.0f} MiB)"
-    t_torch = None
-    if torch is not None:
-        te = torch.from_numpy(emb.astype(np.float32) if table_type == "f16" else emb)
-        if table_type == "f16":
-            te = te.half()
-        ti = torch.from_numpy(indices)
-        tw = torch.from_numpy(weights)
-        # embedding_bag takes bag offsets: segment s starts at the first id >= s.
-        offsets = torch.from_numpy(np.searchsorted(seg, np.arange(segments)).astype(np_i))
 
-        def run_torch():
-            return torch.nn.functional.embedding_bag(ti, te, offsets, mode="sum",
-                                                     per_sample_weights=tw)
-        t_torch = best_of(run_torch, repeat)
-        # Same answer, or the timing means nothing (empty bags are zeros in torch and
-        # emb[0] in the model: compare the non-empty segments only).
-        theirs = run_torch().float().numpy()
-        filled = np.isin(np.arange(segments), seg)
-        tol = 1e-2 if table_type == "f16" else 1e-4
-        if not np.allclose(ours[filled], theirs[filled], rtol=tol, atol=tol * 10):
-            mem_text += " — RESULTS DIFFER FROM TORCH"
+        def run_irrun():
+            return model.infer(feed)
+        run_irrun()                 # compiles the loop (or loads it from numba's cache)
+        mem = peak_extra_bytes(run_irrun)
+        ours = next(iter(run_irrun().values())).astype(np.float32)
+        out_bytes = segments * d * emb.itemsize
+        budget = out_bytes + 24 * n + (64 << 20)
+        mem_text = f"{mem / 2**20:.0f} MiB (budget {budget / 2**20:.0f} MiB)"
+        if torch is None:
+            ir, t_torch = best_of(run_irrun, repeat), None
+        else:
+            te = torch.from_numpy(emb.astype(np.float32) if table_type == "f16" else emb)
+            if table_type == "f16":
+                te = te.half()
+            ti = torch.from_numpy(indices)
+            tw = torch.from_numpy(weights)
+            # embedding_bag takes bag offsets: segment s starts at the first id >= s.
+            offsets = torch.from_numpy(np.searchsorted(seg, np.arange(segments)).astype(np_i))
+
+            def run_torch():
+                return torch.nn.functional.embedding_bag(ti, te, offsets, mode="sum",
+                                                         per_sample_weights=tw)
+            ir, t_torch = best_of_each([run_irrun, run_torch], repeat)
+            # Same answer, or the timing means nothing (empty bags are zeros in torch and
+            # emb[0] in the model: compare the non-empty segments only).
+            theirs = run_torch().float().numpy()
+            filled = np.isin(np.arange(segments), seg)
+            tol = 1e-2 if table_type == "f16" else 1e-4
+            if not np.allclose(ours[filled], theirs[filled], rtol=tol, atol=tol * 10):
+                mem_text += " — RESULTS DIFFER FROM TORCH"
     table.add(f"EmbeddingSegmentsSum {n // 1000}k lookups, d={d}, {segments // 1000}k segments, "
               f"{table_type} table, {index_type} ids, weights", ir, None, t_torch,
               "≤ 2.0× torch", mem_text)
@@ -177,14 +199,14 @@ def bench_bucketize(table, n, nb, repeat):
         xml = save(ov.Model([ov8.result(out)], [p], "b"), tmp, "b")
         model = irrun.read_model(xml)
         feed = {"data": data}
-        ir = best_of(lambda: model.infer(feed), repeat)
         run_ov = ov_callable(xml, feed)
-        t_ov = best_of(run_ov, repeat)
         check = same_outputs(model, feed, run_ov)
-    t_torch = None
-    if torch is not None:
-        td, tb = torch.from_numpy(data), torch.from_numpy(bounds)
-        t_torch = best_of(lambda: torch.bucketize(td, tb), repeat)
+        fns = [lambda: model.infer(feed), run_ov]
+        if torch is not None:
+            td, tb = torch.from_numpy(data), torch.from_numpy(bounds)
+            fns.append(lambda: torch.bucketize(td, tb))
+        ir, t_ov, *t_torch = best_of_each(fns, repeat)
+    t_torch = t_torch[0] if t_torch else None
     table.add(f"Bucketize {n / 1e6:g}M f32, {nb} boundaries", ir, t_ov, t_torch, "≤ 1.0× OV",
               check or None)
 
@@ -201,10 +223,9 @@ def bench_ctc(table, N, T, C, repeat):
                    tmp, "c")
         model = irrun.read_model(xml)
         feed = {"data": data, "seq_len": lengths}
-        ir = best_of(lambda: model.infer(feed), repeat)
         run_ov = ov_callable(xml, feed)
-        t_ov = best_of(run_ov, repeat)
         check = same_outputs(model, feed, run_ov)
+        ir, t_ov = best_of_each([lambda: model.infer(feed), run_ov], repeat)
     table.add(f"CTCGreedyDecoderSeqLen {N}×{T}×{C} f32", ir, t_ov, None, "≤ 1.0× OV",
               check or None)
 
