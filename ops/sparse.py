@@ -216,23 +216,23 @@ def _segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
     head = (out.view(np.uint16) if halves else out, _kernel_view(table),
             out.dtype == ml_dtypes.bfloat16, indices)
     tail = (_kernel_view(weights), default)
-    acc = _accumulator(table.dtype)
+    acc_type = _accumulator(table.dtype)
     # The lookups must come grouped by segment. Sorted ids (the spec's promise) are used
     # in place, and the loop checks them as it goes; it stops at an id out of range or
     # smaller than the one before. The ids are then checked here, for the message, and
     # if they are all in range they are unsorted: a stable sort order and the ids in that
     # order are built (up to 16 bytes per lookup), so they give the same scatter-add sums.
-    if _sum_spans(acc, (*head, segment_ids, _NO_ORDER, *tail)):
+    if _sum_spans(acc_type, (*head, segment_ids, _NO_ORDER, *tail)):
         return
     _check_ids(indices, segment_ids, table.shape[0], out.shape[0])
     order = np.argsort(segment_ids, kind="stable")
-    if not _sum_spans(acc, (*head, segment_ids[order], order, *tail)):
+    if not _sum_spans(acc_type, (*head, segment_ids[order], order, *tail)):
         raise AssertionError("the loop refused sorted ids in range")
 
 
-def _sum_spans(acc: np.dtype, args: tuple) -> bool:
-    """Run the loop (its arguments from `out` to `default`, the sums in `acc`) over spans
-    of the lookups on all cores; False if it found the ids unsorted or out of range."""
+def _sum_spans(acc_type: np.dtype, args: tuple) -> bool:
+    """Run the loop (its arguments from `out` to `default`, the sums in `acc_type`) over
+    spans of the lookups on all cores; False if it found the ids unsorted or out of range."""
     out, segment_ids = args[0], args[4]
     # Each span of lookups also owns the output rows from its first segment (0 for the
     # first span) up to the next span's first segment (all rows for the last).
@@ -245,7 +245,7 @@ def _sum_spans(acc: np.dtype, args: tuple) -> bool:
     loop = loop_for(out.shape[1])
 
     def run(start, stop, first, last):
-        return loop(_row(out.shape[1], acc), *args, start, stop, first, last)
+        return loop(_row(out.shape[1], acc_type), *args, start, stop, first, last)
     stopped = _parallel(run, [(*span, first, last)
                               for span, first, last in zip(spans, rows, rows[1:])])
     # Every span's ids sorted and in its own rows: all ids are sorted and in range.
