@@ -426,6 +426,41 @@ def test_register_width_loops_match_the_generic_loop(etype, itype, width):
     np.testing.assert_array_equal(fast.view(np.uint8), generic.view(np.uint8))
 
 
+_WIDTHS_SCRIPT = """
+import sys
+import numpy as np
+from irrun.ops import sparse
+from irrun.ops.segment_sum_loop import loop_for
+rng = np.random.default_rng(0)
+for width in map(int, sys.argv[1:]):
+    table = rng.standard_normal((9, width)).astype(np.float32)
+    idx, seg = rng.integers(0, 9, 40), np.sort(rng.integers(0, 5, 40))
+    (out,) = sparse.EmbeddingSegmentsSum3.run(None, table, idx, seg, np.array(5))
+    expected = np.zeros((5, width), np.float32)
+    np.add.at(expected, seg, table[idx])
+    assert np.allclose(out, expected, atol=1e-5), width
+    print(width, sum(loop_for(width).stats.cache_hits.values()))
+"""
+
+
+def test_cached_loops_keep_their_widths_apart(tmp_path):
+    """The loops of REGISTER_WIDTHS are one closure compiled per width: numba's disk cache
+    must tell them apart (by the closed-over value), or a later process would load the
+    loop of another width and sum the wrong number of columns."""
+    import subprocess
+    import sys
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+
+    def run_widths(*widths):
+        done = subprocess.run([sys.executable, "-c", _WIDTHS_SCRIPT, *map(str, widths)],
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return dict(line.split() for line in done.stdout.splitlines())
+
+    assert run_widths(8, 16) == {"8": "0", "16": "0"}           # compiled, then saved
+    assert run_widths(16, 8) == {"16": "1", "8": "1"}           # each loaded, and right
+
+
 @pytest.mark.parametrize("workers", [1, 3])
 def test_bad_ids_found_by_the_loop_name_the_first(monkeypatch, workers):
     """The loop checks the ids as it sums; whichever span meets a bad one, the message names
