@@ -125,6 +125,14 @@ class EmbeddingSegmentsSum3:
             num_segments: np.ndarray, default_index: np.ndarray | None = None,
             per_sample_weights: np.ndarray | None = None) -> tuple[np.ndarray]:
         num_emb = emb_table.shape[0]
+        # The loop reads ids and weights at the same positions without bounds checks. The
+        # shape rule (run again on the real shapes when they were dynamic) saw to this;
+        # checked here too, so no caller can make the loop read past an array.
+        for name, other in (("segment_ids", segment_ids),
+                            ("per_sample_weights", per_sample_weights)):
+            if other is not None and (other.ndim != 1 or other.shape != indices.shape):
+                raise OpError(f"{name} has shape {list(other.shape)}, expected "
+                              f"{list(indices.shape)} (the shape of indices)")
         segments = int(num_segments.reshape(()))
         if segments < 0:
             raise OpError(f"num_segments is {segments}, expected >= 0")

@@ -532,6 +532,15 @@ def test_index_out_of_range():
         run(SPEC_TABLE, [-2, 2, 3, 4], [0, 0, 2, 2], 3)
 
 
+def test_direct_call_with_mismatched_lengths_is_refused():
+    """The loop reads ids and weights without bounds checks: a caller that skips the shape
+    rule (the executor never does) gets an OpError, not a read past the end."""
+    with pytest.raises(OpError, match=r"segment_ids has shape \[3\], expected \[4\]"):
+        run(SPEC_TABLE, [0, 2, 3, 4], [0, 0, 2], 3)
+    with pytest.raises(OpError, match=r"per_sample_weights has shape \[2\], expected \[4\]"):
+        run(SPEC_TABLE, [0, 2, 3, 4], [0, 0, 2, 2], 3, 0, [1.0, 2.0])
+
+
 def test_used_default_index_out_of_range():
     with pytest.raises(OpError, match=r"default_index is 5, expected in \[0, 5\).*empty segment 1"):
         run(SPEC_TABLE, [0, 2, 3, 4], [0, 0, 2, 2], 3, 5)
