@@ -38,8 +38,19 @@ def loop_for(width: int):
 _fixed_width: dict = {}
 
 
+def _cached_loop(fn):
+    """numba.njit(nogil=True) with the machine code cached on disk: beside this file, or
+    in the user's cache directory (NUMBA_CACHE_DIR, else ~/.cache/numba) when the package's
+    folder is read-only. Where neither can be written (a read-only container), numba
+    refuses to cache at all: the loop is then compiled in each process instead."""
+    try:
+        return numba.njit(nogil=True, cache=True)(fn)
+    except RuntimeError:            # "cannot cache function ...: no locator available"
+        return numba.njit(nogil=True)(fn)
+
+
 def _compile_for_width(fixed):
-    @numba.njit(nogil=True, cache=True)
+    @_cached_loop
     def sum_lookups_of_width(acc, out, table, bf16, indices, segment_ids, order, weights,
                              default, start, stop, first, last):
         return _sum_in_registers(_stack_row(acc, fixed), out, table, bf16, indices,
@@ -105,7 +116,7 @@ def _sum_lookups(acc, out, table, bf16, indices, segment_ids, order, weights, de
 
 # The loop for any width sums in the row it is given; those of REGISTER_WIDTHS have the
 # body inlined by numba, so that LLVM sees that their row lives on their own stack.
-sum_lookups = numba.njit(nogil=True, cache=True)(_sum_lookups)
+sum_lookups = _cached_loop(_sum_lookups)
 _sum_in_registers = numba.njit(inline="always")(_sum_lookups)
 
 

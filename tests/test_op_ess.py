@@ -461,6 +461,28 @@ def test_cached_loops_keep_their_widths_apart(tmp_path):
     assert run_widths(16, 8) == {"16": "1", "8": "1"}           # each loaded, and right
 
 
+def test_loop_runs_where_numba_cannot_cache(tmp_path):
+    """In a read-only container numba has nowhere to cache and refuses cache=True with a
+    RuntimeError when the loop is defined: the loop is then compiled without a cache."""
+    import subprocess
+    import sys
+    script = (
+        "import numba.core.dispatcher as d\n"
+        "def refuse(self):\n"
+        "    raise RuntimeError(\"cannot cache function: no locator available\")\n"
+        "d.Dispatcher.enable_caching = refuse\n"
+        "import numpy as np\n"
+        "from irrun.ops import sparse\n"
+        "(out,) = sparse.EmbeddingSegmentsSum3.run(None, np.ones((4, 8), np.float32),\n"
+        "    np.array([0, 1, 1]), np.array([0, 1, 1]), np.array(3))\n"
+        "print(out.sum(axis=1).tolist())\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "[8.0, 16.0, 0.0]"
+    assert not any(tmp_path.iterdir())                       # and nothing was written
+
+
 @pytest.mark.parametrize("workers", [1, 3])
 def test_bad_ids_found_by_the_loop_name_the_first(monkeypatch, workers):
     """The loop checks the ids as it sums; whichever span meets a bad one, the message names
