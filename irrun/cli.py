@@ -110,6 +110,9 @@ def _preview(a: np.ndarray) -> str:
               help="The .bin file (default: beside MODEL with the same stem).")
 @click.option("--profile", is_flag=True,
               help="After the run, print each layer's time (slowest first) and totals per op type.")
+@click.option("--repeat", "-n", type=click.IntRange(min=1), default=1, show_default=True,
+              metavar="N", help="Run N times and report the best and median wall time; with "
+                                "--profile, each layer's best time.")
 @click.option("--dump", "dump_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Write every intermediate tensor to DIR as <layer>.<port>.npy, plus index.json.")
 @click.option("--dump-layers", "dump_patterns", multiple=True, metavar="PATTERN",
@@ -122,8 +125,8 @@ def _preview(a: np.ndarray) -> str:
 @click.option("--extension", "extensions", multiple=True, type=click.Path(dir_okay=False),
               help="Import a Python file of custom ops (@irrun.register) first; repeatable.")
 @click.pass_context
-def run_cmd(ctx, model, inputs_path, output_path, weights, profile, dump_dir, dump_patterns,
-            verbose, check_nan, until, extensions):
+def run_cmd(ctx, model, inputs_path, output_path, weights, profile, repeat, dump_dir,
+            dump_patterns, verbose, check_nan, until, extensions):
     """Run MODEL on INPUTS and print or save the outputs."""
     import time
 
@@ -160,7 +163,7 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, profile, dump_dir, du
         try:
             outputs = m.infer(feed, until=until, listener=listener)
         finally:
-            wall = time.perf_counter() - start
+            walls = [time.perf_counter() - start]
             if progress is not None:
                 progress.close()
             if dumper is not None:
@@ -168,6 +171,12 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, profile, dump_dir, du
                 n = len(dumper.entries)
                 click.echo(f"dumped {n} tensor{'s' if n != 1 else ''} to {dump_dir} "
                            f"(index.json lists them)", err=True)
+        # The first run pays first-call costs (numba loading its compiled loop, caches
+        # warming up); later runs are timed alone, with only the profiler listening.
+        for _ in range(repeat - 1):
+            start = time.perf_counter()
+            m.infer(feed, until=until, listener=profiler)
+            walls.append(time.perf_counter() - start)
         if output_path:
             np.savez(output_path, **outputs)
             click.echo(f"wrote {len(outputs)} output{'s' if len(outputs) != 1 else ''} "
@@ -178,7 +187,11 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, profile, dump_dir, du
                 click.echo("  " + _preview(a))
         if profiler is not None:
             click.echo("")
-            click.echo(inspect.profile_table(profiler.rows(), wall))
+            click.echo(inspect.profile_table(profiler.rows(), min(walls), runs=repeat))
+        if repeat > 1:
+            click.echo(f"{repeat} runs: best {min(walls) * 1e3:.3f} ms, median "
+                       f"{float(np.median(walls)) * 1e3:.3f} ms, first {walls[0] * 1e3:.3f} ms",
+                       err=True)
 
     _guard(ctx, go)
 

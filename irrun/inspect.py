@@ -257,8 +257,9 @@ def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[st
     return out
 
 
-def profile_table(rows: list[dict], wall_seconds: float | None = None) -> str:
-    """The text table of `irrun --profile`, in the manner of `benchmark_app -pc`."""
+def profile_table(rows: list[dict], wall_seconds: float | None = None, runs: int = 1) -> str:
+    """The text table of `irrun --profile`, in the manner of `benchmark_app -pc`: per layer,
+    its best time over `runs` runs; `wall_seconds`, the best wall time of a run."""
     if not rows:
         return "profile: no layer ran a kernel"
     body = []
@@ -278,7 +279,9 @@ def profile_table(rows: list[dict], wall_seconds: float | None = None) -> str:
                       f"{g['share'] * 100:.1f}%"] for g in by_type], {1, 2, 3})
     if wall_seconds is not None:
         lines.append("")
-        lines.append(f"wall time of the run: {wall_seconds * 1e3:.3f} ms")
+        lines.append(f"wall time of the run: {wall_seconds * 1e3:.3f} ms" if runs == 1 else
+                     f"best wall time of {runs} runs: {wall_seconds * 1e3:.3f} ms "
+                     f"(layer times: the best of each)")
     return "\n".join(lines)
 
 

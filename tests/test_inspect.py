@@ -199,6 +199,28 @@ def test_profile_cli(tiny):
     assert re.search(r"^total\s+4 layers\s+[\d.]+\s+100\.0%$", out, re.M)
 
 
+def test_repeat_cli_times_later_runs_and_keeps_each_layers_best(tiny, tmp_path):
+    xml, inputs = tiny
+    r = invoke(xml, "-i", inputs, "--profile", "--repeat", "3", "--dump", tmp_path / "d")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.count("out_int: int32[2, 3]") == 1                # the outputs, once
+    assert re.search(r"^best wall time of 3 runs: [\d.]+ ms \(layer times: the best of each\)$",
+                     r.stdout, re.M)
+    best, median, first = map(float, re.search(
+        r"^3 runs: best ([\d.]+) ms, median ([\d.]+) ms, first ([\d.]+) ms$",
+        r.stderr, re.M).groups())
+    assert best <= median and best <= first
+    # Tracing, dumping and the NaN check belong to the first run only.
+    assert len(json.loads((tmp_path / "d" / "index.json").read_text())) == 6
+    assert r.stderr.count("dumped 6 tensors") == 1
+
+    r = invoke(xml, "-i", inputs, "-n", "2")
+    assert r.exit_code == 0 and "out_int: int32[2, 3]" in r.stdout
+    assert re.search(r"^2 runs: best ", r.stderr, re.M) and "wall time" not in r.stdout
+    r = invoke(xml, "-i", inputs, "--repeat", "0")
+    assert r.exit_code == 2 and "0 is not in the range x>=1" in r.stderr
+
+
 # ---------------------------------------------------------------- dump
 
 def test_dump_cli_writes_every_intermediate(tiny, tmp_path):
@@ -443,6 +465,7 @@ def test_dump_write_errors_are_one_line(tiny, tmp_path, monkeypatch):
 def test_run_help_lists_the_inspection_options():
     r = invoke("run", "--help")
     assert r.exit_code == 0
-    for option in ("--profile", "--dump DIR", "--dump-layers PATTERN", "-v, --verbose",
+    for option in ("--profile", "-n, --repeat N", "--dump DIR", "--dump-layers PATTERN",
+                   "-v, --verbose",
                    "--check-nan", "--until LAYER", "--extension FILE"):
         assert option in r.stdout
