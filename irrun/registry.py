@@ -217,11 +217,20 @@ def _parse_bool(text: str) -> bool:
     raise ValueError("is not a boolean (true/false)")
 
 
+_INT64 = range(-(1 << 63), 1 << 63)
+
+
 def _parse_int(text: str) -> int:
     try:
-        return int(text.strip())
+        value = int(text.strip())
     except ValueError:
         raise ValueError("is not an integer") from None
+    # OpenVINO's integer attributes are int64_t or size_t, and irrun computes shapes and
+    # windows with them in int64 (fuzzing found a stride of 1e29 overflowing NumPy there).
+    if value not in _INT64:
+        raise ValueError(f"is outside the 64-bit integer range "
+                         f"[{_INT64.start}, {_INT64.stop - 1}]")
+    return value
 
 
 def _parse_float(text: str) -> float:
@@ -237,10 +246,13 @@ def _parse_tuple(text: str, item: Callable) -> tuple:
         s = s[1:-1]
     if s.strip() == "":
         return ()
-    try:
-        return tuple(item(p) for p in s.split(","))
-    except ValueError as e:
-        raise ValueError(f"is not a comma-separated list ({e})") from None
+    values = []
+    for p in s.split(","):
+        try:
+            values.append(item(p))
+        except ValueError as e:
+            raise ValueError(f"has the item '{p.strip()}', which {e}") from None
+    return tuple(values)
 
 
 def _parse_etype(text: str) -> str:

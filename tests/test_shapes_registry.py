@@ -149,8 +149,25 @@ def test_attribute_problems_are_all_reported():
     assert "flag='maybe' is not a boolean (true/false)" in messages
     assert "k='x' is not an integer" in messages
     assert "eps='fast' is not a number" in messages
-    assert "axes='1,a'" in messages
+    assert "axes='1,a' has the item 'a', which is not an integer" in messages
     assert unknown == ["extra"]
+
+
+def test_integer_attributes_must_fit_in_64_bits():
+    """OpenVINO's integer attributes are int64_t or size_t, and irrun computes with them in
+    int64: a larger number is a located attribute error (fuzzing found a stride of 1e29
+    overflowing inside the pooling shape rule)."""
+    top = (1 << 63) - 1
+    attrs, problems, _ = parse_attrs(SampleAttrs, {"mode": "sum", "k": str(top),
+                                                   "axes": f"{-top - 1},{top}"})
+    assert problems == [] and attrs.k == top and attrs.axes == (-top - 1, top)
+    _, problems, _ = parse_attrs(SampleAttrs, {"mode": "sum", "k": str(top + 1),
+                                               "axes": f"1, {10**29}"})
+    messages = [m for _, m, _ in problems]
+    assert messages == [
+        f"attribute k='{top + 1}' is outside the 64-bit integer range [{-top - 1}, {top}]",
+        f"attribute axes='1, {10**29}' has the item '{10**29}', which is outside the 64-bit "
+        f"integer range [{-top - 1}, {top}]"]
 
 
 def test_enum_value_outside_its_set_names_the_allowed_values():
