@@ -13,7 +13,8 @@ a number or an attribute value, corrupt the .bin. Then:
   mutated shape cannot eat the machine.
 
 The default run is modest (FUZZ_DEFAULT cases); IRRUN_FUZZ_EXAMPLES=N runs N cases in the
-slow variant: `IRRUN_FUZZ_EXAMPLES=5000 python -m pytest -m slow tests/test_fuzz.py`.
+slow variant: `IRRUN_FUZZ_EXAMPLES=5000 python -m pytest -m slow tests/test_fuzz.py`, from
+case 10,000 on (IRRUN_FUZZ_FIRST=K starts elsewhere, for a campaign of new cases).
 IRRUN_FUZZ_SAVE=DIR keeps the file of every failing case there.
 """
 from __future__ import annotations
@@ -452,4 +453,5 @@ def test_fuzz(seeds, tmp_path, small_limit):
 @pytest.mark.skipif(not os.environ.get("IRRUN_FUZZ_EXAMPLES"),
                     reason="a long campaign: set IRRUN_FUZZ_EXAMPLES=N")
 def test_fuzz_long(seeds, tmp_path, small_limit):
-    fuzz(seeds, tmp_path, 10_000, int(os.environ["IRRUN_FUZZ_EXAMPLES"]))
+    first = int(os.environ.get("IRRUN_FUZZ_FIRST", 10_000))
+    fuzz(seeds, tmp_path, first, int(os.environ["IRRUN_FUZZ_EXAMPLES"]))
