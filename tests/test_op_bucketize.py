@@ -19,6 +19,7 @@ from irrun.etypes import element_type
 from irrun.ops.condition import Bucketize3, BucketizeAttrs, bucketize
 from irrun.registry import parse_attrs
 from irrun.shapes import Dim, TensorSpec
+from shipped import run_cli
 
 MODEL_DIR = os.path.join(os.path.dirname(__file__), "..", "models", "bucketize_spec")
 
@@ -54,13 +55,8 @@ def test_spec_shape_example():
 
 
 def test_spec_model_runs_through_cli(tmp_path):
-    xml = os.path.join(MODEL_DIR, "model.xml")
-    out = tmp_path / "out.npz"
-    result = CliRunner().invoke(cli, [xml, "--inputs", os.path.join(MODEL_DIR, "inputs.npz"),
-                                      "--output", str(out)])
-    assert result.exit_code == 0, result.output
-    got, expected = np.load(out), np.load(os.path.join(MODEL_DIR, "expected.npz"))
-    assert sorted(got.files) == sorted(expected.files) == ["out"]
+    got, expected = run_cli(MODEL_DIR, tmp_path)
+    assert sorted(got) == ["out"]
     assert got["out"].dtype == expected["out"].dtype == np.int64
     np.testing.assert_array_equal(got["out"], expected["out"])
     np.testing.assert_array_equal(got["out"], [[1, 3], [2, 0]])

@@ -22,6 +22,7 @@ from irrun.etypes import element_type
 from irrun.infer import _warnings
 from irrun.ops.sparse import EmbeddingSegmentsSum3
 from irrun.shapes import DYNAMIC, Dim, TensorSpec
+from shipped import run_cli
 
 MODEL_DIR = os.path.join(os.path.dirname(__file__), "..", "models", "ess_spec")
 
@@ -117,13 +118,8 @@ def test_spec_example_shapes():
 
 
 def test_spec_model_runs_through_cli(tmp_path):
-    xml = os.path.join(MODEL_DIR, "model.xml")
-    out = tmp_path / "out.npz"
-    result = CliRunner().invoke(cli, [xml, "--inputs", os.path.join(MODEL_DIR, "inputs.npz"),
-                                      "--output", str(out)])
-    assert result.exit_code == 0, result.output
-    got, expected = np.load(out), np.load(os.path.join(MODEL_DIR, "expected.npz"))
-    assert sorted(got.files) == sorted(expected.files) == ["out"]
+    got, expected = run_cli(MODEL_DIR, tmp_path)
+    assert sorted(got) == ["out"]
     assert got["out"].dtype == expected["out"].dtype == np.float32
     np.testing.assert_allclose(got["out"], expected["out"], rtol=1e-6)
     np.testing.assert_allclose(got["out"], SPEC_EXPECTED, rtol=1e-6)
