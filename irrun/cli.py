@@ -60,7 +60,19 @@ def cli(ctx, traceback, extensions):
     """
     ctx.ensure_object(dict)
     ctx.obj["traceback"] = traceback
+    _check_config()
     _load_extensions(ctx, extensions)
+
+
+def _check_config():
+    """A bad IRRUN_* setting is one usage error (exit 2), not an error at every layer."""
+    from .config import config
+    from .errors import ConfigError
+
+    try:
+        config()
+    except ConfigError as e:
+        raise click.UsageError(e.message) from None
 
 
 def _load_extensions(ctx, paths):

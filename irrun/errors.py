@@ -153,6 +153,39 @@ class ResourceError(IrrunError):
     code = "resource"
 
 
+class ConfigError(IrrunError):
+    """An irrun setting (an IRRUN_* environment variable) has a value irrun cannot use.
+
+    The CLI reports it once, as a usage error (exit status 2), before reading any model.
+    """
+
+    code = "config"
+
+
+class RegistrationError(IrrunError, TypeError, ValueError):
+    """An op registration is wrong: a version registered twice, a bad `since`, ...
+
+    Raised by `irrun.register` at import time of the file that registers; the message names
+    the op and the file and line of the registration. (Also a TypeError and a ValueError,
+    what `register` raised before this type existed, so older handlers still catch it.)
+    """
+
+    code = "registration"
+
+
+class OpProblem(ShapeError, OpError):
+    """The one exception the op kit's helpers raise (through `irrun.opkit.fail`).
+
+    A helper does not know whether it runs in a shape rule (load time) or in a kernel (run
+    time), so it raises this neutral kind; the phase that called it turns it into what the
+    user sees: a located ShapeError inside a ModelError at load time, a located OpError at
+    run time. It derives from both so a kernel or rule called directly (as the tests do)
+    raises something that is a ShapeError and an OpError alike.
+    """
+
+    code = "shape"
+
+
 @dataclass
 class Collector:
     """Accumulates diagnostics across the reader, graph builder and inference pass."""

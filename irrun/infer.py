@@ -7,32 +7,23 @@ known before run time.
 """
 from __future__ import annotations
 
-import contextvars
-
 import numpy as np
 
-from .errors import IrrunError, ShapeError
+from .errors import IrrunError
 from .etypes import normalize_precision
 from .shapes import TensorSpec, format_shape
+from .opkit.problems import collect_warnings, stop_collecting
+from .opkit.problems import fail as _kit_fail
+from .opkit.problems import warn as _kit_warn
 from .weights import check_alloc
 
 # Fold an op at load time only when its inputs are small: big Consts (weights) stay memory
 # mapped, and load time stays proportional to the file, not to the work.
 FOLD_MAX_ELEMENTS = 4096
 
-_warnings: contextvars.ContextVar[list | None] = contextvars.ContextVar("irrun_warnings", default=None)
-
-
-def warn(message: str, code: str = "value") -> None:
-    """Called from an op's infer(): a problem that OpenVINO tolerates, reported as a warning."""
-    sink = _warnings.get()
-    if sink is not None:
-        sink.append((code, message))
-
-
-def fail(message: str) -> None:
-    """Raise the shape/type error an op's infer() reports."""
-    raise ShapeError(message)
+# The kit's fail/warn, re-exported for older extensions that imported them from here.
+fail = _kit_fail
+warn = _kit_warn
 
 
 def _dims_disagree(declared: list[int], shape) -> bool:
@@ -91,7 +82,7 @@ def infer_node(node, input_specs: list[TensorSpec], diag, fold=True) -> list[Ten
     """Infer one node's outputs; report problems to diag. None when inference failed."""
     layer = node.layer
     sink: list = []
-    token = _warnings.set(sink)
+    token = collect_warnings(sink)
     try:
         specs = list(node.op.infer(node.attrs, *input_specs))
     except IrrunError as e:
@@ -105,7 +96,7 @@ def infer_node(node, input_specs: list[TensorSpec], diag, fold=True) -> list[Ten
                    f"{type(e).__name__}: {e} (an irrun bug; please report it)", layer=layer)
         return None
     finally:
-        _warnings.reset(token)
+        stop_collecting(token)
     for code, message in sink:
         diag.warning(code, message, layer=layer)
     # A memory bomb (a huge static Parameter, a Broadcast or Range of small constants to a

@@ -172,7 +172,7 @@ def load_program(xml_path, weights=None) -> Program:
 
 
 def _load_program(xml_path, weights) -> Program:
-    from . import ops  # noqa: F401  (registers the kernels)
+
 
     xml_path = os.fspath(xml_path)
     diag = Collector(file=xml_path)

@@ -4,10 +4,12 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import sys
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
+from .errors import RegistrationError
 from .etypes import ELEMENT_TYPES, UNSUPPORTED
 from .shapes import parse_partial_shape
 
@@ -44,9 +46,6 @@ class OpDef:
         return self.impl.run(attrs, *inputs)
 
 
-_REGISTRY: dict[str, list[OpDef]] = {}
-
-
 def _arity(run: Callable) -> tuple[int, int | None]:
     params = list(inspect.signature(run).parameters.values())[1:]  # skip attrs
     lo, hi = 0, 0
@@ -59,30 +58,153 @@ def _arity(run: Callable) -> tuple[int, int | None]:
     return lo, hi
 
 
-def register(type: str, since: int | None = None, *, attrs: type = NoAttrs,
-             version: str | None = None, category: str = "", replace: bool = False):
-    """Class decorator: register an op version.
+def _origin(cls) -> tuple[str, int | None]:
+    """(file, line) of a registering class, for registration errors."""
+    try:
+        return inspect.getsourcefile(cls) or "?", inspect.getsourcelines(cls)[1]
+    except (OSError, TypeError):
+        return getattr(cls, "__module__", "?"), None
 
-    `since` is the opset that introduced this version (Bucketize-3 -> since=3);
-    `version` registers a custom op under a non-opset version string such as "extension".
-    The class has static `infer(attrs, *specs) -> list[TensorSpec]` and
-    `run(attrs, *arrays) -> tuple[np.ndarray, ...]`; optional inputs default to None.
+
+def _at(where: tuple[str, int | None]) -> str:
+    return f"{where[0]}:{where[1]}" if where[1] is not None else where[0]
+
+
+def _key(op: OpDef) -> tuple:
+    return (op.since, op.version)
+
+
+def _by_version(o: OpDef):
+    return (o.since is None, o.since or 0)
+
+
+class Registry:
+    """Every op version irrun knows: the built-in kernels and, over them, the extensions.
+
+    The registry imports the built-in kernels (the modules of `irrun.ops`) itself, the first
+    time anything is looked up or registered from outside them, so nothing depends on import
+    order: an extension imported before any model is read still sees the built-ins, and its
+    `replace=True` registrations win over them. An extension's registrations form an
+    overlay; `unregister` of an overlaid version brings the built-in one back.
     """
+
+    def __init__(self, builtin_package: str = "irrun.ops"):
+        self._package = builtin_package
+        self._builtin: dict[str, list[OpDef]] = {}
+        self._overlay: dict[str, list[OpDef]] = {}
+        self._state = "unloaded"          # -> "loading" -> "loaded"
+
+    def _ensure_loaded(self) -> None:
+        if self._state != "unloaded":
+            return
+        import importlib
+
+        self._state = "loading"
+        try:
+            importlib.import_module(self._package)
+        except BaseException:
+            self._state = "unloaded"
+            raise
+        self._state = "loaded"
+
+    def _is_builtin(self, cls) -> bool:
+        module = getattr(cls, "__module__", "") or ""
+        return module == self._package or module.startswith(self._package + ".")
+
+    def check(self, op: OpDef, replace: bool, origin: tuple[str, int | None]) -> None:
+        """Refuse a second registration of a version unless it replaces the first."""
+        if not self._is_builtin(op.impl):
+            self._ensure_loaded()      # a clash with a built-in must be seen now
+        clash = [o for o in self.versions(op.type, load=False) if _key(o) == _key(op)]
+        if clash and not replace:
+            raise RegistrationError(
+                f"{op.label} is registered twice: here and at {_at(_origin(clash[0].impl))} "
+                "(pass replace=True to @irrun.register to override a registered version)",
+                file=origin[0], line=origin[1], op=op.label)
+
+    def add(self, op: OpDef) -> None:
+        """Register `op`: a built-in kernel or an extension's (overlay), replacing its key."""
+        table = self._builtin if self._is_builtin(op.impl) else self._overlay
+        versions = table.setdefault(op.type.lower(), [])
+        versions[:] = [o for o in versions if _key(o) != _key(op)]
+        versions.append(op)
+        versions.sort(key=_by_version)
+
+    def remove(self, type: str, since: int | None = None, version: str | None = None) -> None:
+        for table in (self._overlay, self._builtin):
+            versions = table.get(type.lower(), [])
+            before = len(versions)
+            versions[:] = [o for o in versions if _key(o) != (since, version)]
+            if len(versions) != before:
+                return
+
+    def versions(self, type: str, load: bool = True) -> list[OpDef]:
+        """Every version of `type` (case-insensitive), oldest first; overlay over built-ins."""
+        if load and self._state == "unloaded":
+            self._ensure_loaded()
+        low = type.lower()
+        over = self._overlay.get(low)
+        if not over:
+            return list(self._builtin.get(low, ()))
+        keys = {_key(o) for o in over}
+        merged = [o for o in self._builtin.get(low, ()) if _key(o) not in keys] + over
+        return sorted(merged, key=_by_version)
+
+    def all(self) -> list[OpDef]:
+        if self._state == "unloaded":
+            self._ensure_loaded()
+        types = dict.fromkeys(list(self._builtin) + list(self._overlay))
+        return [op for t in types for op in self.versions(t)]
+
+
+REGISTRY = Registry()
+
+
+def register(type: str, since: int | tuple[int, ...] | None = None, *, attrs=NoAttrs,
+             version: str | None = None, category: str = "", replace: bool = False):
+    """Class decorator: register an op version, or several versions served by one class.
+
+    `since` is the opset that introduced the version (Bucketize-3 -> since=3); a tuple
+    registers the class for each (SoftMax-1 and SoftMax-8: `since=(1, 8)`), with `attrs`
+    one schema for all or a tuple of one schema per version (behaviour that differs between
+    versions lives in ClassVar flags of those schemas). `version` registers a custom op under
+    a non-opset version string such as "extension". The class has static
+    `infer(attrs, *specs) -> list[TensorSpec]` and `run(attrs, *arrays) -> tuple[ndarray]`;
+    optional inputs default to None. `replace=True` overrides a registered version (a
+    built-in kernel included). Mistakes raise RegistrationError naming the op and file.
+    """
+    caller = sys._getframe(1)
+    where = dict(file=caller.f_code.co_filename, line=caller.f_lineno, op=type)
     if (since is None) == (version is None):
-        raise TypeError("register() takes exactly one of since= and version=")
+        raise RegistrationError(f"register('{type}') takes exactly one of since= and version=",
+                                **where)
+    sinces = since if isinstance(since, tuple) else (since,)
+    schemas = attrs if isinstance(attrs, tuple) else (attrs,) * len(sinces)
+    if len(schemas) != len(sinces):
+        raise RegistrationError(f"register('{type}', since={since}) has {len(schemas)} "
+                                f"attribute schemas for {len(sinces)} versions", **where)
+    for s in sinces:
+        if version is None and (not isinstance(s, int) or isinstance(s, bool) or s < 1):
+            raise RegistrationError(f"register('{type}'): since={s!r} is not an opset number "
+                                    "(a whole number from 1)", **where)
 
     def deco(cls):
-        lo, hi = _arity(cls.run)
-        op = OpDef(type, since, version, cls, attrs, category, lo, hi)
-        versions = _REGISTRY.setdefault(type.lower(), [])
-        clash = [o for o in versions if o.since == since and o.version == version]
-        if clash and not replace:
-            raise ValueError(f"{op.label} is registered twice")
-        for o in clash:
-            versions.remove(o)
-        versions.append(op)
-        versions.sort(key=lambda o: (o.since is None, o.since or 0))
-        cls.opdef = op
+        origin = _origin(cls)
+        run = getattr(cls, "run", None)
+        lo, hi = _arity(run) if callable(run) else (0, None)
+        ops = [OpDef(type, s, version, cls, schema_cls, category, lo, hi)
+               for s, schema_cls in zip(sinces, schemas)]
+        for op in ops:
+            REGISTRY.check(op, replace, origin)
+        for name in ("infer", "run"):
+            if not callable(getattr(cls, name, None)):
+                raise RegistrationError(f"{cls.__name__} registered as '{type}' has no static "
+                                        f"{name}() method", file=origin[0], line=origin[1],
+                                        op=type)
+        for op in ops:
+            REGISTRY.add(op)
+        cls.opdef = ops[-1]
+        cls.opdefs = tuple(ops)
         return cls
 
     return deco
@@ -132,16 +254,16 @@ def load_extension(path) -> None:
 
 
 def unregister(type: str, since: int | None = None, version: str | None = None) -> None:
-    versions = _REGISTRY.get(type.lower(), [])
-    versions[:] = [o for o in versions if not (o.since == since and o.version == version)]
+    """Remove a registered version (an overlaid built-in comes back)."""
+    REGISTRY.remove(type, since, version)
 
 
 def all_ops() -> list[OpDef]:
-    return [op for versions in _REGISTRY.values() for op in versions]
+    return REGISTRY.all()
 
 
 def registered_versions(type: str) -> list[OpDef]:
-    return list(_REGISTRY.get(type.lower(), []))
+    return REGISTRY.versions(type)
 
 
 # At most 9 digits: int() of a 5000-digit "opset999..." raises ValueError (fuzzing found it);
@@ -169,7 +291,7 @@ def lookup(type: str, version: str | None) -> OpDef:
     """The op for a layer's type and version attribute (case-insensitive type, like OpenVINO)."""
     import difflib
 
-    versions = _REGISTRY.get(type.lower())
+    versions = REGISTRY.versions(type)
     if not versions:
         names = sorted({o.type for o in all_ops()}, key=str.lower)
         # Suggest by lower-case spelling: OpenVINO's type lookup ignores case, so RELUX is

@@ -2,65 +2,33 @@
 from __future__ import annotations
 
 import errno
-import functools
-import math
 import mmap
 import os
 import stat
 
 import numpy as np
 
-from .errors import ResourceError, UnsupportedError
+from .config import config
+from .errors import ConfigError, ResourceError, UnsupportedError
 from .etypes import ElementType, decode, element_type, nbytes
 
-_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 INT64_MAX = (1 << 63) - 1
 
 
-@functools.cache
-def _memory_available() -> int:
-    """Physical memory, or the cgroup's limit when a container sets a lower one.
-
-    Read once per process: check_alloc runs for every inferred output, and reading /proc
-    and cgroup files each time made loading a 10,000-layer model take a second longer.
-    (IRRUN_MAX_BYTES is still read on every call, in max_tensor_bytes.)
-    """
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        total = 8 << 30
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(path) as f:
-                text = f.read().strip()
-            if text.isdigit() and 0 < int(text) < total:
-                total = int(text)
-        except OSError:
-            pass
-    return total
-
-
 def max_tensor_bytes() -> int:
-    """The largest tensor irrun allocates: IRRUN_MAX_BYTES (`1000000`, `512M`, `4G`), else half
-    of the memory available.
+    """The largest tensor irrun allocates: IRRUN_MAX_BYTES, else half of the memory available
+    (see irrun.config).
 
     A declared shape must never make irrun allocate without bound (a "memory bomb"): a
     Const, a Parameter, an input array or a kernel output above this is refused before
     anything is allocated.
     """
-    env = os.environ.get("IRRUN_MAX_BYTES", "").strip()
-    if env:
-        text = env.lower().removesuffix("ib").removesuffix("b")
-        unit = text[-1:] if text[-1:] in _SUFFIXES else ""
-        try:
-            value = float(text[:len(text) - len(unit)]) * _SUFFIXES[unit]
-        except ValueError:
-            value = -1.0
-        if not (value >= 0 and math.isfinite(value)):
-            raise ResourceError(f"IRRUN_MAX_BYTES='{env}' is not a byte count (examples: "
-                                "1000000, 512M, 4G)")
-        return int(value)
-    return _memory_available() // 2
+    try:
+        return config().max_bytes
+    except ConfigError as e:
+        # Kept a ResourceError for callers of this function (a budget that cannot be read
+        # is a budget problem); the CLI checks the settings first and exits 2.
+        raise ResourceError(e.message) from None
 
 
 def _bits(dtype) -> int:

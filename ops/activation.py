@@ -14,12 +14,10 @@ from typing import Literal
 
 import numpy as np
 
-from irrun.errors import OpError
-from irrun.infer import fail
-from irrun.registry import NoAttrs, register
-from irrun.shapes import TensorSpec
-
-from .elementwise import _ARITH, _etype_name, as_dtype, erf, float_unary, make_unary, widened
+from irrun.opkit import (
+    ARITH, NoAttrs, TensorSpec, as_dtype, erf, etype_name, fail, float_unary, make_unary,
+    register, widened,
+)
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -38,7 +36,7 @@ _SINCE = {"HSwish": 4}
 
 for _name, _fn in ACTIVATIONS.items():
     globals()[f"{_name}{_SINCE.get(_name, 1)}"] = make_unary(
-        _name, _fn, "exact" if _name == "ReLU" else "round", _ARITH,
+        _name, _fn, "exact" if _name == "ReLU" else "round", ARITH,
         "arithmetic" if _name == "Tanh" else "activation", since=_SINCE.get(_name, 1))
 
 
@@ -82,7 +80,7 @@ class Clamp1:
         # Float types: the bounds are converted to the input type first (T(min), T(max)).
         lo = np.asarray(attrs.min).astype(x.dtype)
         hi = np.asarray(attrs.max).astype(x.dtype)
-        name = _etype_name(x)
+        name = etype_name(x)
         w = widened(x, name)
         y = np.minimum(np.maximum(w, widened(lo, name)), widened(hi, name))
         return (as_dtype(y, x.dtype),)
@@ -174,7 +172,7 @@ def _softmax_axis(name: str, axis: int, x: TensorSpec, allow_negative: bool) -> 
 
 def _softmax_run(fn, x, axis, name):
     if not -x.ndim <= axis < x.ndim:   # only reachable when the rank was unknown
-        raise OpError(f"{name} axis {axis} is out of range for input of shape {list(x.shape)}")
+        fail(f"{name} axis {axis} is out of range for input of shape {list(x.shape)}")
     if x.size == 0:
         return x.copy()
     axis = axis + x.ndim if axis < 0 else axis

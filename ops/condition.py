@@ -8,11 +8,7 @@ from typing import Literal
 
 import numpy as np
 
-from irrun.errors import OpError
-from irrun.etypes import ElementType, from_dtype
-from irrun.infer import fail, warn
-from irrun.registry import register
-from irrun.shapes import TensorSpec
+from irrun.opkit import ElementType, OpProblem, TensorSpec, fail, from_dtype, register, warn
 
 
 @dataclass(frozen=True)
@@ -42,13 +38,13 @@ def _check_boundaries(b: np.ndarray) -> None:
     if b.dtype.kind not in "iub":
         nan = np.flatnonzero(np.isnan(b))
         if nan.size:
-            raise OpError(f"boundaries[{nan[0]}] is NaN; boundaries must be sorted ascending "
-                          f"and free of NaN")
+            fail(f"boundaries[{nan[0]}] is NaN; boundaries must be sorted ascending "
+                 f"and free of NaN")
     down = np.flatnonzero(b[1:] < b[:-1])
     if down.size:
         i = int(down[0])
-        raise OpError(f"boundaries must be sorted ascending, but boundaries[{i}] = {b[i]} > "
-                      f"boundaries[{i + 1}] = {b[i + 1]}")
+        fail(f"boundaries must be sorted ascending, but boundaries[{i}] = {b[i]} > "
+             f"boundaries[{i + 1}] = {b[i + 1]}")
 
 
 # Elements per block: the working arrays of one block stay in the L2 cache across the
@@ -159,14 +155,14 @@ class Bucketize3:
         if boundaries.value is not None:
             try:
                 _check_boundaries(_plain(boundaries.value))
-            except OpError as e:
+            except OpProblem as e:
                 warn(f"constant {e.message}")
         return [TensorSpec.make(attrs.output_type, data.shape)]
 
     @staticmethod
     def run(attrs, data, boundaries):
         if boundaries.ndim != 1:
-            raise OpError(f"boundaries must be a 1-D tensor; got shape {list(boundaries.shape)}")
+            fail(f"boundaries must be a 1-D tensor; got shape {list(boundaries.shape)}")
         _check_boundaries(_plain(boundaries))
         out_dtype = np.int64 if attrs.output_type == "i64" else np.int32
         return (bucketize(_plain(data), _plain(boundaries), attrs.with_right_bound, out_dtype),)

@@ -10,12 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from irrun.errors import OpError
-from irrun.infer import fail
-from irrun.registry import register
-from irrun.shapes import TensorSpec, format_shape
-
-from .elementwise import as_dtype, broadcast_shapes, same_etype
+from irrun.opkit import (
+    TensorSpec, as_dtype, broadcast_shapes, fail, format_shape, register, same_etype,
+)
 
 
 @dataclass(frozen=True)
@@ -65,17 +62,17 @@ class MatMul1:
     @staticmethod
     def run(attrs, a, b):
         if a.ndim == 0 or b.ndim == 0:
-            raise OpError(f"MatMul inputs must have rank >= 1, got shapes {list(a.shape)} and {list(b.shape)}")
+            fail(f"MatMul inputs must have rank >= 1, got shapes {list(a.shape)} and {list(b.shape)}")
         x = np.swapaxes(a, -1, -2) if attrs.transpose_a and a.ndim >= 2 else a
         y = np.swapaxes(b, -1, -2) if attrs.transpose_b and b.ndim >= 2 else b
         if x.shape[-1] != y.shape[-2 if y.ndim >= 2 else 0]:
-            raise OpError(f"MatMul inner dims differ: A {list(a.shape)} and B {list(b.shape)} "
-                          f"(transpose_a={attrs.transpose_a}, transpose_b={attrs.transpose_b})")
+            fail(f"MatMul inner dims differ: A {list(a.shape)} and B {list(b.shape)} "
+                 f"(transpose_a={attrs.transpose_a}, transpose_b={attrs.transpose_b})")
         try:
             np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
         except ValueError:
-            raise OpError(f"MatMul batch dims do not broadcast: A {list(a.shape)} and B "
-                          f"{list(b.shape)}") from None
+            fail(f"MatMul batch dims do not broadcast: A {list(a.shape)} and B "
+                 f"{list(b.shape)}")
         if a.dtype.kind in "fV" and a.dtype.itemsize == 2:
             # f16/bf16 accumulate in f32 and round once, as the CPU plugin does.
             return (as_dtype(np.matmul(x.astype(np.float32), y.astype(np.float32)), a.dtype),)

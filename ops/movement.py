@@ -10,21 +10,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from irrun.errors import OpError, ShapeError
-from irrun.infer import fail
-from irrun.registry import NoAttrs, register
-from irrun.shapes import DYNAMIC, Dim, TensorSpec, format_shape
-
-from .shape import (check_integer, check_rank, elements, int_spec, known_ints, length,
-                    normalize_axis, shape_dims)
+from irrun.opkit import (
+    DYNAMIC, Dim, NoAttrs, TensorSpec, check_integer, check_rank, elements, fail, format_shape,
+    int_spec, known_ints, length, normalize_axis, register, shape_dims,
+)
 
 # ---------------------------------------------------------------- Transpose
 
 
-def _check_order(order, rank, error):
+def _check_order(order, rank):
     if sorted(order) != list(range(rank)):
-        raise error(f"input_order {order} is not a permutation of [0, {rank - 1}] "
-                    f"(data rank {rank})")
+        fail(f"input_order {order} is not a permutation of [0, {rank - 1}] "
+             f"(data rank {rank})")
 
 
 @register("Transpose", since=1, attrs=NoAttrs, category="movement")
@@ -42,7 +39,7 @@ class Transpose1:
             return [TensorSpec(data.etype, (DYNAMIC,) * rank)]
         if not order:
             order = list(range(rank))[::-1]
-        _check_order(order, rank, ShapeError)
+        _check_order(order, rank)
         return [TensorSpec(data.etype, tuple(data.shape[i] for i in order))]
 
     @staticmethod
@@ -50,7 +47,7 @@ class Transpose1:
         order = [int(v) for v in input_order.reshape(-1).tolist()]
         if not order:
             order = list(range(data.ndim))[::-1]
-        _check_order(order, data.ndim, OpError)
+        _check_order(order, data.ndim)
         return (np.transpose(data, order),)
 
 
@@ -108,12 +105,12 @@ class Concat1:
 
     @staticmethod
     def run(attrs, *inputs):
-        axis = normalize_axis(attrs.axis, inputs[0].ndim, "axis", OpError)
+        axis = normalize_axis(attrs.axis, inputs[0].ndim, "axis")
         for i, a in enumerate(inputs):
             if a.ndim != inputs[0].ndim or any(
                     x != y for j, (x, y) in enumerate(zip(a.shape, inputs[0].shape)) if j != axis):
-                raise OpError(f"input {i} has shape {list(a.shape)}, input 0 has "
-                              f"{list(inputs[0].shape)}: only dim {axis} may differ")
+                fail(f"input {i} has shape {list(a.shape)}, input 0 has "
+                     f"{list(inputs[0].shape)}: only dim {axis} may differ")
         return (np.concatenate(inputs, axis=axis),)
 
 
@@ -175,34 +172,34 @@ class Split1:
 
     @staticmethod
     def run(attrs, data, axis):
-        ax = normalize_axis(int(axis.reshape(-1)[0]), data.ndim, "axis", OpError)
+        ax = normalize_axis(int(axis.reshape(-1)[0]), data.ndim, "axis")
         n = attrs.num_splits
         if data.shape[ax] % n:
-            raise OpError(f"dim {ax} of data shape {list(data.shape)} is {data.shape[ax]}, "
-                          f"which num_splits={n} does not divide")
+            fail(f"dim {ax} of data shape {list(data.shape)} is {data.shape[ax]}, "
+                 f"which num_splits={n} does not divide")
         return tuple(np.split(data, n, axis=ax))
 
 
-def _variadic_sizes(dim, lengths: list[int], error):
+def _variadic_sizes(dim, lengths: list[int]):
     """Split lengths with the -1 resolved (dim is an int or a Dim)."""
     minus = [i for i, v in enumerate(lengths) if v == -1]
     if len(minus) > 1:
-        raise error(f"split_lengths {lengths} has more than one -1")
+        fail(f"split_lengths {lengths} has more than one -1")
     bad = [v for v in lengths if v < -1]
     if bad:
-        raise error(f"split_lengths {lengths} has {bad[0]}; lengths must be >= -1")
+        fail(f"split_lengths {lengths} has {bad[0]}; lengths must be >= -1")
     known = sum(v for v in lengths if v != -1)
     sizes = [Dim.of(v) if v != -1 else None for v in lengths]
     d = Dim.of(dim)
     if minus:
         if d.is_static:
             if known > d.lo:
-                raise error(f"split_lengths {lengths} sum to {known}, more than the dim ({d.lo})")
+                fail(f"split_lengths {lengths} sum to {known}, more than the dim ({d.lo})")
             sizes[minus[0]] = Dim.of(d.lo - known)
         else:
             sizes[minus[0]] = Dim(max(d.lo - known, 0), None if d.hi is None else d.hi - known)
     elif d.is_static and known != d.lo:
-        raise error(f"split_lengths {lengths} sum to {known}, but the dim is {d.lo}")
+        fail(f"split_lengths {lengths} sum to {known}, but the dim is {d.lo}")
     return sizes
 
 
@@ -220,29 +217,29 @@ class VariadicSplit1:
         if lengths is None or ax is None:
             sizes = [DYNAMIC] * n
         else:
-            sizes = _variadic_sizes(data.shape[ax], lengths, ShapeError)
+            sizes = _variadic_sizes(data.shape[ax], lengths)
         return _split_outputs(data, ax, sizes)
 
     @staticmethod
     def run(attrs, data, axis, split_lengths):
-        ax = normalize_axis(int(axis.reshape(-1)[0]), data.ndim, "axis", OpError)
+        ax = normalize_axis(int(axis.reshape(-1)[0]), data.ndim, "axis")
         lengths = [int(v) for v in split_lengths.reshape(-1).tolist()]
-        sizes = [d.lo for d in _variadic_sizes(data.shape[ax], lengths, OpError)]
+        sizes = [d.lo for d in _variadic_sizes(data.shape[ax], lengths)]
         return tuple(np.split(data, np.cumsum(sizes)[:-1], axis=ax))
 
 
 # ---------------------------------------------------------------- Gather
 
 
-def _gather_params(data_rank, indices_rank, axis, batch_dims, error):
-    axis = normalize_axis(axis, data_rank, "axis", error)
+def _gather_params(data_rank, indices_rank, axis, batch_dims):
+    axis = normalize_axis(axis, data_rank, "axis")
     b = batch_dims + indices_rank if batch_dims < 0 else batch_dims
     if not 0 <= b <= min(data_rank, indices_rank):
-        raise error(f"batch_dims {batch_dims} is out of range [-{min(data_rank, indices_rank)}, "
-                    f"{min(data_rank, indices_rank)}] for data rank {data_rank} and indices "
-                    f"rank {indices_rank}")
+        fail(f"batch_dims {batch_dims} is out of range [-{min(data_rank, indices_rank)}, "
+             f"{min(data_rank, indices_rank)}] for data rank {data_rank} and indices "
+             f"rank {indices_rank}")
     if b > axis:
-        raise error(f"batch_dims {batch_dims} must not be greater than axis {axis}")
+        fail(f"batch_dims {batch_dims} must not be greater than axis {axis}")
     return axis, b
 
 
@@ -259,7 +256,7 @@ def _gather_infer(data, indices, axis_spec, batch_dims, negative_ok):
     if axis is None:
         b = batch_dims + ir if batch_dims < 0 else batch_dims
         return [TensorSpec(data.etype, (DYNAMIC,) * (dr + ir - 1 - b))]
-    ax, b = _gather_params(dr, ir, axis[0], batch_dims, ShapeError)
+    ax, b = _gather_params(dr, ir, axis[0], batch_dims)
     batch = []
     for i in range(b):
         m = data.shape[i].merge(indices.shape[i])
@@ -274,29 +271,29 @@ def _gather_infer(data, indices, axis_spec, batch_dims, negative_ok):
     if el is not None and idx is not None:
         n = len(el)
         # A value error even at load time: the same OpError the kernel raises.
-        _check_indices(np.array(idx, dtype=np.int64), n, ax, negative_ok, OpError)
+        _check_indices(np.array(idx, dtype=np.int64), n, ax, negative_ok)
         return [int_spec(data.etype, shape, [el[i] for i in idx])]
     return [TensorSpec(data.etype, shape)]
 
 
-def _check_indices(idx: np.ndarray, n: int, axis: int, negative_ok: bool, error):
+def _check_indices(idx: np.ndarray, n: int, axis: int, negative_ok: bool):
     lo = -n if negative_ok else 0
     bad = (idx < lo) | (idx >= n)
     if bad.any():
         pos = tuple(int(p) for p in np.argwhere(bad)[0])
         where = f"indices[{','.join(map(str, pos))}]" if pos else "indices"
-        raise error(f"{where} = {int(idx[pos])} is out of range [{lo}, {n - 1}] for data "
-                    f"axis {axis} of size {n}")
+        fail(f"{where} = {int(idx[pos])} is out of range [{lo}, {n - 1}] for data "
+             f"axis {axis} of size {n}")
 
 
 def _gather_run(data, indices, axis, batch_dims, negative_ok):
-    ax, b = _gather_params(data.ndim, indices.ndim, int(axis.reshape(-1)[0]), batch_dims, OpError)
+    ax, b = _gather_params(data.ndim, indices.ndim, int(axis.reshape(-1)[0]), batch_dims)
     if data.shape[:b] != indices.shape[:b]:
-        raise OpError(f"batch dims of data shape {list(data.shape)} and indices shape "
-                      f"{list(indices.shape)} differ (batch_dims={b})")
+        fail(f"batch dims of data shape {list(data.shape)} and indices shape "
+             f"{list(indices.shape)} differ (batch_dims={b})")
     n = data.shape[ax]
     idx = indices.astype(np.int64)
-    _check_indices(idx, n, ax, negative_ok, OpError)
+    _check_indices(idx, n, ax, negative_ok)
     if negative_ok:
         idx = np.where(idx < 0, idx + n, idx)
     if b == 0:
@@ -436,18 +433,18 @@ def _values(spec: TensorSpec, what: str):
 # ---------------------------------------------------------------- Slice
 
 
-def _slice_index(rank, start, stop, step, axes, error):
+def _slice_index(rank, start, stop, step, axes):
     if not len(start) == len(stop) == len(step) == len(axes):
-        raise error(f"start, stop, step and axes must have the same length, got "
-                    f"{len(start)}, {len(stop)}, {len(step)} and {len(axes)}")
+        fail(f"start, stop, step and axes must have the same length, got "
+             f"{len(start)}, {len(stop)}, {len(step)} and {len(axes)}")
     index = [slice(None)] * rank
     seen = set()
     for a, b, e, s in zip(axes, start, stop, step):
         if s == 0:
-            raise OpError(f"step is 0 for axis {a}")
-        ax = normalize_axis(a, rank, "axes value", error)
+            fail(f"step is 0 for axis {a}")
+        ax = normalize_axis(a, rank, "axes value")
         if ax in seen:
-            raise error(f"axes {list(axes)} name dim {ax} twice")
+            fail(f"axes {list(axes)} name dim {ax} twice")
         seen.add(ax)
         index[ax] = slice(b, e, s)
     return index
@@ -471,7 +468,7 @@ class Slice8:
             return [TensorSpec(data.etype, tuple(Dim(0, d.hi) for d in data.shape))]
         if ax is None:
             ax = list(range(len(vals[0])))
-        index = _slice_index(rank, *vals, ax, ShapeError)
+        index = _slice_index(rank, *vals, ax)
         shape = tuple(_slice_dim(d, s) for d, s in zip(data.shape, index))
         el = _slice_elements(data, index)
         if el is not None and data.etype.kind in ("int", "uint"):
@@ -483,7 +480,7 @@ class Slice8:
         vals = [[int(v) for v in a.reshape(-1).tolist()] for a in (start, stop, step)]
         ax = list(range(len(vals[0]))) if axes is None else \
             [int(v) for v in axes.reshape(-1).tolist()]
-        index = _slice_index(data.ndim, *vals, ax, OpError)
+        index = _slice_index(data.ndim, *vals, ax)
         return (_take(data, index),)
 
 
@@ -504,16 +501,16 @@ def _bit(mask, i) -> bool:
     return i < len(mask) and mask[i] != 0
 
 
-def _strided_index(attrs, shape, begin, end, stride, error):
+def _strided_index(attrs, shape, begin, end, stride):
     """The NumPy index (slices, None, ints, Ellipsis) the masks describe, checked against
     the data rank; shrunk positions are checked against their dims."""
     m = len(begin)
     if len(end) != m or len(stride) != m:
-        raise error(f"begin, end and stride must have the same length, got {len(begin)}, "
-                    f"{len(end)} and {len(stride)}")
+        fail(f"begin, end and stride must have the same length, got {len(begin)}, "
+             f"{len(end)} and {len(stride)}")
     ellipses = [i for i in range(m) if _bit(attrs.ellipsis_mask, i)]
     if len(ellipses) > 1:
-        raise error(f"ellipsis_mask {list(attrs.ellipsis_mask)} has more than one bit set")
+        fail(f"ellipsis_mask {list(attrs.ellipsis_mask)} has more than one bit set")
     index = []
     for i in range(m):
         if _bit(attrs.ellipsis_mask, i):
@@ -525,13 +522,13 @@ def _strided_index(attrs, shape, begin, end, stride, error):
             index.append(0 if _bit(attrs.begin_mask, i) else int(begin[i]))
         else:
             if stride[i] == 0:
-                raise OpError(f"stride[{i}] is 0")
+                fail(f"stride[{i}] is 0")
             index.append(slice(None if _bit(attrs.begin_mask, i) else int(begin[i]),
                                None if _bit(attrs.end_mask, i) else int(end[i]), int(stride[i])))
     rank = len(shape)
     used = sum(1 for x in index if x is not None and x is not Ellipsis)
     if used > rank:
-        raise error(f"begin has {used} slicing entries but the data has rank {rank}")
+        fail(f"begin has {used} slicing entries but the data has rank {rank}")
     # Expand the ellipsis (or the implicit one at the end) to whole-dim slices; remember
     # which begin entry each index item came from, for messages.
     fill = [slice(None)] * (rank - used)
@@ -545,8 +542,8 @@ def _strided_index(attrs, shape, begin, end, stride, error):
         if isinstance(x, int):
             d = shape[j]
             if d.is_static and not -d.lo <= x < d.lo:
-                raise error(f"begin[{entry}] = {x} (shrink_axis_mask) is out of range "
-                            f"[{-d.lo}, {d.lo - 1}] for dim {j} of size {d.lo}")
+                fail(f"begin[{entry}] = {x} (shrink_axis_mask) is out of range "
+                     f"[{-d.lo}, {d.lo - 1}] for dim {j} of size {d.lo}")
         j += 1
     return index
 
@@ -583,7 +580,7 @@ class StridedSlice1:
             return [TensorSpec(data.etype, (DYNAMIC,) * (len(data.shape) + new - shrink))]
         if s is None:
             s = [1] * len(b)
-        index = _strided_index(attrs, data.shape, b, e, s, ShapeError)
+        index = _strided_index(attrs, data.shape, b, e, s)
         shape = _strided_shape(data.shape, index)
         if data.etype.kind in ("int", "uint") and len(index) == 1:
             el = _slice_elements(data, index)
@@ -596,5 +593,5 @@ class StridedSlice1:
         b = [int(v) for v in begin.reshape(-1).tolist()]
         e = [int(v) for v in end.reshape(-1).tolist()]
         s = [1] * len(b) if stride is None else [int(v) for v in stride.reshape(-1).tolist()]
-        index = _strided_index(attrs, shape_dims(data.shape), b, e, s, OpError)
+        index = _strided_index(attrs, shape_dims(data.shape), b, e, s)
         return (_take(data, index),)

@@ -7,15 +7,11 @@ from typing import Literal
 
 import numpy as np
 
-from irrun.errors import OpError
-from irrun.etypes import element_type
-from irrun.infer import fail, warn
-from irrun.registry import register
-from irrun.shapes import DYNAMIC, TensorSpec
-
-from .convolution import (AutoPad, check_rank, check_window_attrs, compute_dtype, dilated,
-                          fixed_pads, numeric, resolve_pads, same_pads, tap_slices,
-                          window_count, window_dim)
+from irrun.opkit import (
+    DYNAMIC, AutoPad, TensorSpec, check_spatial_rank, check_window_attrs, compute_dtype, dilated,
+    element_type, fail, fixed_pads, numeric, register, resolve_pads, same_pads, tap_slices, warn,
+    window_count, window_dim,
+)
 
 Rounding = Literal["floor", "ceil"]
 
@@ -92,7 +88,7 @@ def _padding_only_windows(size, pad_begin, count, kernel, dilation, stride) -> n
 def _pool_infer(attrs, data: TensorSpec):
     """Output shape of a pooling op (pooling_shape_rules): rounding applies to every auto_pad
     mode; same_* recompute the pads from the input size, so a dynamic size gives a dynamic dim."""
-    check_rank(data, "the data input")
+    check_spatial_rank(data, "the data input")
     numeric(data, "the data input")
     n = len(attrs.kernel)
     if data.rank is not None and data.rank != n + 2:
@@ -154,8 +150,8 @@ def _geometry(attrs, x: np.ndarray):
     for i, size in enumerate(spatial):
         extent = dilated(attrs.kernel[i], dil[i])
         if size + pb[i] + pe[i] < extent:
-            raise OpError(f"the kernel after dilation ({extent}) is larger than the padded input "
-                          f"({size} + pads {pb[i] + pe[i]}) at spatial axis {i}")
+            fail(f"the kernel after dilation ({extent}) is larger than the padded input "
+                 f"({size} + pads {pb[i] + pe[i]}) at spatial axis {i}")
         count = window_count(size, pb[i] + pe[i], extent, attrs.strides[i],
                              attrs.rounding_type == "ceil")
         counts.append(count)

@@ -22,12 +22,7 @@ from typing import Literal
 
 import numpy as np
 
-from irrun.errors import OpError
-from irrun.infer import fail
-from irrun.registry import register
-from irrun.shapes import Dim, TensorSpec, format_shape
-
-from .elementwise import as_dtype
+from irrun.opkit import Dim, TensorSpec, as_dtype, fail, format_shape, register
 
 
 @dataclass(frozen=True)
@@ -82,7 +77,7 @@ def reduce_infer(name: str, attrs, data: TensorSpec, axes: TensorSpec, kinds) ->
 def _int_mean(x, axes, keep):
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     if count == 0:
-        raise OpError("ReduceMean of an integer tensor over an empty axis (division by zero)")
+        fail("ReduceMean of an integer tensor over an empty axis (division by zero)")
     s = np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
     # C++ integer division truncates toward zero.
     q = np.abs(s.astype(np.int64) if x.dtype.kind == "i" else s) // count
@@ -153,7 +148,7 @@ def reduce_run(name: str, attrs, data: np.ndarray, axes: np.ndarray):
     try:
         reduced = normalize_axes(_axes_values(axes), data.ndim)
     except ValueError as e:
-        raise OpError(f"{name}: {e}") from None
+        fail(f"{name}: {e}")
     if not reduced:
         return (data.copy(),)   # the spec: an empty axes list is a no-op
     kernel = REDUCTIONS[name][1]
@@ -244,11 +239,11 @@ def _descending_order(x: np.ndarray) -> np.ndarray:
 def topk_run(attrs, data: np.ndarray, k: np.ndarray):
     kv = _k_of(k)
     if not -data.ndim <= attrs.axis < data.ndim:   # only reachable when the rank was unknown
-        raise OpError(f"TopK axis {attrs.axis} is out of range for data of shape {list(data.shape)}")
+        fail(f"TopK axis {attrs.axis} is out of range for data of shape {list(data.shape)}")
     axis = attrs.axis % data.ndim
     n = data.shape[axis]
     if not 0 <= kv <= n:
-        raise OpError(f"TopK k={kv} is out of range [0, {n}] for dim {axis} of data {list(data.shape)}")
+        fail(f"TopK k={kv} is out of range [0, {n}] for dim {axis} of data {list(data.shape)}")
     x = np.moveaxis(data, axis, -1)
     keys = x.astype(np.float32) if x.dtype.kind == "V" else x  # bf16 sorts through f32
     if attrs.mode == "max":

@@ -6,10 +6,7 @@ from typing import Literal
 
 import numpy as np
 
-from irrun.errors import OpError
-from irrun.infer import fail, warn
-from irrun.registry import register
-from irrun.shapes import DYNAMIC, TensorSpec, format_shape
+from irrun.opkit import DYNAMIC, OpProblem, TensorSpec, fail, format_shape, register, warn
 
 _INDEX_DTYPES = {"i32": np.int32, "i64": np.int64}
 
@@ -64,8 +61,8 @@ def _blank_value(blank_index: np.ndarray | None, classes: int) -> int:
         return classes - 1
     b = np.asarray(blank_index)
     if b.ndim > 1 or b.size != 1:
-        raise OpError(f"blank_index must be a scalar or a 1-element 1-D tensor; got shape "
-                      f"{list(b.shape)}")
+        fail(f"blank_index must be a scalar or a 1-element 1-D tensor; got shape "
+             f"{list(b.shape)}")
     blank = int(b.reshape(-1)[0])
     return blank if 0 <= blank < classes else -1
 
@@ -74,8 +71,8 @@ def _check_lengths(lengths: np.ndarray, t: int) -> None:
     bad = np.flatnonzero((lengths < 0) | (lengths > t))
     if bad.size:
         i = int(bad[0])
-        raise OpError(f"sequence_length[{i}] = {int(lengths[i])} is outside [0, {t}] "
-                      f"(T, the data's dim 1, is {t})")
+        fail(f"sequence_length[{i}] = {int(lengths[i])} is outside [0, {t}] "
+             f"(T, the data's dim 1, is {t})")
 
 
 @register("CTCGreedyDecoderSeqLen", since=6, attrs=CTCGreedyDecoderSeqLenAttrs, category="sequence")
@@ -113,7 +110,7 @@ class CTCGreedyDecoderSeqLen6:
         if sequence_length.value is not None and t.is_static:
             try:
                 _check_lengths(sequence_length.value, t.value)
-            except OpError as e:
+            except OpProblem as e:
                 warn(f"constant {e.message}")
         return [TensorSpec.make(attrs.classes_index_type, [n, t]),
                 TensorSpec.make(attrs.sequence_length_type, [n])]
@@ -122,16 +119,16 @@ class CTCGreedyDecoderSeqLen6:
     def run(attrs, data, sequence_length, blank_index=None):
         n, t, c = data.shape
         if sequence_length.shape != (n,):
-            raise OpError(f"sequence_length has shape {list(sequence_length.shape)} but data "
-                          f"has N = {n}: expected [{n}]")
+            fail(f"sequence_length has shape {list(sequence_length.shape)} but data "
+                 f"has N = {n}: expected [{n}]")
         _check_lengths(sequence_length, t)
         lengths = sequence_length.astype(np.int64)
         blank = _blank_value(blank_index, c)
         if c == 0:
             if lengths.any():
                 i = int(np.flatnonzero(lengths)[0])
-                raise OpError(f"data has no classes (C = 0) but sequence_length[{i}] = "
-                              f"{int(lengths[i])} asks for decoding")
+                fail(f"data has no classes (C = 0) but sequence_length[{i}] = "
+                     f"{int(lengths[i])} asks for decoding")
             classes = np.zeros((n, t), np.intp)
         else:
             classes = best_path(data)

@@ -14,113 +14,14 @@ from typing import Literal
 
 import numpy as np
 
-from irrun.errors import OpError, ResourceError, ShapeError, UnsupportedError
-from irrun.etypes import element_type, from_dtype
-from irrun.infer import fail, warn
-from irrun.registry import ElementTypeName, NoAttrs, register
-from irrun.shapes import DYNAMIC, Dim, TensorSpec, format_shape, static_values
-from irrun.weights import max_tensor_bytes
-
-from .structural import convert_array
+from irrun.opkit import (
+    DYNAMIC, Dim, DimOf, ElementTypeName, NoAttrs, TensorSpec, UnsupportedError, check_alloc,
+    check_integer, check_rank, convert_array, element_type, elements, fail, format_shape,
+    from_dtype, int_spec, known_ints, length, normalize_axis, pass_elements, register, shape_dims,
+    static_values, warn,
+)
 
 # ---------------------------------------------------------------- partial values
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class DimOf(Dim):
-    """An element of a ShapeOf output that is dim `index` of the tensor `source`.
-
-    Inference passes the same TensorSpec object to every consumer of an output, so
-    Reshape can tell that `x.view(x.shape[0], -1)` divides by x's own dim 0 and cancel it
-    (OpenVINO does this with dimension symbols). Only inside TensorSpec.dims, never in shapes.
-    """
-
-    source: object = None
-    index: int = 0
-
-
-def exact(v) -> Dim:
-    """The element value v as a static Dim (Dim.of would read -1 as 'dynamic')."""
-    return Dim(int(v), int(v))
-
-
-def elements(spec: TensorSpec) -> tuple[Dim, ...] | None:
-    """What inference knows of the elements of a rank-0/1 integer tensor, else None."""
-    if spec.value is not None:
-        if spec.value.ndim > 1 or spec.etype.kind not in ("int", "uint"):
-            return None
-        return tuple(exact(v) for v in spec.value.reshape(-1).tolist())
-    return spec.dims
-
-
-def known_ints(spec: TensorSpec) -> list[int] | None:
-    """The values of a rank-0/1 integer tensor when all are known."""
-    el = elements(spec)
-    if el is None or not all(d.is_static for d in el):
-        return None
-    return [d.lo for d in el]
-
-
-def int_spec(etype, shape, elems) -> TensorSpec:
-    """A small integer output: with its value when every element is known, else its dims."""
-    etype = element_type(etype)
-    if elems is None:
-        return TensorSpec(etype, shape)
-    elems = tuple(elems)
-    if all(d.is_static for d in elems) and shape is not None and all(d.is_static for d in shape):
-        info = np.iinfo(etype.dtype)
-        if all(info.min <= d.lo <= info.max for d in elems):
-            value = np.array([d.lo for d in elems], dtype=etype.dtype).reshape(static_values(shape))
-            return TensorSpec(etype, shape, value)
-    return TensorSpec(etype, shape, dims=elems)
-
-
-def pass_elements(data: TensorSpec, etype, shape) -> TensorSpec:
-    """An output holding data's elements in the same order (Reshape, Squeeze, Convert, ...)."""
-    etype = element_type(etype)
-    if etype.kind in ("int", "uint") and shape is not None and len(shape) <= 1:
-        el = elements(data)
-        if el is not None and (etype.kind == "int" or all(d.lo >= 0 for d in el)):
-            return int_spec(etype, shape, el)
-    return TensorSpec(etype, shape)
-
-
-def check_integer(spec: TensorSpec, what: str) -> None:
-    if spec.etype.kind not in ("int", "uint"):
-        fail(f"{what} must have an integer element type, got {spec.etype.name}")
-
-
-def check_rank(spec: TensorSpec, ranks, what: str) -> None:
-    if spec.rank is not None and spec.rank not in ranks:
-        want = " or ".join(str(r) for r in ranks)
-        fail(f"{what} must have rank {want}, got {format_shape(spec.shape)}")
-
-
-def length(spec: TensorSpec) -> int | None:
-    """Number of elements of a rank-0/1 tensor, when static."""
-    if spec.shape is None:
-        return None
-    if len(spec.shape) == 0:
-        return 1
-    return spec.shape[0].value
-
-
-def normalize_axis(axis: int, rank: int, what: str = "axis", error=None) -> int:
-    if not -rank <= axis < rank:
-        message = f"{what} {axis} is out of range [{-rank}, {rank - 1}] for rank {rank}"
-        if error is None:
-            fail(message)
-        raise error(message)
-    return axis + rank if axis < 0 else axis
-
-
-def check_size(shape, dtype, what: str) -> None:
-    """Refuse an output larger than irrun may allocate (before allocating it)."""
-    count = math.prod(int(d) for d in shape)
-    need = count * np.dtype(dtype).itemsize
-    if need > max_tensor_bytes():
-        raise ResourceError(f"{what} of shape {list(shape)} would need {need} bytes, more than "
-                            f"the limit of {max_tensor_bytes()} bytes (IRRUN_MAX_BYTES)")
 
 
 def _product(dims) -> Dim:
@@ -170,24 +71,24 @@ class ShapeOf3:
 # ---------------------------------------------------------------- Reshape
 
 
-def reshape_target(shape, pattern, special_zero: bool, error) -> tuple[int, ...]:
+def reshape_target(shape, pattern, special_zero: bool) -> tuple[int, ...]:
     """The concrete output shape for a concrete input shape and pattern."""
     out: list[int | None] = []
     minus = None
     for i, v in enumerate(pattern):
         if v == -1:
             if minus is not None:
-                raise error(f"target shape {list(pattern)} has more than one -1 "
-                            f"(at positions {minus} and {i})")
+                fail(f"target shape {list(pattern)} has more than one -1 "
+                     f"(at positions {minus} and {i})")
             minus = i
             out.append(None)
         elif v < -1:
-            raise error(f"target shape {list(pattern)} has {v} at position {i}; "
-                        "a dim must be >= -1")
+            fail(f"target shape {list(pattern)} has {v} at position {i}; "
+                 "a dim must be >= -1")
         elif v == 0 and special_zero:
             if i >= len(shape):
-                raise error(f"target shape {list(pattern)} copies input dim {i} (special_zero), "
-                            f"but the input shape {list(shape)} has rank {len(shape)}")
+                fail(f"target shape {list(pattern)} copies input dim {i} (special_zero), "
+                     f"but the input shape {list(shape)} has rank {len(shape)}")
             out.append(int(shape[i]))
         else:
             out.append(int(v))
@@ -200,15 +101,15 @@ def reshape_target(shape, pattern, special_zero: bool, error) -> tuple[int, ...]
         den = math.prod(d for i, d in enumerate(out) if d is not None and i not in copied)
         if den == 0 or num % den:
             if not (num == 0 and den == 0):
-                raise error(f"cannot reshape input shape {list(shape)} ({total} elements) to "
-                            f"target shape {list(pattern)}: the other dims hold "
-                            f"{math.prod(d for d in out if d is not None)} elements")
+                fail(f"cannot reshape input shape {list(shape)} ({total} elements) to "
+                     f"target shape {list(pattern)}: the other dims hold "
+                     f"{math.prod(d for d in out if d is not None)} elements")
             out[minus] = 0
         else:
             out[minus] = num // den
     elif math.prod(out) != total:
-        raise error(f"cannot reshape input shape {list(shape)} ({total} elements) to target "
-                    f"shape {out} ({math.prod(out)} elements)")
+        fail(f"cannot reshape input shape {list(shape)} ({total} elements) to target "
+             f"shape {out} ({math.prod(out)} elements)")
     return tuple(out)
 
 
@@ -237,7 +138,7 @@ def reshape_dims(shape, elems, special_zero: bool, source=None):
     """Output partial shape for a partial input shape and partially known pattern."""
     if shape is not None and all(d.is_static for d in shape) and all(e.is_static for e in elems):
         return tuple(Dim.of(d) for d in reshape_target(
-            static_values(shape), [e.lo for e in elems], special_zero, ShapeError))
+            static_values(shape), [e.lo for e in elems], special_zero))
     out: list[Dim] = []
     minus = None
     copied = set()
@@ -315,8 +216,7 @@ class Reshape1:
 
     @staticmethod
     def run(attrs, data, pattern):
-        target = reshape_target(data.shape, pattern.reshape(-1).tolist(), attrs.special_zero,
-                                OpError)
+        target = reshape_target(data.shape, pattern.reshape(-1).tolist(), attrs.special_zero)
         return (data.reshape(target),)
 
 
@@ -359,17 +259,17 @@ class Squeeze1:
     def run(attrs, data, axes=None):
         if axes is None or axes.size == 0:
             return (data.reshape(tuple(d for d in data.shape if d != 1)),)
-        drop = {normalize_axis(int(a), data.ndim, "axes value", OpError)
+        drop = {normalize_axis(int(a), data.ndim, "axes value")
                 for a in axes.reshape(-1).tolist()}
         return (data.reshape(tuple(d for i, d in enumerate(data.shape)
                                    if not (i in drop and d == 1))),)
 
 
-def _unsqueeze_axes(values, rank, error=None) -> set[int]:
+def _unsqueeze_axes(values, rank) -> set[int]:
     # Normalized against rank + the number of distinct values; repeats count once
     # (OpenVINO: [2,3] with axes [0,0] gives [1,2,3], with [-1,3] gives [2,3,1]).
     out_rank = rank + len(set(values))
-    return {normalize_axis(a, out_rank, "axes value", error) for a in values}
+    return {normalize_axis(a, out_rank, "axes value") for a in values}
 
 
 def _unsqueeze_shape(shape, axes: set[int]):
@@ -394,12 +294,8 @@ class Unsqueeze1:
 
     @staticmethod
     def run(attrs, data, axes):
-        norm = _unsqueeze_axes(axes.reshape(-1).tolist(), data.ndim, OpError)
+        norm = _unsqueeze_axes(axes.reshape(-1).tolist(), data.ndim)
         return (data.reshape(static_values(_unsqueeze_shape(shape_dims(data.shape), norm))),)
-
-
-def shape_dims(shape) -> tuple[Dim, ...]:
-    return tuple(Dim.of(d) for d in shape)
 
 
 # ---------------------------------------------------------------- Range
@@ -410,14 +306,14 @@ class Range4Attrs:
     output_type: ElementTypeName
 
 
-def _range_count(start, stop, step, error) -> int:
+def _range_count(start, stop, step) -> int:
     if step == 0:
-        raise error("step (input 2) is 0")
+        fail("step (input 2) is 0")
     if all(isinstance(v, int) for v in (start, stop, step)):
         return max(-((start - stop) // step), 0)    # exact ceil((stop - start) / step)
     n = (stop - start) / step
     if not math.isfinite(n):
-        raise error(f"the number of elements of Range({start}, {stop}, {step}) is not finite")
+        fail(f"the number of elements of Range({start}, {stop}, {step}) is not finite")
     return max(math.ceil(n), 0)
 
 
@@ -445,7 +341,7 @@ class Range4:
                 fail(f"{name} must be a scalar, got {format_shape(spec.shape)}")
         values = [None if s.value is None else _scalar(s.value) for s in (start, stop, step)]
         if all(v is not None for v in values):
-            n = _range_count(*values, error=OpError)
+            n = _range_count(*values)
             return [TensorSpec(et, (Dim.of(n),))]
         # A stop known as an interval (from a ShapeOf) with a known start and step.
         s0, s2, stop_el = values[0], values[2], elements(stop)
@@ -460,8 +356,8 @@ class Range4:
     def run(attrs, start, stop, step):
         et = element_type(attrs.output_type)
         s0, s1, s2 = _scalar(start), _scalar(stop), _scalar(step)
-        n = _range_count(s0, s1, s2, OpError)
-        check_size((n,), et.dtype, "Range output")
+        n = _range_count(s0, s1, s2)
+        check_alloc((n,), et.dtype, "Range output")
         if all(isinstance(v, int) for v in (s0, s1, s2)):
             values = s0 + np.arange(n, dtype=np.int64) * s2
         else:
@@ -548,19 +444,19 @@ def _bidirectional_dims(a, b):
     return tuple(_broadcast_pair(x, y, "bidirectional mode") for x, y in zip(a, b))
 
 
-def _explicit_check(data_shape, target, axes, error):
+def _explicit_check(data_shape, target, axes):
     if len(axes) != len(data_shape):
-        raise error(f"explicit mode: axes_mapping {axes} must have one entry per data dim "
-                    f"(data shape {format_shape(data_shape)})")
+        fail(f"explicit mode: axes_mapping {axes} must have one entry per data dim "
+             f"(data shape {format_shape(data_shape)})")
     if any(b <= a for a, b in zip(axes, axes[1:])):
-        raise error(f"explicit mode: axes_mapping {axes} must be increasing (no transposes)")
+        fail(f"explicit mode: axes_mapping {axes} must be increasing (no transposes)")
     for i, a in enumerate(axes):
         if not 0 <= a < len(target):
-            raise error(f"explicit mode: axes_mapping value {a} is out of range "
-                        f"[0, {len(target) - 1}] for target {format_shape(target)}")
+            fail(f"explicit mode: axes_mapping value {a} is out of range "
+                 f"[0, {len(target) - 1}] for target {format_shape(target)}")
         d, t = data_shape[i], target[a]
         if d.value != 1 and not d.compatible(t):
-            raise error(f"explicit mode: data dim {i} = {d} does not match target dim {a} = {t}")
+            fail(f"explicit mode: data dim {i} = {d} does not match target dim {a} = {t}")
 
 
 def _broadcast_infer(attrs, data, target, axes_mapping):
@@ -581,7 +477,7 @@ def _broadcast_infer(attrs, data, target, axes_mapping):
     check_integer(axes_mapping, "axes_mapping (input 2)")
     axes = known_ints(axes_mapping)
     if axes is not None:
-        _explicit_check(data.shape, dims, axes, ShapeError)
+        _explicit_check(data.shape, dims, axes)
     return [TensorSpec(data.etype, dims)]
 
 
@@ -593,33 +489,33 @@ def _broadcast_run(attrs, data, target, axes_mapping):
     attrs = _explicit_alias(attrs)
     shape = tuple(int(v) for v in target.reshape(-1).tolist())
     if any(v < 0 for v in shape):
-        raise OpError(f"target_shape {list(shape)} has a negative dim")
+        fail(f"target_shape {list(shape)} has a negative dim")
     if attrs.mode == "bidirectional":
         try:
             shape = np.broadcast_shapes(data.shape, shape)
         except ValueError:
-            raise OpError(f"bidirectional mode: data shape {list(data.shape)} and target "
-                          f"{list(shape)} do not broadcast") from None
+            fail(f"bidirectional mode: data shape {list(data.shape)} and target "
+                 f"{list(shape)} do not broadcast")
     elif attrs.mode == "numpy":
         off = len(shape) - data.ndim
         if off < 0 or any(d != 1 and d != shape[off + i] for i, d in enumerate(data.shape)):
-            raise OpError(f"numpy mode: data shape {list(data.shape)} cannot be broadcast to "
-                          f"target shape {list(shape)}")
+            fail(f"numpy mode: data shape {list(data.shape)} cannot be broadcast to "
+                 f"target shape {list(shape)}")
     elif attrs.mode == "explicit":
         if axes_mapping is None:
-            raise OpError("explicit mode needs axes_mapping (input 2)")
+            fail("explicit mode needs axes_mapping (input 2)")
         axes = [int(a) for a in axes_mapping.reshape(-1).tolist()]
-        _explicit_check(shape_dims(data.shape), shape_dims(shape), axes, OpError)
+        _explicit_check(shape_dims(data.shape), shape_dims(shape), axes)
         if any(d != 1 and d != shape[a] for d, a in zip(data.shape, axes)):
-            raise OpError(f"explicit mode: data shape {list(data.shape)} does not match target "
-                          f"{list(shape)} at axes {axes}")
+            fail(f"explicit mode: data shape {list(data.shape)} does not match target "
+                 f"{list(shape)} at axes {axes}")
         placed = [1] * len(shape)
         for d, a in zip(data.shape, axes):
             placed[a] = d
         data = data.reshape(placed)
     else:
         raise UnsupportedError(f"Broadcast mode '{attrs.mode}' is not supported yet")
-    check_size(shape, data.dtype, "Broadcast output")
+    check_alloc(shape, data.dtype, "Broadcast output")
     return (np.array(np.broadcast_to(data, shape)),)
 
 
@@ -683,11 +579,11 @@ class Tile1:
     def run(attrs, data, repeats):
         reps = [int(r) for r in repeats.reshape(-1).tolist()]
         if any(r < 0 for r in reps):
-            raise OpError(f"repeats {reps} has a negative value")
+            fail(f"repeats {reps} has a negative value")
         rank = max(len(reps), data.ndim)
         full = (1,) * (rank - data.ndim) + data.shape
         reps_full = [1] * (rank - len(reps)) + reps
-        check_size([d * r for d, r in zip(full, reps_full)], data.dtype, "Tile output")
+        check_alloc([d * r for d, r in zip(full, reps_full)], data.dtype, "Tile output")
         return (np.tile(data, reps),)
 
 

@@ -17,10 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 import ml_dtypes
 import numpy as np
 
-from irrun.errors import OpError, UnsupportedError
-from irrun.infer import fail, warn
-from irrun.registry import register
-from irrun.shapes import DYNAMIC, Dim, TensorSpec, format_shape
+from irrun.opkit import (
+    DYNAMIC, Dim, TensorSpec, UnsupportedError, fail, format_shape, register, warn,
+)
 
 _INDEX_TYPES = ("i32", "i64")
 
@@ -131,11 +130,11 @@ class EmbeddingSegmentsSum3:
         for name, other in (("segment_ids", segment_ids),
                             ("per_sample_weights", per_sample_weights)):
             if other is not None and (other.ndim != 1 or other.shape != indices.shape):
-                raise OpError(f"{name} has shape {list(other.shape)}, expected "
-                              f"{list(indices.shape)} (the shape of indices)")
+                fail(f"{name} has shape {list(other.shape)}, expected "
+                     f"{list(indices.shape)} (the shape of indices)")
         segments = int(num_segments.reshape(()))
         if segments < 0:
-            raise OpError(f"num_segments is {segments}, expected >= 0")
+            fail(f"num_segments is {segments}, expected >= 0")
         # Empty segments get emb_table[default_index] as it is, not weighted (the spec
         # example), or zeros without one. A default outside the table is an error only
         # when a segment is empty (as the CPU plugin has it).
@@ -161,7 +160,7 @@ class EmbeddingSegmentsSum3:
             empty[segment_ids] = False
             if empty.any():
                 first = int(np.flatnonzero(empty)[0])
-                raise OpError(f"default_index is {default}, expected in [0, {num_emb}) "
+                fail(f"default_index is {default}, expected in [0, {num_emb}) "
                               f"(emb_table rows): it is needed for the empty segment {first}")
         return (out,)
 
@@ -176,7 +175,7 @@ def _check_range(name: str, values: np.ndarray, limit: int, what: str) -> None:
         return
     if values.min() < 0 or values.max() >= limit:
         bad = np.flatnonzero((values < 0) | (values >= limit))[0]
-        raise OpError(f"{name}[{bad}] is {values[bad]}, expected in [0, {limit}) ({what} = {limit})")
+        fail(f"{name}[{bad}] is {values[bad]}, expected in [0, {limit}) ({what} = {limit})")
 
 
 def _accumulator(dtype: np.dtype) -> np.dtype:

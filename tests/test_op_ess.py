@@ -19,7 +19,7 @@ from irrun.ops.segment_sum_loop import sum_lookups
 from irrun.cli import cli
 from irrun.errors import OpError, ShapeError, UnsupportedError
 from irrun.etypes import element_type
-from irrun.infer import _warnings
+from irrun.opkit.problems import collect_warnings, stop_collecting
 from irrun.ops.sparse import EmbeddingSegmentsSum3
 from irrun.shapes import DYNAMIC, Dim, TensorSpec
 from shipped import run_cli
@@ -91,11 +91,11 @@ def spec(etype, shape, value=None):
 
 def infer(*specs):
     sink: list = []
-    token = _warnings.set(sink)
+    token = collect_warnings(sink)
     try:
         out = EmbeddingSegmentsSum3.infer(None, *specs)
     finally:
-        _warnings.reset(token)
+        stop_collecting(token)
     return out, [m for _, m in sink]
 
 

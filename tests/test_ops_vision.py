@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import numpy as np
+
+from irrun.opkit.problems import collect_warnings, stop_collecting
 import pytest
 from hypothesis import assume, given, strategies as st
 
@@ -216,11 +218,11 @@ def test_pool_window_over_padding_only():
     impl, a = op("MaxPool", 8, strides="3", kernel="1", rounding_type="ceil")
     warnings = []
     import irrun.infer as infer_mod
-    token = infer_mod._warnings.set(warnings)
+    token = collect_warnings(warnings)
     try:
         (spec, _) = impl.infer(a, TensorSpec.make("f32", [1, 2, 5]))
     finally:
-        infer_mod._warnings.reset(token)
+        stop_collecting(token)
     assert dims(spec) == ["1", "2", "3"]
     assert warnings and warnings[0][0] == "empty-window" and "window(s) 2" in warnings[0][1]
     v, i = impl.run(a, x)

@@ -1,0 +1,93 @@
+"""irrun's settings, each read from its environment variable in this one place.
+
+    IRRUN_MAX_BYTES   the memory budget: the largest tensor irrun allocates (`1000000`, `512M`,
+                      `4G`); default half of the machine's (or the cgroup's) memory
+    IRRUN_THREADS     the most threads one kernel uses (default: the usable cores, at most 4)
+
+A value is parsed once and kept for as long as the variable keeps that text (tests and
+long-lived processes may change it); a bad value is one ConfigError, which the CLI reports
+as a usage error (exit status 2) before any model is read.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass
+
+from .errors import ConfigError
+
+_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+# Kernels split work over a few threads at most: they are bound by memory bandwidth,
+# which two to four cores saturate.
+MAX_THREADS = 4
+
+
+@dataclass(frozen=True)
+class Config:
+    max_bytes: int     # the largest tensor irrun may allocate
+    threads: int       # the most threads one kernel may use
+
+
+@functools.cache
+def _memory_available() -> int:
+    """Physical memory, or the cgroup's limit when a container sets a lower one (read once)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 8 << 30
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+            if text.isdigit() and 0 < int(text) < total:
+                total = int(text)
+        except OSError:
+            pass
+    return total
+
+
+def _usable_cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def parse_bytes(text: str) -> int:
+    """`1000000`, `512M`, `4G`, `1.5GiB` -> bytes; ValueError for anything else."""
+    low = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = low[-1:] if low[-1:] in _SUFFIXES else ""
+    try:
+        value = float(low[:len(low) - len(unit)]) * _SUFFIXES[unit]
+    except ValueError:
+        value = -1.0
+    if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(text)
+    return int(value)
+
+
+@functools.lru_cache(maxsize=8)
+def _parse(max_bytes_text: str, threads_text: str) -> Config:
+    if max_bytes_text:
+        try:
+            max_bytes = parse_bytes(max_bytes_text)
+        except ValueError:
+            raise ConfigError(f"IRRUN_MAX_BYTES='{max_bytes_text}' is not a byte count "
+                              "(examples: 1000000, 512M, 4G)") from None
+    else:
+        max_bytes = _memory_available() // 2
+    if threads_text:
+        if not threads_text.isdigit() or int(threads_text) < 1:
+            raise ConfigError(f"IRRUN_THREADS='{threads_text}' is not a thread count "
+                              "(a whole number from 1)")
+        threads = int(threads_text)
+    else:
+        threads = min(MAX_THREADS, _usable_cores())
+    return Config(max_bytes, threads)
+
+
+def config() -> Config:
+    """The settings in force (parsed once per distinct environment text)."""
+    env = os.environ
+    return _parse(env.get("IRRUN_MAX_BYTES", "").strip(), env.get("IRRUN_THREADS", "").strip())

@@ -1,0 +1,144 @@
+"""Numeric helpers for kernels: widening half types, exact dtypes, C++ conversions, erf."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from irrun.etypes import element_type, from_dtype
+
+from .problems import fail
+
+_WIDE = {"f16": np.float32, "bf16": np.float32}
+
+
+def widened(x: np.ndarray, etype_name: str) -> np.ndarray:
+    """f16/bf16 values as f32, so every ufunc exists and rounding happens once."""
+    w = _WIDE.get(etype_name)
+    return x.astype(w) if w is not None else x
+
+
+def etype_name(x: np.ndarray) -> str:
+    return from_dtype(x.dtype).name
+
+
+def as_dtype(y, dtype) -> np.ndarray:
+    """An ndarray of exactly `dtype` (ufuncs on 0-d arrays return NumPy scalars)."""
+    return np.asarray(y).astype(dtype, copy=False)
+
+
+def first_position(mask: np.ndarray) -> list[int]:
+    return [int(i) for i in np.unravel_index(int(np.argmax(mask)), mask.shape)] if mask.ndim else []
+
+
+def float_to_int(y: np.ndarray, dtype, what: str, x: np.ndarray) -> np.ndarray:
+    """A float result back to an integer type: round half to even (the CPU plugin's
+    conversion); NaN or out-of-range results are errors rather than garbage."""
+    info = np.iinfo(dtype)
+    bad = ~np.isfinite(y) | (y < info.min - 0.5) | (y > info.max + 0.5)
+    if bad.any():
+        pos = first_position(bad)
+        fail(f"{what} of integer input 0 at position {pos} (value {x[tuple(pos)]}) "
+             f"is {y[tuple(pos)]}, not representable in {np.dtype(dtype).name}", code="value")
+    return as_dtype(np.rint(y), dtype)
+
+
+def float_unary(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, what: str) -> np.ndarray:
+    """Apply a float function and return x's dtype: f32/f16/bf16 compute in f64 and round
+    once (so results are correctly rounded where fn is); integers round to nearest."""
+    with np.errstate(all="ignore"):
+        if x.dtype.kind in "iu":
+            return float_to_int(np.asarray(fn(x.astype(np.float64))), x.dtype, what, x)
+        return as_dtype(fn(x.astype(np.float64)), x.dtype)
+
+
+def convert_array(x: np.ndarray, dst) -> np.ndarray:
+    """Element-wise conversion with C++ semantics, as OpenVINO's CPU plugin computes it.
+
+    Float to integer rounds toward zero and saturates at the destination's range (NaN
+    gives 0); integer to integer wraps modulo 2**bits; anything to boolean is x != 0.
+    """
+    dst = element_type(dst)
+    src_dtype = x.dtype
+    if dst.kind == "bool":
+        return np.asarray(x != 0)    # a 0-d input would otherwise give a NumPy scalar
+    if dst.is_float:
+        # Values beyond the destination's range become +-inf, as in C++ (the executor
+        # silences NumPy's warning for every kernel).
+        return x.astype(dst.dtype)
+    if dst.name in ("u1", "u4", "i4"):
+        # Sub-byte destinations keep their low bits (irrun holds them unpacked).
+        bits = dst.bits
+        v = convert_array(x, "i64" if dst.is_signed else "u64").astype(np.int64) & ((1 << bits) - 1)
+        if dst.is_signed:
+            v = np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
+        return np.asarray(v, dtype=dst.dtype)   # `&` on a 0-d array gives a NumPy scalar
+    info = np.iinfo(dst.dtype)
+    if np.issubdtype(src_dtype, np.floating) or src_dtype.kind == "V":
+        f = x.astype(np.float64)
+        f = np.trunc(np.nan_to_num(f, nan=0.0))
+        f = np.clip(f, float(info.min), float(info.max))
+        # float(info.max) of a 64-bit type rounds up past the range: saturate by hand.
+        big = f >= float(info.max)
+        out = np.where(big, 0.0, f).astype(dst.dtype)
+        out[big] = info.max
+        return out
+    return x.astype(dst.dtype)
+
+
+# erf in f64 to within an ulp, vectorised: the piecewise rational approximations of
+# fdlibm's s_erf.c (Sun Microsystems, 1993; the same constants serve musl and FreeBSD).
+# NumPy has no erf, and SciPy is not a dependency.
+_PP = (1.28379167095512558561e-01, -3.25042107247001499370e-01, -2.84817495755985104766e-02,
+       -5.77027029648944159157e-03, -2.37630166566501626084e-05)
+_QQ = (1.0, 3.97917223959155352819e-01, 6.50222499887672944485e-02, 5.08130628187576562776e-03,
+       1.32494738004321644526e-04, -3.96022827877536812320e-06)
+_PA = (-2.36211856075265944077e-03, 4.14856118683748331666e-01, -3.72207876035701323847e-01,
+       3.18346619901161753674e-01, -1.10894694282396677476e-01, 3.54783043256182359371e-02,
+       -2.16637559486879084300e-03)
+_QA = (1.0, 1.06420880400844228286e-01, 5.40397917702171048937e-01, 7.18286544141962662868e-02,
+       1.26171219808761642112e-01, 1.36370839120290507362e-02, 1.19844998467991074170e-02)
+_RA = (-9.86494403484714822705e-03, -6.93858572707181764372e-01, -1.05586262253232909814e+01,
+       -6.23753324503260060396e+01, -1.62396669462573470355e+02, -1.84605092906711035994e+02,
+       -8.12874355063065934246e+01, -9.81432934416914548592e+00)
+_SA = (1.0, 1.96512716674392571292e+01, 1.37657754143519042600e+02, 4.34565877475229228821e+02,
+       6.45387271733267880336e+02, 4.29008140027567833386e+02, 1.08635005541779435134e+02,
+       6.57024977031928170135e+00, -6.04244152148580987438e-02)
+_RB = (-9.86494292470009928597e-03, -7.99283237680523006574e-01, -1.77579549177547519889e+01,
+       -1.60636384855821916062e+02, -6.37566443368389627722e+02, -1.02509513161107724954e+03,
+       -4.83519191608651397019e+02)
+_SB = (1.0, 3.03380607434824582924e+01, 3.25792512996573918826e+02, 1.53672958608443695994e+03,
+       3.19985821950859553908e+03, 2.55305040643316442583e+03, 4.74528541206955367215e+02,
+       -2.24409524465858183362e+01)
+_ERX = 8.45062911510467529297e-01
+
+
+def _poly(coeffs, z):
+    acc = np.full_like(z, coeffs[-1])
+    for c in coeffs[-2::-1]:
+        acc = acc * z + c
+    return acc
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """erf of an f64 array (NaN stays NaN, +-inf gives +-1)."""
+    x = np.asarray(x, dtype=np.float64)
+    ax = np.abs(x)
+    with np.errstate(all="ignore"):
+        z = x * x
+        small = x + x * (_poly(_PP, z) / _poly(_QQ, z))                     # |x| < 0.84375
+        s = ax - 1.0
+        mid = _ERX + _poly(_PA, s) / _poly(_QA, s)                          # 0.84375 <= |x| < 1.25
+        inv = 1.0 / (ax * ax)
+        rs = np.where(ax < 1 / 0.35, _poly(_RA, inv) / _poly(_SA, inv), _poly(_RB, inv) / _poly(_SB, inv))
+        # exp(-x*x) split so its rounding error does not grow with x (fdlibm's trick).
+        hi = (ax.view(np.uint64) & np.uint64(0xFFFFFFFF00000000)).view(np.float64)
+        tail = 1.0 - np.exp(-hi * hi - 0.5625) * np.exp((hi - ax) * (hi + ax) + rs) / ax  # < 6
+        big = np.where(ax < 1.25, mid, np.where(ax < 6.0, tail, 1.0))
+        y = np.where(ax < 0.84375, small, np.copysign(big, x))
+    return np.where(np.isnan(x), x, y)
+
+
+# name -> (function on f64 (or exact on the input dtype), integer handling, accepted kinds)
+#   integer handling: "exact" applies the function to the integers themselves;
+#                     "round" computes in f64 and rounds to nearest (the CPU plugin's way).

@@ -1,0 +1,52 @@
+"""The one worker pool kernels share: a few threads for work that releases the GIL.
+
+Fork-safe: a forked child (multiprocessing, Dask's process workers) would inherit a pool
+whose threads do not exist in it and hang on its first job, so the pool belongs to the
+process that made it and a child makes its own.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from irrun.config import config
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_lock = threading.Lock()
+
+
+def workers(items: int, min_per_worker: int) -> int:
+    """How many threads to split `items` units of work over: at most the configured thread
+    count (IRRUN_THREADS), and none with less than `min_per_worker` units each."""
+    return max(1, min(config().threads, items // max(1, min_per_worker)))
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=max(1, config().threads - 1),
+                                                     thread_name_prefix="irrun-kernel"))
+        return _pool[1]
+
+
+def parallel(fn, ranges: list[tuple]) -> list:
+    """[fn(*r) for r in ranges], the calling thread running the first one, the pool the rest.
+
+    fn should release the GIL (NumPy on large arrays, a nogil numba loop) to gain anything.
+    """
+    if len(ranges) <= 1:
+        return [fn(*r) for r in ranges]
+    futures = [_executor().submit(fn, *r) for r in ranges[1:]]
+    try:
+        first = fn(*ranges[0])
+    finally:
+        rest = [f.result() for f in futures]
+    return [first, *rest]
+
+
+def even_ranges(n: int, parts: int) -> list[tuple[int, int]]:
+    """`parts` consecutive (lo, hi) ranges covering range(n), of about equal length."""
+    cuts = [n * i // parts for i in range(parts + 1)]
+    return [(lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]

@@ -1,0 +1,38 @@
+"""Element-wise unary ops from a NumPy function: one call makes and registers the op class."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from irrun.registry import NoAttrs, register
+from irrun.shapes import TensorSpec
+
+from .numeric import as_dtype, float_unary
+from .problems import fail
+
+# The input kinds arithmetic ops accept.
+ARITH = ("float", "int", "uint")
+
+
+def unary_apply(name: str, fn: Callable, int_mode: str, x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind in "iu" and int_mode == "exact":
+        if name in ("Floor", "Ceiling"):
+            return x.copy()                 # integers are their own floor and ceiling
+        with np.errstate(all="ignore"):     # Abs/Negative of the minimum wrap, as in C++
+            return as_dtype(fn(x), x.dtype)
+    return float_unary(fn, x, name)
+
+
+def make_unary(name: str, fn: Callable, int_mode: str, kinds, category: str, since: int = 1):
+    def infer(attrs, x):
+        if x.etype.kind not in kinds:
+            fail(f"{name} does not accept element type {x.etype.name} (accepts {', '.join(kinds)} types)")
+        return [TensorSpec(x.etype, x.shape)]
+
+    def run(attrs, x):
+        return (unary_apply(name, fn, int_mode, x),)
+
+    cls = type(f"{name}{since}", (), {"infer": staticmethod(infer), "run": staticmethod(run),
+                                      "__doc__": f"{name}-{since}: element-wise."})
+    return register(name, since=since, attrs=NoAttrs, category=category)(cls)
