@@ -10,7 +10,7 @@ CPU plugin does; Gelu and Swish reject them, as OpenVINO's validation does.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -182,25 +182,21 @@ def _softmax_run(fn, x, axis, name):
 @dataclass(frozen=True)
 class AxisAttrs:
     axis: int = 1
+    negative_axis: ClassVar[bool] = True    # SoftMax-8 and LogSoftmax-5 count from the end
+    name: ClassVar[str] = "SoftMax"
 
 
-@register("SoftMax", since=1, attrs=AxisAttrs, category="activation")
-class SoftMax1:
+@dataclass(frozen=True)
+class SoftMax1Attrs(AxisAttrs):
+    negative_axis: ClassVar[bool] = False   # SoftMax-1's axis lies in [0, rank - 1]
+    name: ClassVar[str] = "SoftMax-1"
+
+
+@register("SoftMax", since=(1, 8), attrs=(SoftMax1Attrs, AxisAttrs), category="activation")
+class SoftMax:
     @staticmethod
     def infer(attrs, x: TensorSpec):
-        _softmax_axis("SoftMax-1", attrs.axis, x, allow_negative=False)
-        return _same_type(x)
-
-    @staticmethod
-    def run(attrs, x):
-        return (_softmax_run(softmax, x, attrs.axis, "SoftMax"),)
-
-
-@register("SoftMax", since=8, attrs=AxisAttrs, category="activation")
-class SoftMax8:
-    @staticmethod
-    def infer(attrs, x: TensorSpec):
-        _softmax_axis("SoftMax", attrs.axis, x, allow_negative=True)
+        _softmax_axis(attrs.name, attrs.axis, x, allow_negative=attrs.negative_axis)
         return _same_type(x)
 
     @staticmethod

@@ -7,6 +7,7 @@ integer tensors, so shape arithmetic built from ShapeOf stays known at load time
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -314,46 +315,40 @@ def _gather_run(data, indices, axis, batch_dims, negative_ok):
     return (g.reshape(bshape + mid + indices.shape[b:] + data.shape[ax + 1:]),)
 
 
-@register("Gather", since=1, attrs=NoAttrs, category="movement")
-class Gather1:
-    # Gather-1/7 indices lie in [0, dim - 1] by the spec; OpenVINO's CPU plugin writes zeros
-    # for anything else (negative indices included). irrun reports them instead.
-    @staticmethod
-    def infer(attrs, data, indices, axis):
-        return _gather_infer(data, indices, axis, 0, False)
+@dataclass(frozen=True)
+class Gather1Attrs:
+    """Gather-1 has no attributes: no batch dims, and indices lie in [0, dim - 1] by its spec."""
 
-    @staticmethod
-    def run(attrs, data, indices, axis):
-        return _gather_run(data, indices, axis, 0, False)
+    batch_dims: ClassVar[int] = 0
+    negative_indices: ClassVar[bool] = False
 
 
 @dataclass(frozen=True)
-class GatherAttrs:
+class Gather7Attrs:
     batch_dims: int = 0
+    negative_indices: ClassVar[bool] = False
 
 
-@register("Gather", since=7, attrs=GatherAttrs, category="movement")
-class Gather7:
+@dataclass(frozen=True)
+class GatherAttrs(Gather7Attrs):
+    """Gather-8: negative indices count from the end."""
+
+    negative_indices: ClassVar[bool] = True
+
+
+@register("Gather", since=(1, 7, 8), attrs=(Gather1Attrs, Gather7Attrs, GatherAttrs),
+          category="movement")
+class Gather:
+    # Gather-1/7 indices lie in [0, dim - 1] by the spec; OpenVINO's CPU plugin writes zeros
+    # for anything else (negative indices included). Gather-8's spec fills zeros for indices
+    # outside [-dim, dim - 1]. irrun reports them instead, naming the position and value.
     @staticmethod
     def infer(attrs, data, indices, axis):
-        return _gather_infer(data, indices, axis, attrs.batch_dims, False)
+        return _gather_infer(data, indices, axis, attrs.batch_dims, attrs.negative_indices)
 
     @staticmethod
     def run(attrs, data, indices, axis):
-        return _gather_run(data, indices, axis, attrs.batch_dims, False)
-
-
-@register("Gather", since=8, attrs=GatherAttrs, category="movement")
-class Gather8:
-    # Negative indices count from the end. The spec fills zeros for indices outside
-    # [-dim, dim - 1]; irrun raises an error naming the position and value instead.
-    @staticmethod
-    def infer(attrs, data, indices, axis):
-        return _gather_infer(data, indices, axis, attrs.batch_dims, True)
-
-    @staticmethod
-    def run(attrs, data, indices, axis):
-        return _gather_run(data, indices, axis, attrs.batch_dims, True)
+        return _gather_run(data, indices, axis, attrs.batch_dims, attrs.negative_indices)
 
 
 # ---------------------------------------------------------------- slicing helpers

@@ -525,24 +525,14 @@ class Broadcast1Attrs:
     mode: Literal["numpy", "explicit", "none", "pdpd"] = "numpy"
 
 
-@register("Broadcast", since=1, attrs=Broadcast1Attrs, category="movement")
-class Broadcast1:
-    @staticmethod
-    def infer(attrs, data, target_shape, axes_mapping=None):
-        return _broadcast_infer(attrs, data, target_shape, axes_mapping)
-
-    @staticmethod
-    def run(attrs, data, target_shape, axes_mapping=None):
-        return _broadcast_run(attrs, data, target_shape, axes_mapping)
-
-
 @dataclass(frozen=True)
 class Broadcast3Attrs:
     mode: Literal["numpy", "explicit", "bidirectional", "pdpd"] = "numpy"
 
 
-@register("Broadcast", since=3, attrs=Broadcast3Attrs, category="movement")
-class Broadcast3:
+@register("Broadcast", since=(1, 3), attrs=(Broadcast1Attrs, Broadcast3Attrs),
+          category="movement")
+class Broadcast:
     @staticmethod
     def infer(attrs, data, target_shape, axes_mapping=None):
         return _broadcast_infer(attrs, data, target_shape, axes_mapping)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import irrun
 from irrun.errors import IrrunError, ModelError, OpError
 from irrun.shapes import Dim, TensorSpec, shape_of
-from irrun.ops.movement import Gather8, StridedSlice1, StridedSliceAttrs
+from irrun.ops.movement import Gather, StridedSlice1, StridedSliceAttrs
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
@@ -195,14 +195,14 @@ SPEC_DATA_4 = np.arange(1, 41).reshape(2, 1, 5, 4)
 ])
 def test_gather8_spec_examples(batch_dims, axis, indices, data, expected):
     from irrun.ops.movement import GatherAttrs
-    (out,) = Gather8.run(GatherAttrs(batch_dims), np.array(data), np.array(indices),
+    (out,) = Gather.run(GatherAttrs(batch_dims), np.array(data), np.array(indices),
                          np.array(axis))
     assert out.tolist() == expected
 
 
 def test_gather8_spec_example_4_shape():
     from irrun.ops.movement import GatherAttrs
-    (out,) = Gather8.run(GatherAttrs(1), SPEC_DATA_4, np.array([[1, 2, 4], [4, 3, 2]]),
+    (out,) = Gather.run(GatherAttrs(1), SPEC_DATA_4, np.array([[1, 2, 4], [4, 3, 2]]),
                          np.array(2))
     assert out.shape == (2, 1, 3, 4)
     assert out[0, 0].tolist() == [[5, 6, 7, 8], [9, 10, 11, 12], [17, 18, 19, 20]]
@@ -240,10 +240,10 @@ def test_gather_batch_dims_and_axis_rules():
     from irrun.ops.movement import GatherAttrs
     data, idx = TensorSpec.make("f32", [2, 3]), TensorSpec.make("i64", [2, 4])
     with pytest.raises(ShapeError, match="batch_dims 2 must not be greater than axis 1"):
-        Gather8.infer(GatherAttrs(2), data, idx, TensorSpec.of_value(np.array(1), "i64"))
+        Gather.infer(GatherAttrs(2), data, idx, TensorSpec.of_value(np.array(1), "i64"))
     with pytest.raises(ShapeError, match="axis 2 is out of range"):
-        Gather8.infer(GatherAttrs(0), data, idx, TensorSpec.of_value(np.array(2), "i64"))
-    out = Gather8.infer(GatherAttrs(1), TensorSpec.make("f32", [None, 3]), idx,
+        Gather.infer(GatherAttrs(0), data, idx, TensorSpec.of_value(np.array(2), "i64"))
+    out = Gather.infer(GatherAttrs(1), TensorSpec.make("f32", [None, 3]), idx,
                         TensorSpec.of_value(np.array(1), "i64"))
     assert out[0].shape == shape_of([2, 4])
 
@@ -425,12 +425,12 @@ def test_strided_slice_short_masks():
 
 
 def test_gather_spec_example_shapes():
-    from irrun.ops.movement import Gather1, GatherAttrs
+    from irrun.ops.movement import Gather1Attrs, GatherAttrs
     axis = TensorSpec.of_value(np.array(1), "i64")
-    (g1,) = Gather1.infer(None, TensorSpec.make("f32", [6, 12, 10, 24]),
+    (g1,) = Gather.infer(Gather1Attrs(), TensorSpec.make("f32", [6, 12, 10, 24]),
                           TensorSpec.make("i32", [15, 4, 20, 28]), axis)
     assert g1.shape == shape_of([6, 15, 4, 20, 28, 10, 24])
-    (g8,) = Gather8.infer(GatherAttrs(1), TensorSpec.make("f32", [2, 64, 128]),
+    (g8,) = Gather.infer(GatherAttrs(1), TensorSpec.make("f32", [2, 64, 128]),
                           TensorSpec.make("i32", [2, 32, 21]), axis)
     assert g8.shape == shape_of([2, 32, 21, 128])
 

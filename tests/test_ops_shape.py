@@ -592,13 +592,13 @@ def _const(values):
     ("bidirectional", [16, 1, 1], [1, 1, 50, 50], None, [1, 16, 50, 50]),
 ])
 def test_broadcast3_spec_examples(mode, data, target, axes, expected):
-    from irrun.ops.shape import Broadcast3, Broadcast3Attrs
+    from irrun.ops.shape import Broadcast, Broadcast3Attrs
     attrs = Broadcast3Attrs(mode)
     mapping = None if axes is None else _const(axes)
-    (spec,) = Broadcast3.infer(attrs, TensorSpec.make("f32", data), _const(target), mapping)
+    (spec,) = Broadcast.infer(attrs, TensorSpec.make("f32", data), _const(target), mapping)
     assert spec.shape == shape_of(expected)
     x = np.arange(math.prod(data), dtype=np.float32).reshape(data)
-    (out,) = Broadcast3.run(attrs, x, np.array(target), None if axes is None else np.array(axes))
+    (out,) = Broadcast.run(attrs, x, np.array(target), None if axes is None else np.array(axes))
     assert out.shape == tuple(expected)
 
 

@@ -217,7 +217,6 @@ def test_pool_window_over_padding_only():
     x = np.arange(1, 11, dtype=np.float32).reshape(1, 2, 5)
     impl, a = op("MaxPool", 8, strides="3", kernel="1", rounding_type="ceil")
     warnings = []
-    import irrun.infer as infer_mod
     token = collect_warnings(warnings)
     try:
         (spec, _) = impl.infer(a, TensorSpec.make("f32", [1, 2, 5]))
