@@ -1,30 +1,58 @@
 """The layer graph: a networkx MultiDiGraph with edges resolved to port positions."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import networkx as nx
 
 from .errors import Collector
 from .reader import IRDocument
 
 
-def build_graph(doc: IRDocument, diag: Collector) -> nx.MultiDiGraph:
-    """Nodes are layer ids (attribute `layer`); an edge u->v carries `out` (the producer's
-    output position), `inp` (the consumer's input position) and the XML `line`.
+@dataclass
+class LayerGraph:
+    """What the graph pass derives from one network (the model's or a body's).
+
+    `graph` has one node per layer id (attribute `layer`); an edge u->v carries `out` (the
+    producer's output position), `inp` (the consumer's input position) and the XML `line`.
+    """
+
+    graph: nx.MultiDiGraph
+    order: list[str] | None              # topological order; None when there is a cycle
+    cycle: set[str] = field(default_factory=set)    # layers on a cycle (reported)
+    unused: set[str] = field(default_factory=set)   # layers no Result or Assign depends on
+
+
+def build_graph(doc: IRDocument, diag: Collector, *, body: bool = False) -> LayerGraph:
+    """Resolve the edges, check inputs, order the layers and find what no output needs.
 
     Port ids are labels: `from-port` is looked up among the producer's <output> ports and
     `to-port` among the consumer's <input> ports; the position inside <input> is the op's
-    input index (ir-format.md).
+    input index (ir-format.md). A body (of a Loop, TensorIterator or If) is checked the same
+    way; `body` only changes the wording of "no Result".
     """
-    g = nx.MultiDiGraph()
     layers = {layer.id: layer for layer in doc.layers}
+    g = nx.MultiDiGraph()
     for layer in doc.layers:
         g.add_node(layer.id, layer=layer)
+    succ, indegree, taken, meant = _resolve_edges(doc, layers, g, diag)
+    _check_unconnected_inputs(doc, taken, meant, diag)
+    order = _topological_order(layers, succ, indegree)
+    cycle = set() if order is not None else _report_cycles(doc, layers, g, diag)
+    unused = _find_unused(doc, g, diag, body)
+    return LayerGraph(g, order, cycle, unused)
 
-    succ: dict[str, dict[str, int]] = {lid: {} for lid in layers}   # edge counts
+
+def _resolve_edges(doc, layers, g, diag):
+    """Add each well-formed <edge> to g; report the others at their line.
+
+    Returns plain-dict adjacency (successor edge counts, in-degrees) for the ordering, the
+    taken input ports {(layer id, input position): edge line}, and the layers a broken edge
+    was meant to feed (their unconnected inputs are the same problem, reported once).
+    """
+    succ: dict[str, dict[str, int]] = {lid: {} for lid in layers}
     indegree = dict.fromkeys(layers, 0)
     taken: dict[tuple[str, int], int] = {}
-    # Layers whose inputs a broken edge was meant to feed: their unconnected input ports
-    # are the same problem, reported once at the edge.
     meant: set[str] = set()
     for e in doc.edges:
         src, dst = layers.get(e.from_layer), layers.get(e.to_layer)
@@ -70,11 +98,13 @@ def build_graph(doc: IRDocument, diag: Collector) -> nx.MultiDiGraph:
             continue
         taken[(dst.id, inp)] = e.line
         g.add_edge(src.id, dst.id, key=inp, out=out, inp=inp, line=e.line)
-        # Plain-dict copies of the adjacency for the order below (successors in networkx's
-        # order: first edge to each one first).
+        # Successors in networkx's order: first edge to each one first.
         succ[src.id][dst.id] = succ[src.id].get(dst.id, 0) + 1
         indegree[dst.id] += 1
+    return succ, indegree, taken, meant
 
+
+def _check_unconnected_inputs(doc, taken, meant, diag) -> None:
     for layer in doc.layers:
         if layer.id in meant:
             continue
@@ -83,12 +113,15 @@ def build_graph(doc: IRDocument, diag: Collector) -> nx.MultiDiGraph:
                 diag.error("unconnected-input", f"input port {p.id} has no edge", line=p.line,
                            layer=layer)
 
-    order = _topological_order(layers, succ, indegree)
-    g.graph["order"] = order
+
+def _report_cycles(doc, layers, g, diag) -> set[str]:
+    """Name one loop per strongly connected component; the layers on cycles.
+
+    Only a graph with a cycle needs networkx's components: on a 10,000-layer chain they
+    cost more than the rest of the graph pass.
+    """
     cycle_nodes: set[str] = set()
-    # Only a graph with a cycle needs networkx's components (to name the loop): on a
-    # 10,000-layer chain they cost more than the rest of the graph pass.
-    for component in (nx.strongly_connected_components(g) if order is None else ()):
+    for component in nx.strongly_connected_components(g):
         if len(component) > 1 or any(g.has_edge(n, n) for n in component):
             ordered = [layer.id for layer in doc.layers if layer.id in component]
             cycle_nodes |= component
@@ -100,22 +133,24 @@ def build_graph(doc: IRDocument, diag: Collector) -> nx.MultiDiGraph:
             extra = f" (and {more} more layer{'s' if more != 1 else ''} on loops through these)" \
                 if more else ""
             diag.error("cycle", f"the graph has a cycle: {names}{extra}", layer=first)
-    g.graph["cycle"] = cycle_nodes
+    return cycle_nodes
 
-    # Results are the model's outputs; Assign layers are sinks that OpenVINO keeps too.
+
+def _find_unused(doc, g, diag, body: bool) -> set[str]:
+    """Layers no Result (or Assign, a sink OpenVINO keeps too) depends on; warned about."""
     roots = [layer for layer in doc.layers if layer.type.lower() in ("result", "assign")]
     if not any(layer.type.lower() == "result" for layer in roots):
-        diag.error("no-result", "the model has no Result layer, so it has no outputs",
-                   line=getattr(doc, "line", None))
+        what = "the body has no Result layer, so it has no outputs" if body else \
+            "the model has no Result layer, so it has no outputs"
+        diag.error("no-result", what, line=getattr(doc, "line", None))
     needed = ancestors_and_self(g, [r.id for r in roots])
-    g.graph["unused"] = {layer.id for layer in doc.layers if layer.id not in needed}
     if roots:
         for layer in doc.layers:
-            # An unused Parameter is still a model input (the caller feeds it): not a mistake.
+            # An unused Parameter is still an input (the caller feeds it): not a mistake.
             if layer.id not in needed and layer.type.lower() != "parameter":
                 diag.warning("unused-layer", "no Result depends on this layer; it is never run",
                              layer=layer)
-    return g
+    return {layer.id for layer in doc.layers if layer.id not in needed}
 
 
 def _topological_order(layers, succ, indegree) -> list[str] | None:

@@ -53,6 +53,8 @@ class Program:
     results: list[Node]               # document order
     diagnostics: list
     weights: Weights | None = None
+    cycle: set[str] = field(default_factory=set)    # layers on a cycle (reported; never run)
+    unused: set[str] = field(default_factory=set)   # layers no Result or Assign depends on
 
     @property
     def ok(self) -> bool:
@@ -179,14 +181,15 @@ def _load_program(xml_path, weights) -> Program:
     doc = read_document(xml_path, diag)
     if doc is None:
         return Program(xml_path, None, None, {}, [], [], [], diag.items)
-    graph = build_graph(doc, diag)
+    derived = build_graph(doc, diag)
+    graph = derived.graph
     nodes = {layer.id: Node(layer) for layer in doc.layers}
     for u, v, data in graph.edges(data=True):
         node = nodes[v]
         while len(node.inputs) <= data["inp"]:
             node.inputs.append(None)
         node.inputs[data["inp"]] = (u, data["out"])
-    unused = graph.graph.get("unused", set())
+    unused = derived.unused
     for node in nodes.values():
         _bind(node, diag, node.id in unused)
 
@@ -205,9 +208,9 @@ def _load_program(xml_path, weights) -> Program:
                        line=needing[0].layer.data_line, layer=needing[0].layer)
 
     # Infer everything outside a cycle (already reported); layers fed by one are skipped below.
-    order = graph.graph["order"]   # None when there is a cycle
+    order = derived.order
     if order is None:
-        cycle = graph.graph["cycle"]
+        cycle = derived.cycle
         order = list(nx.topological_sort(graph.subgraph(n for n in graph if n not in cycle)))
     specs: dict[tuple[str, int], TensorSpec | None] = {}
     for lid in order:
@@ -247,7 +250,8 @@ def _load_program(xml_path, weights) -> Program:
     results = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "result"]
     # Report in file order, like a compiler (the passes find problems in their own order).
     diag.items.sort(key=lambda d: d.line or 0)
-    return Program(xml_path, doc, graph, nodes, order, parameters, results, diag.items, wfile)
+    return Program(xml_path, doc, graph, nodes, order, parameters, results, diag.items, wfile,
+                   derived.cycle, derived.unused)
 
 
 def value_etype(node: Node):

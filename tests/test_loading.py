@@ -107,7 +107,7 @@ def test_a_2000_layer_chain_loads_and_runs(tmp_path):
     assert len(program.nodes) == 2 + 500 * 4 + 10
     # The run order is networkx's topological order, every layer once.
     assert program.order == list(nx.topological_sort(program.graph))
-    assert program.graph.graph["cycle"] == set() and program.graph.graph["unused"] == set()
+    assert program.cycle == set() and program.unused == set()
     model = irrun.read_model(xml)
     # Every layer runs but the Result (the plan stops at the tensor it returns).
     assert model.run_order() == [program.nodes[lid].layer.name for lid in program.order][:-1]
