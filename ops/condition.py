@@ -1,14 +1,15 @@
 """Bucketize-3 (spec page: condition/Bucketize_3)."""
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from irrun.opkit import ElementType, OpProblem, TensorSpec, fail, from_dtype, register, warn
+from irrun.opkit import (
+    ElementType, OpProblem, TensorSpec, even_ranges, fail, from_dtype, parallel, register, warn,
+    workers,
+)
 
 
 @dataclass(frozen=True)
@@ -50,13 +51,9 @@ def _check_boundaries(b: np.ndarray) -> None:
 # Elements per block: the working arrays of one block stay in the L2 cache across the
 # ~log2(len(boundaries)) passes of the search.
 _BLOCK = 1 << 15
-# Inputs at least this large are split over a small thread pool (NumPy releases the GIL).
-_PARALLEL_MIN = 1 << 18
-_pool: ThreadPoolExecutor | None = None
-
-
-def _threads() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
+# Inputs are split over the op kit's shared pool (NumPy releases the GIL) in parts of at
+# least this many elements.
+_PARALLEL_MIN = 1 << 17
 
 
 def _search_range(table: np.ndarray, x: np.ndarray, out: np.ndarray, lower: bool, n: int) -> None:
@@ -126,17 +123,8 @@ def bucketize(data: np.ndarray, boundaries: np.ndarray, with_right_bound: bool, 
     table[:n] = b
     table[n:] = np.inf if common.kind == "f" else np.iinfo(common).max
     flat = out.reshape(-1)
-    if x.size >= _PARALLEL_MIN and _threads() > 1:
-        global _pool
-        if _pool is None:
-            _pool = ThreadPoolExecutor(_threads(), thread_name_prefix="irrun-bucketize")
-        edges = np.linspace(0, x.size, _threads() + 1).astype(np.int64)
-        jobs = [_pool.submit(_search_range, table, x[lo:hi], flat[lo:hi], with_right_bound, n)
-                for lo, hi in zip(edges[:-1], edges[1:])]
-        for j in jobs:
-            j.result()
-    else:
-        _search_range(table, x, flat, with_right_bound, n)
+    parallel(lambda lo, hi: _search_range(table, x[lo:hi], flat[lo:hi], with_right_bound, n),
+             even_ranges(x.size, workers(x.size, _PARALLEL_MIN)))
     if fixed is not None:
         flat[fixed[0]] = fixed[1]
     return out

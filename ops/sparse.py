@@ -11,19 +11,16 @@ compiled loop releases the GIL). NumPy's part is the messages for bad ids and th
 """
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import ml_dtypes
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, Dim, TensorSpec, UnsupportedError, fail, format_shape, register, warn,
+    DYNAMIC, Dim, TensorSpec, UnsupportedError, even_ranges, fail, format_shape, parallel,
+    register, warn, workers,
 )
 
 _INDEX_TYPES = ("i32", "i64")
 
-MAX_THREADS = 4
 PARALLEL_MIN_LOOKUPS = 16384      # fewer lookups than this per thread are not worth one (measured)
 
 
@@ -253,7 +250,7 @@ def _sum_spans(acc_type: np.dtype, args: tuple) -> bool:
 
     def run(start, stop, first, last):
         return loop(_row(out.shape[1], acc_type), *args, start, stop, first, last)
-    stopped = _parallel(run, [(*span, first, last)
+    stopped = parallel(run, [(*span, first, last)
                               for span, first, last in zip(spans, rows, rows[1:])])
     # Every span's ids sorted and in its own rows: all ids are sorted and in range.
     return all(at == stop for at, (_, stop) in zip(stopped, spans))
@@ -269,19 +266,11 @@ def _row(width: int, dtype: np.dtype) -> np.ndarray:
 
 # ------------------------------------------------------------------ threads
 # The compiled loop releases the GIL and is bound by the memory latency of the row gathers,
-# so independent spans of lookups run on all cores.
-
-_pool: tuple[int, ThreadPoolExecutor] | None = None    # (pid, pool): a forked child makes its own
+# so independent spans of lookups run on the op kit's shared pool (IRRUN_THREADS threads).
 
 
 def _workers(n: int) -> int:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(MAX_THREADS, cores or 1, n // PARALLEL_MIN_LOOKUPS))
-
-
-def _even(n: int, parts: int) -> list[tuple[int, int]]:
-    cuts = [n * i // parts for i in range(parts + 1)]
-    return [(lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
+    return workers(n, PARALLEL_MIN_LOOKUPS)
 
 
 def _spans(segment_ids: np.ndarray, parts: int) -> list[tuple[int, int]]:
@@ -289,23 +278,9 @@ def _spans(segment_ids: np.ndarray, parts: int) -> list[tuple[int, int]]:
     output row is written by two threads."""
     n = segment_ids.shape[0]
     cuts = [0]
-    for lo, _ in _even(n, parts)[1:]:
+    for lo, _ in even_ranges(n, parts)[1:]:
         cut = int(np.searchsorted(segment_ids, segment_ids[lo], side="left"))
         if cut > cuts[-1]:
             cuts.append(cut)
     cuts.append(n)
     return list(zip(cuts, cuts[1:]))
-
-
-def _parallel(fn, ranges: list[tuple]) -> list:
-    """[fn(*r) for r in ranges], the calling thread running the first one."""
-    global _pool
-    if len(ranges) > 1 and (_pool is None or _pool[0] != os.getpid()):
-        _pool = (os.getpid(), ThreadPoolExecutor(max_workers=MAX_THREADS - 1,
-                                                 thread_name_prefix="irrun-sparse"))
-    futures = [_pool[1].submit(fn, *r) for r in ranges[1:]]
-    try:
-        first = fn(*ranges[0])
-    finally:
-        rest = [f.result() for f in futures]
-    return [first, *rest]
