@@ -9,7 +9,7 @@ import click
 import numpy as np
 
 from .errors import Diagnostic, FeedError, IrrunError, ModelError
-from .feed import load_npz
+from .feed import check_output_path, load_npz, output_clashes, save_npz
 
 
 class _Fail(click.ClickException):
@@ -161,6 +161,14 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, profile, repeat, dump
                                 f"the model needs: {needed}", file=model)
         else:
             feed = load_npz(path)   # never unpickles; headers checked before data
+        if output_path:
+            # Before the run: a model that takes an hour must not fail at the last step.
+            clash = output_clashes(m.output_names(until))
+            if clash:
+                raise FeedError(f"two outputs are named {', '.join(repr(c) for c in clash)}; "
+                                f"an .npz keeps one array per name, so --output would lose "
+                                "one (print them without --output, or use --until)", file=model)
+            check_output_path(output_path)
         err = sys.stderr     # read now: CliRunner swaps it while a command runs
         tracer = inspect.Tracer(lambda line: click.echo(line, err=True), verbose, m.program) \
             if verbose else None
@@ -190,7 +198,7 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, profile, repeat, dump
             m.infer(feed, until=until, listener=profiler)
             walls.append(time.perf_counter() - start)
         if output_path:
-            np.savez(output_path, **outputs)
+            save_npz(output_path, outputs)   # atomic; any name (np.savez takes keywords)
             click.echo(f"wrote {len(outputs)} output{'s' if len(outputs) != 1 else ''} "
                        f"to {output_path}")
         else:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import ast
+import os
+import stat
 import zipfile
 import zlib
 
@@ -204,3 +206,87 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
                 raise ReadError(f"input '{key}' in the inputs file cannot be read: {e}",
                                 file=path) from None
     return result
+
+
+# ---------------------------------------------------------------- writing outputs
+
+def npz_member(name: str) -> str:
+    """The zip member an output is stored under: the name plus `.npy`, whatever the name.
+
+    np.load() and irrun's own reader give the member's name without `.npy` back as the key,
+    so any name round-trips, also those np.savez cannot take as a keyword (`file`,
+    `allow_pickle`, `args`, ...): irrun writes the zip members itself.
+    """
+    return name + ".npy"
+
+
+def output_clashes(names) -> list[str]:
+    """Names that two outputs share (one would overwrite the other in an .npz)."""
+    seen, clash = set(), []
+    for n in names:
+        if n in seen and n not in clash:
+            clash.append(n)
+        seen.add(n)
+    return clash
+
+
+def check_output_path(path: str) -> None:
+    """Refuse, before the model runs, an output path that cannot be written."""
+    from .errors import IrrunError
+
+    def fail(problem):
+        raise IrrunError(f"cannot write the outputs: {problem}", file=path, code="write")
+
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        fail("it is a directory")
+    if not os.path.isdir(parent):
+        fail(f"the directory '{parent}' does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        fail(f"the directory '{parent}' is not writable")
+    if os.path.lexists(path) and not os.path.isfile(path):
+        fail("it exists and is not a regular file")
+
+
+def save_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
+    """Write `arrays` as an uncompressed .npz at exactly `path`, atomically.
+
+    The zip is written to a temporary file beside `path` and renamed over it once complete,
+    so a failed or interrupted write leaves the previous file as it was (and no partial file).
+    Errors (disk full, permissions) are IrrunErrors naming the path.
+    """
+    import tempfile
+
+    from .errors import IrrunError
+
+    path = os.fspath(path)
+    parent = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+                                   dir=parent)
+        with os.fdopen(fd, "wb") as raw:
+            with zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+                for name, a in arrays.items():
+                    with z.open(npz_member(name), "w", force_zip64=True) as f:
+                        np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=False)
+            raw.flush()
+            os.fsync(raw.fileno())
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)          # mkstemp makes 0600; keep what a plain open() would give
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise IrrunError(f"cannot write the outputs: {e.strerror or e}", file=path,
+                         code="write") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

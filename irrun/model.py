@@ -134,6 +134,10 @@ class Model:
                 return [(node.layer.id, i) for i in range(n)], names
         raise FeedError(f"no layer named '{until}' in the model", file=self.path)
 
+    def output_names(self, until: str | None = None) -> list[str]:
+        """The keys infer() returns, in order (two outputs may share a name: see --output)."""
+        return self._targets(until)[1]
+
     def _plan(self, targets) -> Plan:
         key = tuple(targets)
         plan = self._plans.get(key)

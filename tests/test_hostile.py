@@ -1,0 +1,199 @@
+"""Hostile and broken input, round two (issue 21): no crash, no unbounded work, nothing lost.
+
+Output and dump files written safely, weights changed under a loaded model, duplicate input
+names, npz bombs, the whole-run memory budget, huge counts from tiny files, and errors that
+say what happened (never "an irrun bug" for the user's own disk or keyboard).
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import irrun
+from irrun.cli import cli
+from irrun.errors import IrrunError, ModelError, ReadError, ResourceError
+from irrun.feed import load_npz
+
+
+# ------------------------------------------------------------------ helpers
+
+def port(pid, et, dims, names=None):
+    n = f' names="{names}"' if names else ""
+    return f'<port id="{pid}" precision="{et.upper()}"{n}>' + \
+        "".join(f"<dim>{d}</dim>" for d in dims) + "</port>"
+
+
+def parameter(lid, name, et="f32", dims=(2,), names=None):
+    shape = ",".join(map(str, dims))
+    return (f'<layer id="{lid}" name="{name}" type="Parameter" version="opset1">'
+            f'<data shape="{shape}" element_type="{et}"/>'
+            f'<output>{port(0, et, dims, names or name)}</output></layer>')
+
+
+def const(lid, name, et, dims, offset, size):
+    shape = ",".join(map(str, dims))
+    return (f'<layer id="{lid}" name="{name}" type="Const" version="opset1">'
+            f'<data element_type="{et}" shape="{shape}" offset="{offset}" size="{size}"/>'
+            f'<output>{port(0, et, dims)}</output></layer>')
+
+
+def op(lid, name, type_, n_in, et="f32", dims=(2,), data=None, version="opset1"):
+    d = "<data " + " ".join(f'{k}="{v}"' for k, v in data.items()) + "/>" if data else ""
+    ins = "".join(port(i, et, dims) for i in range(n_in))
+    return (f'<layer id="{lid}" name="{name}" type="{type_}" version="{version}">{d}'
+            f'<input>{ins}</input><output>{port(n_in, et, dims)}</output></layer>')
+
+
+def result(lid, name, et="f32", dims=(2,)):
+    return (f'<layer id="{lid}" name="{name}" type="Result" version="opset1">'
+            f'<input>{port(0, et, dims)}</input></layer>')
+
+
+def edge(a, b, fp=0, tp=0):
+    return f'<edge from-layer="{a}" from-port="{fp}" to-layer="{b}" to-port="{tp}"/>'
+
+
+def write_ir(tmp_path, layers, edges, blob=b"", name="model"):
+    xml = Path(tmp_path) / f"{name}.xml"
+    xml.write_text('<?xml version="1.0"?>\n<net name="m" version="11">\n<layers>\n'
+                   + "\n".join(layers) + "\n</layers>\n<edges>\n" + "\n".join(edges)
+                   + "\n</edges>\n</net>\n")
+    (Path(tmp_path) / f"{name}.bin").write_bytes(blob)
+    return xml
+
+
+def line_of(path, needle):
+    for i, text in enumerate(Path(path).read_text().splitlines(), 1):
+        if needle in text:
+            return i
+    raise AssertionError(f"{needle!r} not in {path}")
+
+
+def run_cli(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def passthrough(tmp_path, names):
+    """One Parameter -> Result per name; the output names are `names`."""
+    layers, edges = [], []
+    for i, n in enumerate(names):
+        layers += [parameter(2 * i, f"p{i}", names=n), result(2 * i + 1, f"r{i}")]
+        edges.append(edge(2 * i, 2 * i + 1))
+    return write_ir(tmp_path, layers, edges)
+
+
+def feed_file(tmp_path, arrays, name="in.npz"):
+    """An .npz written member by member (np.savez cannot take names such as `file`)."""
+    path = tmp_path / name
+    with zipfile.ZipFile(path, "w") as z:
+        for key, a in arrays.items():
+            with z.open(key + ".npy", "w") as f:
+                np.lib.format.write_array(f, np.asarray(a), allow_pickle=False)
+    return path
+
+
+# ------------------------------------------------------------------ --output
+
+def test_output_names_that_np_savez_cannot_take(tmp_path):
+    names = ["allow_pickle", "file", "args", "kwds"]
+    xml = passthrough(tmp_path, names)
+    given = {n: np.array([i, -i], np.float32) for i, n in enumerate(names)}
+    out = tmp_path / "out.npz"
+    r = run_cli(xml, "--inputs", feed_file(tmp_path, given), "--output", out)
+    assert r.exit_code == 0, r.output
+    assert "wrote 4 outputs" in r.output
+    with np.load(out, allow_pickle=False) as z:
+        assert sorted(z.files) == sorted(names)
+        for n in names:
+            np.testing.assert_array_equal(z[n], given[n])
+    assert load_npz(str(out)).keys() == given.keys()
+
+
+def test_output_name_clash_is_an_error_before_the_run(tmp_path):
+    xml = passthrough(tmp_path, ["a", "b"])
+    # Result output_names make two outputs share a name while the inputs differ.
+    text = Path(xml).read_text()
+    for r in ("r0", "r1"):
+        text = text.replace(f'name="{r}" type="Result"', f'name="{r}" type="Result" output_names="y"')
+    Path(xml).write_text(text)
+    out = tmp_path / "out.npz"
+    inputs = feed_file(tmp_path, {"a": np.zeros(2, np.float32), "b": np.ones(2, np.float32)})
+    r = run_cli(xml, "--inputs", inputs, "--output", out)
+    assert r.exit_code == 1
+    assert "two outputs are named 'y'" in r.output
+    assert not out.exists()
+
+
+def test_output_path_checked_before_the_run(tmp_path):
+    xml = passthrough(tmp_path, ["x"])
+    inputs = feed_file(tmp_path, {"x": np.zeros(2, np.float32)})
+    r = run_cli(xml, "--inputs", inputs, "--output", tmp_path / "nodir" / "out.npz")
+    assert r.exit_code == 1
+    assert "does not exist" in r.output and "nodir" in r.output
+    assert "irrun bug" not in r.output
+
+
+def test_output_in_a_read_only_directory(tmp_path, monkeypatch):
+    xml = passthrough(tmp_path, ["x"])
+    inputs = feed_file(tmp_path, {"x": np.zeros(2, np.float32)})
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    real_access = os.access
+    # Root may write anywhere: let the check see what an ordinary user would.
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == ro
+                        else real_access(p, mode, **kw))
+    r = run_cli(xml, "--inputs", inputs, "--output", ro / "out.npz")
+    assert r.exit_code == 1
+    assert "not writable" in r.output and "irrun bug" not in r.output
+    assert not (ro / "out.npz").exists()
+
+
+def test_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
+    xml = passthrough(tmp_path, ["x"])
+    inputs = feed_file(tmp_path, {"x": np.zeros(2, np.float32)})
+    out = tmp_path / "out.npz"
+    out.write_bytes(b"previous good file")
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np.lib.format, "write_array", disk_full)
+    r = run_cli(xml, "--inputs", inputs, "--output", out)
+    assert r.exit_code == 1
+    assert "No space left on device" in r.output and str(out) in r.output
+    assert "irrun bug" not in r.output
+    assert out.read_bytes() == b"previous good file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npz", "model.bin", "model.xml",
+                                                          "out.npz"]
+
+
+def test_interrupted_write_leaves_no_partial_file(tmp_path, monkeypatch):
+    out = tmp_path / "out.npz"
+    out.write_bytes(b"previous")
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np.lib.format, "write_array", interrupt)
+    from irrun.feed import save_npz
+    with pytest.raises(KeyboardInterrupt):
+        save_npz(str(out), {"x": np.zeros(2)})
+    assert out.read_bytes() == b"previous"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.npz"]
+
+
+def test_output_is_written_at_exactly_the_given_path(tmp_path):
+    xml = passthrough(tmp_path, ["x"])
+    inputs = feed_file(tmp_path, {"x": np.ones(2, np.float32)})
+    out = tmp_path / "result.data"          # np.savez would have written result.data.npz
+    r = run_cli(xml, "--inputs", inputs, "--output", out)
+    assert r.exit_code == 0, r.output
+    assert out.exists() and not (tmp_path / "result.data.npz").exists()
