@@ -2,8 +2,9 @@
 the simple unary math ops.
 
 Spec pages: arithmetic/ (Add-1, Subtract-1, Multiply-1, Divide-1, Maximum-1, Minimum-1,
-Power-1, SquaredDifference-1, Abs-1, Negative-1, Sqrt-1, Exp-1, Log-1, Floor-1,
-Ceiling-1, Erf-1, Sign-1, Sin-1, Cos-1), comparison/ (Equal-1, NotEqual-1, Less-1,
+Power-1, SquaredDifference-1, FloorMod-1, Mod-1, Abs-1, Negative-1, Sqrt-1, Exp-1, Log-1,
+Floor-1, Ceiling-1, Erf-1, Sign-1, Sin-1, Cos-1, Tan-1, Asin-1, Acos-1, Atan-1, Sinh-1,
+Cosh-1, Asinh-3 (opset4), Acosh-3 (opset4), Atanh-3 (opset4), Round-5, CumSum-3), comparison/ (Equal-1, NotEqual-1, Less-1,
 LessEqual-1, Greater-1, GreaterEqual-1), logical/ (LogicalAnd-1, LogicalOr-1,
 LogicalXor-1, LogicalNot-1), condition/Select-1, and
 broadcast_rules (numpy and none; pdpd is reported as unsupported).
@@ -21,8 +22,9 @@ from typing import Callable, Literal
 import numpy as np
 
 from irrun.opkit import (
-    ARITH, NoAttrs, TensorSpec, as_dtype, erf, etype_name, fail, first_position, make_unary,
-    output_shape, register, same_etype, widened,
+    ARITH, NoAttrs, TensorSpec, as_dtype, check_integer, check_rank, erf, etype_name, fail,
+    first_position, known_ints, make_unary, normalize_axis, output_shape, register, same_etype,
+    widened,
 )
 
 # ------------------------------------------------------------------ shape and type rules
@@ -55,6 +57,26 @@ def _int_divide(a, b, attrs):
     q = np.floor_divide(a, b)
     fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
     return q + fix.astype(q.dtype)
+
+
+def _int_mod(floored: bool):
+    """Integer FloorMod (the sign of the divisor, as Python's %) and Mod (the sign of the
+    dividend, as C's %); division by zero is undefined in the spec: irrun refuses it."""
+    def kernel(a, b, attrs):
+        a, b = np.broadcast_arrays(a, b)
+        zero = b == 0
+        if zero.any():
+            pos = first_position(zero)
+            fail(f"integer modulo by zero: input 1 is 0 at position {pos}")
+        return np.remainder(a, b) if floored else np.fmod(a, b)
+    return kernel
+
+
+def _float_floor_mod(a, b):
+    # C's fmod, then moved into the divisor's sign: exact, unlike a - floor(a / b) * b.
+    r = np.fmod(a, b)
+    fix = (r != 0) & ((r < 0) != (b < 0))
+    return np.where(fix, r + b, r)
 
 
 def _int_power(a, b, attrs):
@@ -98,6 +120,8 @@ BINARY = {
     "Minimum": (lambda a, b, _: np.minimum(a, b), "same", ARITH),
     "Power": (_float_or_int(np.power, _int_power), "same", ARITH),
     "SquaredDifference": (lambda a, b, _: np.square(np.subtract(a, b)), "same", ARITH),
+    "FloorMod": (_float_or_int(_float_floor_mod, _int_mod(True)), "same", ARITH),
+    "Mod": (_float_or_int(np.fmod, _int_mod(False)), "same", ARITH),
     "Equal": (lambda a, b, _: np.equal(a, b), "bool", ARITH + ("bool",)),
     "NotEqual": (lambda a, b, _: np.not_equal(a, b), "bool", ARITH + ("bool",)),
     "Less": (lambda a, b, _: np.less(a, b), "bool", ARITH + ("bool",)),
@@ -209,8 +233,123 @@ UNARY: dict[str, tuple[Callable, str, tuple[str, ...]]] = {
     "Erf": (erf, "round", ARITH),
     "Sin": (np.sin, "round", ARITH),
     "Cos": (np.cos, "round", ARITH),
+    "Tan": (np.tan, "round", ARITH),
+    "Asin": (np.arcsin, "round", ARITH),
+    "Acos": (np.arccos, "round", ARITH),
+    "Atan": (np.arctan, "round", ARITH),
+    "Sinh": (np.sinh, "round", ARITH),
+    "Cosh": (np.cosh, "round", ARITH),
+}
+
+
+def _atanh(x: np.ndarray) -> np.ndarray:
+    """atanh; on integers the spec's rule: <= -1 gives the type's minimum, >= 1 its
+    maximum (atanh(0) = 0 is the only other integer)."""
+    if x.dtype.kind not in "iu":
+        return np.arctanh(x)
+    info = np.iinfo(x.dtype)
+    return np.where(x >= 1, info.max, np.where(x <= -1, info.min, 0)).astype(x.dtype)
+
+
+# The hyperbolic inverses are version 3 of the op, first held by opset4.
+UNARY_V4 = {
+    "Asinh": (np.arcsinh, "round", ARITH),
+    "Acosh": (np.arccosh, "round", ARITH),
+    "Atanh": (_atanh, "exact", ARITH),
 }
 
 
 for _name, (_fn, _mode, _kinds) in UNARY.items():
     globals()[f"{_name}1"] = make_unary(_name, _fn, _mode, _kinds, "arithmetic")
+for _name, (_fn, _mode, _kinds) in UNARY_V4.items():
+    globals()[f"{_name}4"] = make_unary(_name, _fn, _mode, _kinds, "arithmetic", since=4)
+
+
+@dataclass(frozen=True)
+class RoundAttrs:
+    mode: Literal["half_to_even", "half_away_from_zero"] = "half_to_even"
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    # trunc, then one step away from zero when the dropped fraction is at least a half;
+    # floor(|x| + 0.5) would misround 0.49999999999999994 (the sum rounds up to 1).
+    t = np.trunc(x)
+    with np.errstate(invalid="ignore"):     # inf - inf: NaN, and inf stays inf
+        return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)
+
+
+@register("Round", since=5, attrs=RoundAttrs, category="arithmetic")
+class Round5:
+    @staticmethod
+    def infer(attrs, x: TensorSpec):
+        if x.etype.kind not in ARITH:
+            fail(f"Round does not accept element type {x.etype.name} (accepts {', '.join(ARITH)} types)")
+        return [TensorSpec(x.etype, x.shape)]
+
+    @staticmethod
+    def run(attrs, x):
+        if x.dtype.kind in "iu":
+            return (x.copy(),)          # integers are already integral
+        w = widened(x, etype_name(x))   # f16/bf16 values are exact in f32
+        y = np.rint(w) if attrs.mode == "half_to_even" else _round_half_away(w)
+        return (as_dtype(y, x.dtype),)
+
+
+@dataclass(frozen=True)
+class CumSumAttrs:
+    exclusive: bool = False
+    reverse: bool = False
+
+
+def _cumsum_axis(axis: TensorSpec | None, rank: int | None) -> int | None:
+    if axis is None:
+        return 0
+    check_integer(axis, "CumSum axis (input 1)")
+    if axis.etype.name not in ("i32", "i64"):
+        fail(f"CumSum axis (input 1) must be i32 or i64, got {axis.etype.name}")
+    check_rank(axis, (0,), "CumSum axis (input 1)")
+    values = known_ints(axis)
+    if values is None or rank is None:
+        return None
+    return normalize_axis(values[0], rank, "CumSum axis (input 1)")
+
+
+@register("CumSum", since=3, attrs=CumSumAttrs, category="arithmetic")
+class CumSum3:
+    @staticmethod
+    def infer(attrs, x: TensorSpec, axis: TensorSpec | None = None):
+        if x.etype.kind not in ARITH:
+            fail(f"CumSum does not accept element type {x.etype.name} (accepts {', '.join(ARITH)} types)")
+        if x.rank == 0:
+            fail("CumSum input 0 must have rank >= 1, got a scalar")
+        _cumsum_axis(axis, x.rank)
+        return [TensorSpec(x.etype, x.shape)]
+
+    @staticmethod
+    def run(attrs, x, axis=None):
+        if x.ndim == 0:
+            fail("CumSum input 0 must have rank >= 1, got a scalar")
+        if axis is not None and axis.ndim != 0:
+            fail(f"CumSum axis (input 1) must be a scalar, got shape {list(axis.shape)}")
+        ax = 0 if axis is None else normalize_axis(int(axis), x.ndim, "CumSum axis (input 1)")
+        et = etype_name(x)
+        w = widened(x, et)
+        if attrs.reverse:
+            w = np.flip(w, ax)
+        with np.errstate(all="ignore"):      # integer sums wrap like the C++ types
+            y = np.cumsum(w, axis=ax, dtype=w.dtype)
+            if attrs.exclusive:
+                y = _shift(y, ax)       # sums of the elements before, not y - x (rounding)
+        if attrs.reverse:
+            y = np.flip(y, ax)
+        return (as_dtype(y, x.dtype),)
+
+
+def _shift(y: np.ndarray, ax: int) -> np.ndarray:
+    """Exclusive sums: the inclusive sums moved one step along the axis, 0 first."""
+    out = np.zeros_like(y)
+    src = [slice(None)] * y.ndim
+    dst = [slice(None)] * y.ndim
+    src[ax], dst[ax] = slice(0, -1), slice(1, None)
+    out[tuple(dst)] = y[tuple(src)]
+    return out

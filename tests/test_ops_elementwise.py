@@ -402,3 +402,232 @@ def test_constant_folding_computes_values(tmp_path):
     xml = oracle.save(m, tmp_path)
     out = oracle.irrun_run(xml, {"a": np.ones(1, np.float32)})
     assert out[0].tolist() == [8, 15]
+
+
+# ------------------------------------------------------------------ trigonometric and hyperbolic unary ops
+
+TRIG = ["tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"]
+TRIG_TYPES = {"Tan": 1, "Asin": 1, "Acos": 1, "Atan": 1, "Sinh": 1, "Cosh": 1,
+              "Asinh": 4, "Acosh": 4, "Atanh": 4}
+
+
+def test_tan_spec_examples():
+    (y,) = run_op("Tan", {}, np.array([0.0, 0.25, -0.25, 0.5, -0.5], np.float32))
+    np.testing.assert_allclose(y, [0.0, 0.25534192, -0.25534192, 0.54630249, -0.54630249], rtol=1e-7)
+    (y,) = run_op("Tan", {}, np.array([-2, -1, 0, 1, 2], np.int32))
+    assert y.tolist() == [2, -2, 0, 2, -2]
+
+
+def test_trig_versions_and_integer_rules():
+    for t, since in TRIG_TYPES.items():
+        assert lookup(t, f"opset{since}").label == f"{t}-{since}"
+        if since > 1:
+            with pytest.raises(Exception, match="no kernel|not"):
+                lookup(t, "opset3")
+    # the spec's Atanh rule for integers: saturate outside (-1, 1)
+    (y,) = run_op("Atanh", {}, np.array([-5, -1, 0, 1, 7], np.int32), opset=4)
+    assert y.tolist() == [-2**31, -2**31, 0, 2**31 - 1, 2**31 - 1]
+    (y,) = run_op("Atanh", {}, np.array([0, 1, 200], np.uint8), opset=4)
+    assert y.tolist() == [0, 255, 255]
+    # a result outside the domain is a located value error for integers, NaN for floats
+    with pytest.raises(OpError, match=r"Acos of integer input 0 at position \[1\] \(value 2\) is nan"):
+        run_op("Acos", {}, np.array([1, 2], np.int64))
+    assert np.isnan(run_op("Acosh", {}, np.array([0.5], np.float32), opset=4)[0][0])
+    (spec,) = infer("Cosh", {}, S("f16", [None, Dim(2, 5)]))
+    assert spec.etype.name == "f16" and format_shape(spec.shape) == "[?,2..5]"
+    with pytest.raises(ShapeError, match="Asin does not accept element type boolean"):
+        infer("Asin", {}, S("boolean", [2]))
+
+
+@pytest.mark.oracle
+@given(shape=st.lists(st.integers(1, 5), max_size=3), etype=st.sampled_from(["f32", "f16", "i32", "i64"]),
+       seed=st.integers(0, 2**32 - 1))
+def test_trig_matches_openvino(tmp_path_factory, shape, etype, seed):
+    rng = np.random.default_rng(seed)
+    dt = DTYPES[etype]
+    if etype.startswith("f"):
+        unit = rng.uniform(-0.95, 0.95, shape).astype(dt)      # the domain of asin/acos/atanh
+        big = rng.uniform(1.05, 4, shape).astype(dt)           # acosh
+        wide = rng.uniform(-4, 4, shape).astype(dt)
+    else:
+        # Integers: the CPU plugin rounds f32 results; inside each function's domain only
+        # (it returns garbage for Atanh of integers, where irrun follows the spec's rule).
+        unit = rng.integers(-1, 1, shape, endpoint=True).astype(dt)
+        big = rng.integers(1, 9, shape, endpoint=True).astype(dt)
+        wide = rng.integers(-5, 5, shape, endpoint=True).astype(dt)
+    pu, pb, pw = param("u", shape, etype), param("b", shape, etype), param("w", shape, etype)
+    outs = [o8.asin(pu), o8.acos(pu), o8.atan(pw), o8.sinh(pw), o8.cosh(pw), o8.asinh(pw),
+            o8.acosh(pb), o8.tan(pu)]
+    if etype.startswith("f"):
+        outs.append(o8.atanh(pu))
+    feed = {"u": unit, "b": big, "w": wide}
+    with __import__("tempfile").TemporaryDirectory(dir=tmp_path_factory.getbasetemp()) as d:
+        xml = oracle.save(model(outs, [pu, pb, pw]), d)
+        expected = oracle.ov_run(xml, feed)
+        got = oracle.irrun_run(xml, feed)
+    # irrun rounds the f64 result once; the CPU plugin's f32 functions are a few ulp off.
+    tol = {"f32": 4e-6, "f16": 2e-3}.get(etype)
+    for g, e in zip(got, expected):
+        oracle.assert_same(g, e, rtol=tol, atol=tol or 0.0)
+
+
+# ------------------------------------------------------------------ FloorMod and Mod
+
+def test_floormod_and_mod_sign_rules():
+    a = np.array([7, -7, 7, -7, 0, 6], np.int32)
+    b = np.array([3, 3, -3, -3, 5, -3], np.int32)
+    assert run_op("FloorMod", {}, a, b)[0].tolist() == [1, 2, -2, -1, 0, 0]   # sign of divisor
+    assert run_op("Mod", {}, a, b)[0].tolist() == [1, -1, 1, -1, 0, 0]        # sign of dividend
+    f = a.astype(np.float32) + np.float32(0.5)
+    g = b.astype(np.float32)
+    np.testing.assert_array_equal(run_op("FloorMod", {}, f, g)[0], np.remainder(f, g))
+    np.testing.assert_array_equal(run_op("Mod", {}, f, g)[0], np.fmod(f, g))
+    # the wrap-around case of C++: INT_MIN % -1 is 0
+    m = np.array([-2**31], np.int32)
+    assert run_op("Mod", {}, m, np.array([-1], np.int32))[0].tolist() == [0]
+    assert run_op("FloorMod", {}, m, np.array([-1], np.int32))[0].tolist() == [0]
+    # f16 and bf16 keep their type
+    h = np.array([5.5, -5.5], np.float16)
+    (y,) = run_op("FloorMod", {}, h, np.array([2, 2], np.float16))
+    assert y.dtype == np.float16 and y.tolist() == [1.5, 0.5]
+
+
+def test_integer_modulo_by_zero_is_a_located_error():
+    for t in ("FloorMod", "Mod"):
+        with pytest.raises(OpError, match=r"integer modulo by zero: input 1 is 0 at position \[1, 0\]"):
+            run_op(t, {}, np.ones((2, 2), np.int64), np.array([[1, 2], [0, 3]], np.int64))
+    # floats follow IEEE: NaN
+    assert np.isnan(run_op("Mod", {}, np.array([1.0], np.float32), np.array([0.0], np.float32))[0][0])
+
+
+def test_floormod_and_mod_spec_shape_examples():
+    (spec,) = infer("FloorMod", {"auto_broadcast": "none"}, S("f32", [256, 56]), S("f32", [256, 56]))
+    assert format_shape(spec.shape) == "[256,56]"
+    (spec,) = infer("Mod", {"auto_broadcast": "numpy"}, S("f32", [8, 1, 6, 1]), S("f32", [7, 1, 5]))
+    assert format_shape(spec.shape) == "[8,7,6,5]"
+    (spec,) = infer("FloorMod", {"auto_broadcast": "numpy"}, S("f32", [8, 1, 6, 1]), S("f32", [7, 1, 5]))
+    assert format_shape(spec.shape) == "[8,7,6,5]"
+    with pytest.raises(ShapeError, match="needs equal shapes"):
+        infer("Mod", {"auto_broadcast": "none"}, S("i32", [2]), S("i32", [3]))
+
+
+@pytest.mark.oracle
+@given(shapes=broadcastable_shapes(), etype=st.sampled_from(["f32", "i32", "i64", "i8", "u8"]),
+       seed=st.integers(0, 2**32 - 1))
+def test_floormod_and_mod_match_openvino(tmp_path_factory, shapes, etype, seed):
+    rng = np.random.default_rng(seed)
+    dt = DTYPES[etype]
+    if etype == "f32":
+        a = (rng.standard_normal(shapes[0]) * 10).astype(dt)
+        b = rng.uniform(0.5, 6, shapes[1]).astype(dt)
+    else:
+        a = rng.integers(0 if etype == "u8" else -100, 100, shapes[0]).astype(dt)
+        b = rng.integers(1, 9, shapes[1]).astype(dt)
+    if etype != "u8":
+        b = np.where(rng.integers(0, 2, b.shape) == 1, b, -b).astype(dt)
+    pa, pb = param("a", a.shape, etype), param("b", b.shape, etype)
+    oracle.compare(model([o8.floor_mod(pa, pb), o8.mod(pa, pb)], [pa, pb]), {"a": a, "b": b},
+                   rtol=1e-6 if etype == "f32" else None, atol=1e-5 if etype == "f32" else 0.0,
+                   tmpdir=tmp_path_factory.getbasetemp())
+
+
+# ------------------------------------------------------------------ Round
+
+def test_round_spec_example():
+    x = np.array([-4.5, -1.9, -1.5, 0.5, 0.9, 1.5, 2.3, 2.5], np.float32)
+    assert run_op("Round", {"mode": "half_to_even"}, x, opset=5)[0].tolist() == \
+        [-4.0, -2.0, -2.0, 0.0, 1.0, 2.0, 2.0, 2.0]
+    assert run_op("Round", {"mode": "half_away_from_zero"}, x, opset=5)[0].tolist() == \
+        [-5.0, -2.0, -2.0, 1.0, 1.0, 2.0, 2.0, 3.0]
+    assert run_op("Round", {}, x, opset=5)[0].tolist()[-1] == 2.0      # the default is half_to_even
+    (spec,) = infer("Round", {"mode": "half_to_even"}, S("f32", [256, 56]), opset=5)
+    assert format_shape(spec.shape) == "[256,56]"
+
+
+def test_round_edge_cases():
+    # The largest float below 0.5 is not a half: it rounds to 0 in both modes (the CPU
+    # plugin's floor(x + 0.5) gives 1 for half_away_from_zero; irrun follows the spec).
+    x = np.array([np.nextafter(0.5, 0), -np.nextafter(0.5, 0), 2**52 + 1, np.inf, np.nan, -0.0])
+    (y,) = run_op("Round", {"mode": "half_away_from_zero"}, x, opset=5)
+    assert y[:4].tolist() == [0.0, 0.0, 2**52 + 1, np.inf] and np.isnan(y[4]) and np.signbit(y[5])
+    i = np.array([-3, 7], np.int8)
+    assert run_op("Round", {"mode": "half_away_from_zero"}, i, opset=5)[0].tolist() == [-3, 7]
+    bf = np.array([2.5, -3.5], ml_dtypes.bfloat16)
+    (y,) = run_op("Round", {}, bf, opset=5)
+    assert y.dtype == bf.dtype and y.astype(np.float32).tolist() == [2.0, -4.0]
+    import irrun.registry as R
+    _, problems, _ = R.parse_attrs(lookup("Round", "opset5").attrs, {"mode": "half_up"})
+    assert problems and "mode='half_up'" in problems[0][1]
+    with pytest.raises(ShapeError, match="Round does not accept element type boolean"):
+        infer("Round", {}, S("boolean", [2]), opset=5)
+
+
+@pytest.mark.oracle
+@given(shape=st.lists(st.integers(1, 6), max_size=3), etype=st.sampled_from(["f32", "f16", "i32"]),
+       seed=st.integers(0, 2**32 - 1))
+def test_round_matches_openvino(tmp_path_factory, shape, etype, seed):
+    rng = np.random.default_rng(seed)
+    # quarters: exact halves and non-halves (not the values just below a half, see above)
+    x = values(rng, shape, etype, -20, 20, grid=4)
+    px = param("x", shape, etype)
+    outs = [o8.round(px, "half_to_even"), o8.round(px, "half_away_from_zero")]
+    oracle.compare(model(outs, [px]), {"x": x}, tmpdir=tmp_path_factory.getbasetemp())
+
+
+# ------------------------------------------------------------------ CumSum
+
+CUMSUM_SPEC = [  # (exclusive, reverse, output) for input [1, 2, 3, 4, 5], axis 0
+    (False, False, [1., 3., 6., 10., 15.]),
+    (True, False, [0., 1., 3., 6., 10.]),
+    (False, True, [15., 14., 12., 9., 5.]),
+    (True, True, [14., 12., 9., 5., 0.]),
+]
+
+
+@pytest.mark.parametrize("exclusive, reverse, out", CUMSUM_SPEC)
+def test_cumsum_spec_examples(exclusive, reverse, out):
+    x = np.array([1., 2., 3., 4., 5.], np.float32)
+    attrs = {"exclusive": str(int(exclusive)), "reverse": str(int(reverse))}
+    (y,) = run_op("CumSum", attrs, x, np.array(0, np.int64), opset=3)
+    assert y.tolist() == out
+    (y,) = run_op("CumSum", attrs, x, opset=3)             # axis defaults to 0
+    assert y.tolist() == out
+    (spec,) = infer("CumSum", attrs, S("f32", [5]), TensorSpec.of_value(np.array(0, np.int64),
+                                                                          from_dtype(np.int64)), opset=3)
+    assert format_shape(spec.shape) == "[5]"
+
+
+def test_cumsum_axes_types_and_errors():
+    x = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    for axis in range(-3, 3):
+        (y,) = run_op("CumSum", {}, x, np.array(axis, np.int32), opset=3)
+        np.testing.assert_array_equal(y, np.cumsum(x, axis=axis))
+    u = np.array([200, 100], np.uint8)
+    assert run_op("CumSum", {}, u, opset=3)[0].tolist() == [200, 44]     # wraps like C++
+    (spec,) = infer("CumSum", {}, S("f32", [None, 3]), S("i64", []), opset=3)   # unknown axis
+    assert format_shape(spec.shape) == "[?,3]"
+    with pytest.raises(ShapeError, match=r"CumSum axis \(input 1\) 3 is out of range \[-3, 2\]"):
+        infer("CumSum", {}, S("f32", [2, 3, 4]), TensorSpec.of_value(np.array(3, np.int64),
+                                                                      from_dtype(np.int64)), opset=3)
+    with pytest.raises(ShapeError, match=r"must have rank 0"):
+        infer("CumSum", {}, S("f32", [2]), S("i64", [1]), opset=3)
+    with pytest.raises(ShapeError, match="must be i32 or i64, got u8"):
+        infer("CumSum", {}, S("f32", [2]), S("u8", []), opset=3)
+    with pytest.raises(ShapeError, match="rank >= 1"):
+        infer("CumSum", {}, S("f32", []), opset=3)
+    with pytest.raises(OpError, match=r"axis \(input 1\) -2 is out of range \[-1, 0\]"):
+        run_op("CumSum", {}, np.ones(3, np.float32), np.array(-2, np.int64), opset=3)
+
+
+@pytest.mark.oracle
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), etype=st.sampled_from(["f32", "i32", "i64"]),
+       data=st.data(), seed=st.integers(0, 2**32 - 1))
+def test_cumsum_matches_openvino(tmp_path_factory, shape, etype, data, seed):
+    rng = np.random.default_rng(seed)
+    x = values(rng, shape, etype, -50, 50)
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    axis_type = data.draw(st.sampled_from([np.int32, np.int64]))
+    exclusive, reverse = data.draw(st.booleans()), data.draw(st.booleans())
+    px = param("x", shape, etype)
+    outs = [o8.cumsum(px, ov.op.Constant(np.array(axis, axis_type)), exclusive, reverse)]
+    oracle.compare(model(outs, [px]), {"x": x}, rtol=1e-6, tmpdir=tmp_path_factory.getbasetemp())
