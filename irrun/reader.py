@@ -39,6 +39,7 @@ class Layer:
     inputs: list[Port] = field(default_factory=list)
     outputs: list[Port] = field(default_factory=list)
     output_names: list[str] | None = None   # Result's output_names (v11)
+    bodies: list[Subgraph] = field(default_factory=list)   # Loop/TensorIterator/If networks
 
     @property
     def op_label(self) -> str:
@@ -56,6 +57,48 @@ class Layer:
             if p.id == port_id:
                 return p.index
         return None
+
+
+@dataclass
+class PortMapEntry:
+    """One <input> or <output> of a <port_map>: a layer port mapped to a body Parameter/Result.
+
+    None where the attribute is missing or unreadable (reported); the slicing attributes
+    default as in the TensorIterator spec and apply only when `axis` is given.
+    """
+
+    kind: str                       # "input" | "output"
+    external_port_id: int | None    # a port id of the layer; -1: not connected (Loop)
+    internal_layer_id: str | None   # a Parameter (input) or Result (output) id in the body
+    line: int
+    axis: int | None = None
+    start: int = 0
+    end: int = -1
+    stride: int = 1
+    part_size: int = 1
+    purpose: str | None = None      # Loop: "current_iteration" | "execution_condition"
+    broken: bool = False            # already reported
+
+
+@dataclass
+class BackEdge:
+    """<back_edges><edge from-layer=Result to-layer=Parameter/>: a value for the next iteration."""
+
+    from_layer: str | None
+    to_layer: str | None
+    line: int
+
+
+@dataclass
+class Subgraph:
+    """A layer's nested network (<body>, <then_body>, <else_body>) and how it is wired."""
+
+    role: str                       # "body" | "then_body" | "else_body"
+    doc: IRDocument
+    port_map: list[PortMapEntry]
+    back_edges: list[BackEdge]
+    line: int                       # the body element's line
+    port_map_line: int | None       # the <port_map> element's line (None: there is none)
 
 
 @dataclass
@@ -232,6 +275,99 @@ def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None
                    "execTimeMcs; read the original model.xml instead", line=root.sourceline)
         return None
 
+    layers, edges = _network(layer_els, root.find("edges"), path, version, diag)
+    return IRDocument(path, version, root.get("name", ""), layers, edges, root.sourceline)
+
+
+# The nested networks a layer may hold, each with the port map that wires it.
+_BODIES = (("body", "port_map"), ("then_body", "then_port_map"), ("else_body", "else_port_map"))
+_NESTED = tuple(t for pair in _BODIES for t in pair) + ("back_edges",)
+
+_PORT_MAP_INTS = ("axis", "start", "end", "stride", "part_size")
+_PURPOSES = ("current_iteration", "execution_condition")
+
+
+def _port_map(el, layer: Layer, diag: Collector) -> list[PortMapEntry]:
+    entries = []
+    if el is None:
+        return entries
+    for child in el.iterchildren("input", "output"):
+        line = child.sourceline
+        entry = PortMapEntry(child.tag, None, None, line)
+        ext = child.get("external_port_id")
+        if ext is None:
+            diag.error("bad-port-map", f"port map <{child.tag}> has no external_port_id",
+                       line=line, layer=layer)
+            entry.broken = True
+        else:
+            entry.external_port_id = _int(ext, f"port map <{child.tag}> external_port_id", line,
+                                          diag, layer, "bad-port-map")
+            entry.broken |= entry.external_port_id is None
+        internal = child.get("internal_layer_id")
+        if internal is None or not internal.strip():
+            diag.error("bad-port-map", f"port map <{child.tag}> has no internal_layer_id",
+                       line=line, layer=layer)
+            entry.broken = True
+        else:
+            entry.internal_layer_id = internal.strip()
+        for name in _PORT_MAP_INTS:
+            text = child.get(name)
+            if text is None:
+                continue
+            value = _int(text, f"port map <{child.tag}> {name}", line, diag, layer, "bad-port-map")
+            if value is None:
+                entry.broken = True
+            else:
+                setattr(entry, name, value)
+        purpose = child.get("purpose")
+        if purpose is not None and purpose not in _PURPOSES:
+            diag.error("bad-port-map", f"port map <{child.tag}> purpose='{purpose}' is not one of "
+                       f"{', '.join(_PURPOSES)}", line=line, layer=layer)
+            entry.broken = True
+        entry.purpose = purpose
+        entries.append(entry)
+    return entries
+
+
+def _subgraphs(parts: dict, layer: Layer, path: str, version: int, diag: Collector):
+    """The layer's bodies with their port maps and back edges (read like the top network)."""
+    bodies = []
+    for role, map_tag in _BODIES:
+        body_el = parts.get(role)
+        map_el = parts.get(map_tag)
+        if body_el is None:
+            if map_el is not None:
+                diag.error("bad-body", f"<{map_tag}> without a <{role}>", line=map_el.sourceline,
+                           layer=layer)
+            continue
+        nested = _first_children(body_el, ("layers", "edges"))
+        layers_el = nested.get("layers")
+        layer_els = list(layers_el.iterchildren("layer")) if layers_el is not None else []
+        if layers_el is None:
+            diag.error("bad-body", f"<{role}> has no <layers>", line=body_el.sourceline,
+                       layer=layer)
+        sub_layers, sub_edges = _network(layer_els, nested.get("edges"), path, version, diag)
+        doc = IRDocument(path, version, f"{layer.name}/{role}", sub_layers, sub_edges,
+                         body_el.sourceline)
+        back = []
+        back_el = parts.get("back_edges") if role == "body" else None
+        for e in (back_el.iterchildren("edge") if back_el is not None else ()):
+            frm, to = e.get("from-layer"), e.get("to-layer")
+            if frm is None or to is None:
+                diag.error("bad-back-edge", "back edge needs from-layer (a body Result) and "
+                           "to-layer (a body Parameter)", line=e.sourceline, layer=layer)
+            back.append(BackEdge(frm.strip() if frm else None, to.strip() if to else None,
+                                 e.sourceline))
+        bodies.append(Subgraph(role, doc, _port_map(map_el, layer, diag), back,
+                               body_el.sourceline, map_el.sourceline if map_el is not None else None))
+    if parts.get("back_edges") is not None and not any(b.role == "body" for b in bodies):
+        diag.error("bad-body", "<back_edges> without a <body>",
+                   line=parts["back_edges"].sourceline, layer=layer)
+    return bodies
+
+
+def _network(layer_els, edges_el, path: str, version: int, diag: Collector):
+    """The layers and edges of one network: the model's, or a body's inside a layer."""
     layers: list[Layer] = []
     seen: dict[str, Layer] = {}
     for el in layer_els:
@@ -255,7 +391,7 @@ def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None
             diag.error("duplicate-id", f"layer id {lid} is used twice: here and at line {el.sourceline} "
                        f"('{name}')", line=other.line, layer=other)
             continue
-        parts = _first_children(el, ("data", "input", "output"))
+        parts = _first_children(el, ("data", "input", "output") + _NESTED)
         data_el = parts.get("data")
         if data_el is not None:
             layer.data = dict(data_el.attrib)
@@ -264,11 +400,11 @@ def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None
             layer.output_names = [n.strip() for n in el.get("output_names").split(",") if n.strip()]
         layer.inputs = _ports(parts.get("input"), layer, diag)
         layer.outputs = _ports(parts.get("output"), layer, diag)
+        layer.bodies = _subgraphs(parts, layer, path, version, diag)
         seen[lid] = layer
         layers.append(layer)
 
     edges: list[Edge] = []
-    edges_el = root.find("edges")
     for el in (edges_el.iterchildren("edge") if edges_el is not None else ()):
         attrs = {a: el.get(a) for a in ("from-layer", "from-port", "to-layer", "to-port")}
         # Name the layer the edge feeds (else the one it leaves) when the file has it.
@@ -288,7 +424,7 @@ def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None
         edges.append(Edge((attrs["from-layer"] or "").strip(), fp, (attrs["to-layer"] or "").strip(),
                           tp, el.sourceline, broken=bool(missing) or fp is None or tp is None))
 
-    return IRDocument(path, version, root.get("name", ""), layers, edges, root.sourceline)
+    return layers, edges
 
 
 def read_document(path: str | os.PathLike, diag: Collector) -> IRDocument | None:
