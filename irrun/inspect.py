@@ -6,6 +6,7 @@ every layer; `chain()` lets several watch one run. None of them changes what is 
 from __future__ import annotations
 
 import fnmatch
+import itertools
 import json
 import os
 import re
@@ -307,15 +308,28 @@ class Dumper:
     `patterns` (fnmatch globs on the layer name) limit what is written. Consts (weights)
     are only written when a pattern names them. bf16 tensors are stored as f32, since
     .npy has no bf16; index.json records both types.
+
+    File names are unique by construction: a sanitised layer name never holds '~', so a
+    second layer whose name sanitises alike gets `~<layer id>` (and `~<n>` if even that is
+    taken) without meeting any other name. Files are created inside the directory opened
+    once, never following a symbolic link and never writing into an existing file (a link
+    or file already there is unlinked first, not written through), and each file is
+    complete before index.json lists it; a file cut short by an error or Ctrl-C is removed.
     """
+
+    _FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+              | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
 
     def __init__(self, directory: str, patterns: tuple[str, ...] | list[str] = ()):
         self.directory = directory
         self.patterns = tuple(patterns)
         self.entries: list[dict] = []
         self._taken: set[str] = set()
+        self._dir_fd = None
         try:
             os.makedirs(directory, exist_ok=True)
+            if os.open in os.supports_dir_fd:
+                self._dir_fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         except OSError as e:
             raise IrrunError(f"cannot create the dump directory: {e.strerror or e}",
                              file=directory, code="write") from None
@@ -328,12 +342,44 @@ class Dumper:
         return any(fnmatch.fnmatchcase(node.layer.name, p) for p in self.patterns)
 
     def _file_for(self, layer, port: int) -> str:
-        base = safe_filename(layer.name)
-        name = f"{base}.{port}.npy"
-        if name.lower() in self._taken:     # two names sanitised alike: add the unique layer id
-            name = f"{base}.id{safe_filename(layer.id)}.{port}.npy"
+        base, lid = safe_filename(layer.name), safe_filename(layer.id, 40)
+        names = itertools.chain((f"{base}.{port}.npy", f"{base}~{lid}.{port}.npy"),
+                                (f"{base}~{lid}~{n}.{port}.npy" for n in itertools.count(2)))
+        name = next(n for n in names if n.lower() not in self._taken)
         self._taken.add(name.lower())        # case-insensitive filesystems (macOS, Windows)
         return name
+
+    def _open_new(self, name: str):
+        """A new file `name` in the directory, never through a link planted there."""
+        kw = {"dir_fd": self._dir_fd} if self._dir_fd is not None else {}
+        target = name if self._dir_fd is not None else os.path.join(self.directory, name)
+        try:
+            os.unlink(target, **kw)   # an old dump file or a planted link: the entry goes
+        except FileNotFoundError:
+            pass
+        fd = os.open(target, self._FLAGS, 0o666, **kw)
+        return os.fdopen(fd, "wb")
+
+    def _remove(self, name: str):
+        kw = {"dir_fd": self._dir_fd} if self._dir_fd is not None else {}
+        try:
+            os.unlink(name if self._dir_fd is not None else os.path.join(self.directory, name), **kw)
+        except OSError:
+            pass
+
+    def _write(self, name: str, write) -> None:
+        path = os.path.join(self.directory, name)
+        done = False
+        try:
+            with self._open_new(name) as f:
+                write(f)
+            done = True
+        except OSError as e:     # disk full, permissions, a link: one line, not a traceback
+            raise IrrunError(f"cannot write the dump file: {e.strerror or e}", file=path,
+                             code="write") from None
+        finally:
+            if not done:
+                self._remove(name)           # no partial file (also on Ctrl-C)
 
     def __call__(self, node, outputs, seconds):
         if not self.wanted(node):
@@ -343,12 +389,8 @@ class Dumper:
             etype = _etype_name(node, i, a)
             file = self._file_for(layer, i)
             stored = a.astype(np.float32) if a.dtype.kind == "V" else a
-            path = os.path.join(self.directory, file)
-            try:
-                np.save(path, stored, allow_pickle=False)
-            except OSError as e:     # disk full, permissions: one line, not a traceback
-                raise IrrunError(f"cannot write the dump file: {e.strerror or e}", file=path,
-                                 code="write") from None
+            self._write(file, lambda f: np.lib.format.write_array(f, np.asanyarray(stored),
+                                                                  allow_pickle=False))
             entry = dict(layer=layer.name, id=layer.id, port=i, file=file, dtype=etype,
                          shape=[int(d) for d in a.shape], type_version=layer.op_label,
                          line=layer.line)
@@ -358,10 +400,14 @@ class Dumper:
 
     def close(self) -> str:
         """Write index.json (also after a failed run: it lists what was written)."""
-        path = os.path.join(self.directory, "index.json")
-        with open(path, "w", encoding="utf-8") as f:   # one entry per line: greppable
-            f.write("[\n" + ",\n".join(json.dumps(e) for e in self.entries) + "\n]\n")
-        return path
+        text = "[\n" + ",\n".join(json.dumps(e) for e in self.entries) + "\n]\n"
+        try:   # one entry per line: greppable
+            self._write("index.json", lambda f: f.write(text.encode("utf-8")))
+        finally:
+            if self._dir_fd is not None:
+                os.close(self._dir_fd)
+                self._dir_fd = None
+        return os.path.join(self.directory, "index.json")
 
 
 # ---------------------------------------------------------------- progress

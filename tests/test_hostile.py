@@ -197,3 +197,68 @@ def test_output_is_written_at_exactly_the_given_path(tmp_path):
     r = run_cli(xml, "--inputs", inputs, "--output", out)
     assert r.exit_code == 0, r.output
     assert out.exists() and not (tmp_path / "result.data.npz").exists()
+
+
+# ------------------------------------------------------------------ --dump
+
+def dump_model(tmp_path):
+    """Names that clash through the old `.idN` suffix: 'a.id2' and two layers named 'a'."""
+    layers = [parameter(0, "a.id2", names="p"), parameter(1, "a", names="q"),
+              op(2, "a", "Relu", 1), result(3, "r0"), result(4, "r1")]
+    edges = [edge(0, 3), edge(1, 2), edge(2, 4, fp=1)]
+    xml = write_ir(tmp_path, layers, edges)
+    inputs = feed_file(tmp_path, {"p": np.array([1, 2], np.float32),
+                                  "q": np.array([-3, 4], np.float32)})
+    return xml, inputs
+
+
+def test_dump_file_names_are_unique_and_index_matches_the_files(tmp_path):
+    xml, inputs = dump_model(tmp_path)
+    out = tmp_path / "dump"
+    r = run_cli(xml, "--inputs", inputs, "--dump", out)
+    assert r.exit_code == 0, r.output
+    index = json.loads((out / "index.json").read_text())
+    files = [e["file"] for e in index]
+    assert len(files) == 3 and len(set(files)) == 3
+    assert sorted(os.listdir(out)) == sorted(files + ["index.json"])
+    want = {("0", 0): [1, 2], ("1", 0): [-3, 4], ("2", 0): [0, 4]}
+    for e in index:
+        np.testing.assert_array_equal(np.load(out / e["file"]), want[(e["id"], e["port"])])
+
+
+def test_dump_never_follows_a_planted_link(tmp_path):
+    xml, inputs = dump_model(tmp_path)
+    out = tmp_path / "dump"
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    for planted in ("a.id2.0.npy", "a.0.npy", "a~2.0.npy", "index.json"):
+        (out / planted).symlink_to(victim)
+    (out / "dangling.0.npy").symlink_to(tmp_path / "nowhere")
+    r = run_cli(xml, "--inputs", inputs, "--dump", out)
+    assert r.exit_code == 0, r.output
+    assert victim.read_text() == "precious"
+    for planted in ("a.id2.0.npy", "a.0.npy", "a~2.0.npy", "index.json"):
+        assert not (out / planted).is_symlink()
+    assert not (tmp_path / "nowhere").exists()
+    assert len(json.loads((out / "index.json").read_text())) == 3
+
+
+def test_dump_write_failure_names_the_file_and_leaves_no_partial_file(tmp_path, monkeypatch):
+    xml, inputs = dump_model(tmp_path)
+    out = tmp_path / "dump"
+    real = np.lib.format.write_array
+
+    def fail_on_relu(f, a, **kw):
+        if a.tolist() == [0, 4]:
+            f.write(b"partial")
+            raise OSError(28, "No space left on device")
+        return real(f, a, **kw)
+
+    monkeypatch.setattr(np.lib.format, "write_array", fail_on_relu)
+    r = run_cli(xml, "--inputs", inputs, "--dump", out)
+    assert r.exit_code == 1
+    assert "No space left on device" in r.output and "a~2.0.npy" in r.output
+    assert "irrun bug" not in r.output
+    index = json.loads((out / "index.json").read_text())
+    assert sorted(os.listdir(out)) == sorted([e["file"] for e in index] + ["index.json"])

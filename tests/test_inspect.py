@@ -279,7 +279,7 @@ def test_dump_names_collide_after_sanitising(tmp_path):
         layer = NS(id=lid, name=name, op_label="Relu-opset1", line=1)
         d(NS(layer=layer, kind="op", specs=None), (np.zeros(2, np.float32),), 0.0)
     d.close()
-    assert sorted(os.listdir(tmp_path)) == ["A_B.id5.0.npy", "a_b.0.npy", "a_b.id4.0.npy", "index.json"]
+    assert sorted(os.listdir(tmp_path)) == ["A_B~5.0.npy", "a_b.0.npy", "a_b~4.0.npy", "index.json"]
 
 
 def test_dump_bf16_stored_as_f32(tmp_path):
@@ -455,7 +455,7 @@ def test_dump_write_errors_are_one_line(tiny, tmp_path, monkeypatch):
 
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(np, "save", full)
+    monkeypatch.setattr(np.lib.format, "write_array", full)
     r = invoke(xml, "-i", inputs, "--dump", tmp_path)
     assert r.exit_code == 1
     assert r.stderr.splitlines()[-1] == f"{tmp_path / 'x.0.npy'}: error: cannot write the dump " \
