@@ -120,6 +120,8 @@ def _preview(a: np.ndarray) -> str:
               help="Write the outputs to this .npz, keyed by output name.")
 @click.option("--weights", "-w", type=click.Path(dir_okay=False),
               help="The .bin file (default: beside MODEL with the same stem).")
+@click.option("--no-mmap", "no_mmap", is_flag=True,
+              help="Read the .bin into memory instead of mapping it (safe if it may change).")
 @click.option("--profile", is_flag=True,
               help="After the run, print each layer's time (slowest first) and totals per op type.")
 @click.option("--repeat", "-n", type=click.IntRange(min=1), default=1, show_default=True,
@@ -137,7 +139,7 @@ def _preview(a: np.ndarray) -> str:
 @click.option("--extension", "extensions", multiple=True, type=click.Path(dir_okay=False),
               help="Import a Python file of custom ops (@irrun.register) first; repeatable.")
 @click.pass_context
-def run_cmd(ctx, model, inputs_path, output_path, weights, profile, repeat, dump_dir,
+def run_cmd(ctx, model, inputs_path, output_path, weights, no_mmap, profile, repeat, dump_dir,
             dump_patterns, verbose, check_nan, until, extensions):
     """Run MODEL on INPUTS and print or save the outputs."""
     import time
@@ -150,7 +152,7 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, profile, repeat, dump
     _load_extensions(ctx, extensions)
 
     def go():
-        m = read_model(model, weights)
+        m = read_model(model, weights, mmap=not no_mmap)
         path = inputs_path or sample_inputs_for(model)
         if path is None:
             if not m.inputs:

@@ -152,6 +152,8 @@ class Model:
         With intermediate=True the dict also holds every intermediate tensor, keyed
         "layer_name:port_index". `until` runs only up to the named layer and returns its outputs.
         """
+        if self.program.weights is not None:
+            self.program.weights.check()    # a truncated map would be SIGBUS, not an error
         feeds = self._feeds(feed)
         targets, names = self._targets(until)
         plan = self._plan(targets)
@@ -187,12 +189,17 @@ class Model:
         return [step.node.layer.name for step in plan.steps]
 
 
-def read_model(xml, weights=None) -> Model:
-    """Read, check and prepare an IR model. Raises ModelError listing every problem."""
+def read_model(xml, weights=None, *, mmap: bool = True) -> Model:
+    """Read, check and prepare an IR model. Raises ModelError listing every problem.
+
+    The .bin is memory-mapped, and each run first checks that it has not changed (a
+    ReadError if it has); mmap=False reads it into a private copy instead, as OpenVINO's
+    ov::enable_mmap(false) does.
+    """
     path = os.fspath(xml)
     if not os.path.exists(path):
         raise ReadError(f"no such model file: '{path}'", file=path)
-    program = load_program(path, weights)
+    program = load_program(path, weights, mmap=mmap)
     if not program.ok:
         raise ModelError(program.diagnostics)
     unknown = _uninferred(program)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from . import registry
+from . import registry, subgraph
 from .errors import Collector, IrrunError, UnsupportedError
 from .etypes import element_type, nbytes
 from .graph import build_graph
@@ -30,6 +30,8 @@ class Node:
     inputs: list[tuple[str, int]] = field(default_factory=list)  # (producer id, output position)
     specs: list[TensorSpec] | None = None                        # inferred outputs
     const_value: object = None     # a Const's data: a view of the .bin's memory map
+    bodies: list[Program] = field(default_factory=list)   # a Loop/TensorIterator/If's networks
+    program: Program | None = None  # the network this node belongs to
 
     @property
     def id(self) -> str:
@@ -55,6 +57,8 @@ class Program:
     weights: Weights | None = None
     cycle: set[str] = field(default_factory=set)    # layers on a cycle (reported; never run)
     unused: set[str] = field(default_factory=set)   # layers no Result or Assign depends on
+    owner: Node | None = None       # for a body: the Loop/TensorIterator/If layer's node
+    bin_path: str | None = None     # where the Consts' bytes are read from
 
     @property
     def ok(self) -> bool:
@@ -167,21 +171,46 @@ def _gc_paused():
             gc.enable()
 
 
-def load_program(xml_path, weights=None) -> Program:
-    """Run every loading stage; problems are in Program.diagnostics (never raises for a bad file)."""
+def load_program(xml_path, weights=None, *, mmap: bool = True) -> Program:
+    """Run every loading stage; problems are in Program.diagnostics (never raises for a bad file).
+
+    mmap=False reads the .bin into a private copy instead of mapping it (irrun.weights)."""
     with _gc_paused():
-        return _load_program(xml_path, weights)
+        return _load_program(xml_path, weights, mmap)
 
 
-def _load_program(xml_path, weights) -> Program:
-
-
+def _load_program(xml_path, weights, mmap=True) -> Program:
     xml_path = os.fspath(xml_path)
     diag = Collector(file=xml_path)
     doc = read_document(xml_path, diag)
     if doc is None:
         return Program(xml_path, None, None, {}, [], [], [], diag.items)
-    derived = build_graph(doc, diag)
+    program = _prepare(doc, xml_path, diag)
+
+    # Weights: only open the .bin when some Const (of the model or of a body) needs bytes.
+    bin_path = _bin_path(xml_path, weights)
+    needing = [n for n in all_nodes(program)
+               if n.kind == "const" and n.attrs is not None and n.attrs.size > 0]
+    wfile = None
+    if needing:
+        try:
+            wfile = Weights(bin_path, mmap=mmap)
+        except OSError as e:
+            more = f" (and {len(needing) - 1} more Consts)" if len(needing) > 1 else ""
+            diag.error("no-weights", f"cannot read the weights file '{bin_path}' that this "
+                       f"Const{more} needs: {e.strerror or e}",
+                       line=needing[0].layer.data_line, layer=needing[0].layer)
+    program.weights, program.bin_path = wfile, bin_path
+    infer_network(program, diag)
+    # Report in file order, like a compiler (the passes find problems in their own order).
+    diag.items.sort(key=lambda d: d.line or 0)
+    program.diagnostics = diag.items
+    return program
+
+
+def _prepare(doc: IRDocument, path: str, diag: Collector, owner: Node | None = None) -> Program:
+    """Graph, nodes and bound ops of one network; a body's networks are prepared inside."""
+    derived = build_graph(doc, diag, body=owner is not None)
     graph = derived.graph
     nodes = {layer.id: Node(layer) for layer in doc.layers}
     for u, v, data in graph.edges(data=True):
@@ -189,35 +218,50 @@ def _load_program(xml_path, weights) -> Program:
         while len(node.inputs) <= data["inp"]:
             node.inputs.append(None)
         node.inputs[data["inp"]] = (u, data["out"])
-    unused = derived.unused
     for node in nodes.values():
-        _bind(node, diag, node.id in unused)
-
-    # Weights: only open the .bin when some Const needs bytes from it.
-    bin_path = _bin_path(xml_path, weights)
-    needing = [n for n in nodes.values()
-               if n.kind == "const" and n.attrs is not None and n.attrs.size > 0]
-    wfile = None
-    if needing:
-        try:
-            wfile = Weights(bin_path)
-        except OSError as e:
-            more = f" (and {len(needing) - 1} more Consts)" if len(needing) > 1 else ""
-            diag.error("no-weights", f"cannot read the weights file '{bin_path}' that this "
-                       f"Const{more} needs: {e.strerror or e}",
-                       line=needing[0].layer.data_line, layer=needing[0].layer)
-
-    # Infer everything outside a cycle (already reported); layers fed by one are skipped below.
+        _bind(node, diag, node.id in derived.unused)
+        if node.layer.bodies or (node.op is not None and getattr(node.op.impl, "BODIES", None)):
+            node.bodies = [_prepare(sub.doc, path, diag, node) for sub in node.layer.bodies]
+            subgraph.attach(node, diag)
     order = derived.order
     if order is None:
+        # Infer everything outside a cycle (already reported); layers fed by one are skipped.
         cycle = derived.cycle
         order = list(nx.topological_sort(graph.subgraph(n for n in graph if n not in cycle)))
+    parameters = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "parameter"]
+    results = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "result"]
+    program = Program(path, doc, graph, nodes, order, parameters, results, diag.items, None,
+                      derived.cycle, derived.unused, owner)
+    for node in nodes.values():
+        node.program = program
+    return program
+
+
+def all_nodes(program: Program):
+    """Every node of the program and of the bodies inside it, depth first."""
+    for node in program.nodes.values():
+        yield node
+        for body in node.bodies:
+            yield from all_nodes(body)
+
+
+def infer_network(program: Program, diag: Collector,
+                  given: dict[str, TensorSpec] | None = None) -> None:
+    """Shape and type inference over one network in topological order.
+
+    `given` holds the specs a body's Parameters receive from the layer that runs the body
+    (by Parameter id); the model's own Parameters infer from their attributes.
+    """
+    nodes = program.nodes
+    root = _root(program)
+    wfile, bin_path = root.weights, root.bin_path
     specs: dict[tuple[str, int], TensorSpec | None] = {}
-    for lid in order:
+    for lid in program.order:
         node = nodes[lid]
         input_specs = [specs.get(src) if src is not None else None for src in node.inputs]
         check_declared_inputs(node.layer, input_specs, diag)
         if node.op is None or node.attrs is None:
+            node.specs = None
             continue
         if len(node.inputs) != len(node.layer.inputs) or any(i is None for i in node.inputs):
             continue   # an unconnected input is already reported
@@ -232,6 +276,7 @@ def _load_program(xml_path, weights) -> Program:
                                f"'{nodes[src].layer.name}' ({nodes[src].layer.op_label}), which "
                                f"has {len(made)} output{'s' if len(made) != 1 else ''}",
                                line=node.layer.inputs[position].line, layer=node.layer)
+            node.specs = None
             continue
         if node.kind == "const":
             value = _load_const(node, wfile, bin_path, diag)
@@ -241,17 +286,20 @@ def _load_program(xml_path, weights) -> Program:
             out = [TensorSpec.of_value(value, value_etype(node))]
             check_declared_outputs(node.layer, out, diag)
             node.specs = out
+        elif node.kind == "parameter" and given is not None:
+            node.specs = subgraph.body_parameter_spec(node, given.get(lid), diag)
         else:
             node.specs = infer_node(node, input_specs, diag)
+            if node.bodies:
+                subgraph.flush(node, diag)
         for i, s in enumerate(node.specs or []):
             specs[(lid, i)] = s
 
-    parameters = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "parameter"]
-    results = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "result"]
-    # Report in file order, like a compiler (the passes find problems in their own order).
-    diag.items.sort(key=lambda d: d.line or 0)
-    return Program(xml_path, doc, graph, nodes, order, parameters, results, diag.items, wfile,
-                   derived.cycle, derived.unused)
+
+def _root(program: Program) -> Program:
+    while program.owner is not None:
+        program = program.owner.program
+    return program
 
 
 def value_etype(node: Node):

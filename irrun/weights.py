@@ -1,15 +1,15 @@
-"""Const data: a read-only memory map of model.bin, decoded per Const without a copy."""
+"""Const data: a read-only memory map of model.bin (or a private copy), decoded per Const without a copy."""
 from __future__ import annotations
 
 import errno
-import mmap
+import mmap as _mmap
 import os
 import stat
 
 import numpy as np
 
 from .config import config
-from .errors import ConfigError, ResourceError, UnsupportedError
+from .errors import ConfigError, ReadError, ResourceError, UnsupportedError
 from .etypes import ElementType, decode, element_type, nbytes
 
 INT64_MAX = (1 << 63) - 1
@@ -77,24 +77,76 @@ def check_alloc(shape, dtype, what: str) -> int:
 
 
 class Weights:
-    """The .bin file, memory-mapped once; slices are views into the map."""
+    """The .bin file, memory-mapped once (slices are views into the map), or with mmap=False
+    read into a private, read-only copy.
 
-    def __init__(self, path: str):
+    A mapped file that is truncated later would kill the process with SIGBUS when a Const is
+    read, and one rewritten in place would silently change the results: `check()`, called
+    at the start of every run, compares the file with what was mapped and raises a ReadError
+    instead. A change during a run is not seen (README: "Reading IR files").
+    """
+
+    def __init__(self, path: str, mmap: bool = True):
         self.path = path
+        self._map = None
+        self._file = None
         # Check before open(): opening a FIFO blocks; /dev/zero never ends.
         if not stat.S_ISREG(os.stat(path).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", path)
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        f = open(path, "rb")
+        try:
+            st = os.fstat(f.fileno())
+            size = st.st_size
             if size == 0:
                 self.buffer = np.zeros(0, dtype=np.uint8)
-            else:
-                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            elif mmap:
+                self._map = _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_READ)
                 self.buffer = np.frombuffer(self._map, dtype=np.uint8)
+                self._file, f = f, None       # kept open: check() looks at the mapped file
+                self._seen = _identity(st, os.stat(path))
+            else:
+                try:
+                    check_alloc([size], np.uint8, "a private copy of the file (no memory map)")
+                except ResourceError as e:    # reported where the .bin cannot be read
+                    raise OSError(errno.ENOMEM, e.message, path) from None
+                buffer = np.empty(size, dtype=np.uint8)
+                view, got = memoryview(buffer), 0
+                while got < size:
+                    n = f.readinto(view[got:])
+                    if not n:
+                        raise OSError(errno.EIO, f"the file shrank to {got} bytes while it was "
+                                      "read", path)
+                    got += n
+                buffer.flags.writeable = False
+                self.buffer = buffer
+        finally:
+            if f is not None:
+                f.close()
         self.size = size
+
+    def check(self) -> None:
+        """Raise ReadError if the mapped file was truncated, rewritten or replaced since it
+        was read (its size, modification and change times, or the inode at its path)."""
+        if self._file is None:
+            return           # a private copy (or no data): nothing can change under it
+        try:
+            now = _identity(os.fstat(self._file.fileno()), os.stat(self.path))
+        except OSError as e:
+            now = (e.strerror or str(e),)
+        if now != self._seen:
+            raise ReadError("weights file changed since it was read (size, time or inode "
+                            "differ); read the model again, or read it with mmap=False "
+                            "(--no-mmap) to work on a private copy", file=self.path)
 
     def slice(self, offset: int, size: int) -> np.ndarray:
         return self.buffer[offset:offset + size]
+
+
+def _identity(mapped: os.stat_result, at_path: os.stat_result) -> tuple:
+    # The mapped file's size and times (a rewrite in place changes them; utime() cannot set
+    # st_ctime back), and which file the path names now (a new file saved over it).
+    return (mapped.st_size, mapped.st_mtime_ns, mapped.st_ctime_ns, at_path.st_dev,
+            at_path.st_ino)
 
 
 def const_value(weights: Weights | None, et, shape: tuple[int, ...], offset: int, size: int):

@@ -262,3 +262,78 @@ def test_dump_write_failure_names_the_file_and_leaves_no_partial_file(tmp_path, 
     assert "irrun bug" not in r.output
     index = json.loads((out / "index.json").read_text())
     assert sorted(os.listdir(out)) == sorted([e["file"] for e in index] + ["index.json"])
+
+
+# ------------------------------------------------------------------ weights changed after read_model
+
+def const_model(tmp_path, values=(10.0, 20.0)):
+    """x + c, with c read from the .bin."""
+    blob = np.array(values, np.float32).tobytes() * 1024     # several pages: truncation bites
+    layers = [parameter(0, "x"), const(1, "c", "f32", (2,), 0, 8), op(2, "add", "Add", 2),
+              result(3, "out")]
+    edges = [edge(0, 2), edge(1, 2, tp=1), edge(2, 3, fp=2)]
+    return write_ir(tmp_path, layers, edges, blob)
+
+
+def test_truncated_bin_after_read_model_is_a_read_error_not_sigbus(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    xml = const_model(tmp_path)
+    script = textwrap.dedent(f"""
+        import os, numpy as np, irrun
+        m = irrun.read_model({str(xml)!r})
+        print(m.infer({{"x": np.ones(2, np.float32)}})["out"].tolist())
+        os.truncate({str(xml.with_suffix(".bin"))!r}, 0)
+        try:
+            m.infer({{"x": np.ones(2, np.float32)}})
+        except irrun.ReadError as e:
+            print("ReadError:", e)
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, (r.returncode, r.stderr)     # -7 would be SIGBUS
+    first, second = r.stdout.splitlines()
+    assert first == "[11.0, 21.0]"
+    assert second.startswith(f"ReadError: {xml.with_suffix('.bin')}: error: weights file changed "
+                             "since it was read")
+
+
+def test_bin_rewritten_in_place_is_refused(tmp_path):
+    xml = const_model(tmp_path)
+    m = irrun.read_model(xml)
+    binp = xml.with_suffix(".bin")
+    st = os.stat(binp)
+    with open(binp, "r+b") as f:              # same size, other values
+        f.write(np.array([1, 2], np.float32).tobytes())
+    os.utime(binp, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # past the clock's granularity
+    with pytest.raises(ReadError, match="weights file changed since it was read"):
+        m.infer({"x": np.ones(2, np.float32)})
+
+
+def test_bin_replaced_by_another_file_is_refused(tmp_path):
+    xml = const_model(tmp_path)
+    m = irrun.read_model(xml)
+    binp = xml.with_suffix(".bin")
+    new = tmp_path / "new.bin"
+    new.write_bytes(binp.read_bytes())
+    os.replace(new, binp)
+    with pytest.raises(ReadError, match="weights file changed since it was read"):
+        m.infer({"x": np.ones(2, np.float32)})
+
+
+def test_no_mmap_reads_a_private_copy(tmp_path):
+    xml = const_model(tmp_path)
+    m = irrun.read_model(xml, mmap=False)
+    os.truncate(xml.with_suffix(".bin"), 0)
+    assert m.infer({"x": np.ones(2, np.float32)})["out"].tolist() == [11.0, 21.0]
+    const = m.program.nodes["1"].const_value
+    assert not const.flags.writeable
+
+
+def test_no_mmap_on_the_command_line(tmp_path):
+    xml = const_model(tmp_path)
+    inputs = feed_file(tmp_path, {"x": np.ones(2, np.float32)})
+    r = run_cli(xml, "--no-mmap", "--inputs", inputs)
+    assert r.exit_code == 0, r.output
+    assert "[11. 21.]" in r.output
