@@ -337,3 +337,19 @@ def test_no_mmap_on_the_command_line(tmp_path):
     r = run_cli(xml, "--no-mmap", "--inputs", inputs)
     assert r.exit_code == 0, r.output
     assert "[11. 21.]" in r.output
+
+
+# ------------------------------------------------------------------ duplicate input names
+
+def test_two_parameters_with_one_tensor_name_is_a_validation_error_at_both(tmp_path):
+    xml = write_ir(tmp_path, [parameter(0, "a", names="x"), parameter(1, "b", names="y,x"),
+                              op(2, "add", "Add", 2), result(3, "out")],
+                   [edge(0, 2), edge(1, 2, tp=1), edge(2, 3, fp=2)])
+    errors = [d for d in irrun.validate(xml) if d.severity == "error"]
+    assert [(d.line, d.layer_name, d.code) for d in errors] == [
+        (line_of(xml, 'name="a"'), "a", "duplicate-input-name"),
+        (line_of(xml, 'name="b"'), "b", "duplicate-input-name")]
+    assert "input name 'x' is also a name of Parameter 'b'" in errors[0].message
+    with pytest.raises(ModelError) as e:
+        irrun.read_model(xml)
+    assert "internal" not in str(e.value) and len(e.value.diagnostics) == 2
