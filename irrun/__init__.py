@@ -1,4 +1,5 @@
 """irrun: run, check and look inside OpenVINO IR models (model.xml + model.bin) in Python."""
+from .compare import CompareResult, compare
 from .errors import (Diagnostic, FeedError, IrrunError, ModelError, OpError, ReadError,
                      ResourceError, ShapeError, UnsupportedError)
 from .model import Model, PortInfo, read_model, validate
@@ -8,7 +9,7 @@ from .shapes import Dim, TensorSpec
 __version__ = "0.1.0"
 
 __all__ = [
-    "Diagnostic", "Dim", "FeedError", "IrrunError", "Model", "ModelError", "OpError",
+    "CompareResult", "Diagnostic", "Dim", "FeedError", "IrrunError", "Model", "ModelError", "OpError",
     "PortInfo", "ReadError", "ResourceError", "ShapeError", "TensorSpec", "UnsupportedError",
-    "read_model", "register", "validate",
+    "compare", "read_model", "register", "validate",
 ]

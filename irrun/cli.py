@@ -57,6 +57,7 @@ def cli(ctx, traceback, extensions):
     irrun info MODEL.xml
     irrun ops
     irrun graph MODEL.xml -o model.svg|model.dot|model.html
+    irrun compare MODEL.xml [--inputs INPUTS.npz] [--html report.html]
     """
     ctx.ensure_object(dict)
     ctx.obj["traceback"] = traceback
@@ -162,7 +163,7 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, no_mmap, profile, rep
                 raise FeedError(f"no --inputs given and no sample inputs beside the model; "
                                 f"the model needs: {needed}", file=model)
         else:
-            feed = load_npz(path)   # never unpickles; headers checked before data
+            feed = load_npz(path, m.inputs)   # names, sizes, headers checked before data
         if output_path:
             # Before the run: a model that takes an hour must not fail at the last step.
             clash = output_clashes(m.output_names(until))
@@ -267,6 +268,58 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights):
         click.echo(f"wrote {output_path} ({len(program.doc.layers)} layers{note})")
 
     _guard(ctx, go)
+
+
+@cli.command("compare")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--inputs", "-i", "inputs_path", type=click.Path(dir_okay=False),
+              help="An .npz of inputs (default: the sample inputs beside MODEL, else random "
+                   "ones, seeded, as benchmark_app makes them).")
+@click.option("--device", default="CPU", show_default=True, help="OpenVINO device to compare with.")
+@click.option("--layers", default="all", show_default=True, metavar="all|outputs|PATTERN",
+              help="Compare every op's every output, only the model outputs, or the layers "
+                   "whose name matches a glob (and the outputs).")
+@click.option("--rtol", type=float, help="Relative tolerance for every float tensor "
+                                         "(default: per element type, see the README).")
+@click.option("--atol", type=float, help="Absolute tolerance for every float tensor.")
+@click.option("--precision", type=click.Choice(["f32", "as-compiled"]), default="f32",
+              show_default=True, help="OpenVINO's inference precision: f32, or the device's "
+                                      "default (bf16/f16 tensors get looser tolerances).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Report format.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False),
+              help="Also write the graph picture, layers coloured by agreement, to this page.")
+@click.option("--reference", "reference_path", type=click.Path(dir_okay=False),
+              help="Compare with the values in this .npz (output names, tensor names, "
+                   "layer:port or layer names as keys) instead of running OpenVINO.")
+@click.option("--weights", "-w", type=click.Path(dir_okay=False),
+              help="The .bin file (default: beside MODEL with the same stem).")
+@click.pass_context
+def compare_cmd(ctx, model, inputs_path, device, layers, rtol, atol, precision, fmt, html_path,
+                reference_path, weights):
+    """Run MODEL in irrun and in OpenVINO, tensor by tensor; name the first divergent layer.
+
+    Exit 0 when every compared tensor agrees, 1 when one does not (or on an error).
+    """
+    from .compare import compare
+
+    def go():
+        result = compare(model, inputs_path, reference=reference_path, device=device,
+                         layers=layers, rtol=rtol, atol=atol, precision=precision,
+                         weights=weights)
+        if html_path:
+            with open(html_path, "w", encoding="utf-8") as f:
+                f.write(result.html())
+        if fmt == "json":
+            click.echo(result.to_json())
+        else:
+            click.echo(result.report())
+            if html_path:
+                click.echo(f"wrote {html_path}")
+        return result
+
+    result = _guard(ctx, go)
+    ctx.exit(0 if result.ok else 1)
 
 
 def _diag_counts(diags):

@@ -1,0 +1,306 @@
+"""`irrun compare` and irrun.compare(): per-tensor statistics, tolerances, the first divergent
+layer, the reference-file mode, the HTML page, and the runs against OpenVINO's CPU plugin
+(a model where the plugin is known to be wrong, and every model in models/)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import irrun
+from irrun.cli import cli
+from irrun.compare import (DEFAULT_TOLERANCES, FIRST_COLOR, OPENVINO_MISSING, CompareResult,
+                           compare_tensor, generated_inputs, tolerance_for)
+
+MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+MODELS = sorted(MODELS_DIR.glob("*/model.xml"))
+
+F32 = tolerance_for("f32")
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, ["compare", *map(str, args)])
+
+
+# ---------------------------------------------------------------- one tensor
+
+def test_float_statistics_and_worst_index():
+    a = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    b = a.copy()
+    b[1, 0] = 3.5
+    s = compare_tensor(a, b, F32)
+    assert s["status"] == "differ" and s["mismatches"] == 1 and s["size"] == 4
+    assert s["worst_index"] == [1, 0]
+    assert (s["irrun_value"], s["other_value"]) == (3.0, 3.5)
+    assert s["max_abs"] == pytest.approx(0.5)
+    assert s["max_rel"] == pytest.approx(0.5 / 3.5)
+    expected_cos = float(np.dot(a.ravel(), b.ravel()) / np.linalg.norm(a) / np.linalg.norm(b))
+    assert s["cosine"] == pytest.approx(expected_cos)
+
+
+def test_float_tolerance_boundary():
+    rtol, atol = DEFAULT_TOLERANCES["f32"]
+    a = np.array([100.0, 0.0], np.float64)
+    inside = a + np.array([atol + rtol * 100.0 * 0.99, atol * 0.99])
+    outside = a + np.array([atol + rtol * 100.0 * 1.5, 0.0])
+    assert compare_tensor(a, inside, tolerance_for("f64", rtol, atol))["status"] == "agree"
+    s = compare_tensor(a, outside, tolerance_for("f64", rtol, atol))
+    assert s["status"] == "differ" and s["mismatches"] == 1 and s["worst_index"] == [0]
+
+
+def test_nan_matches_nan_and_infinities_match_themselves():
+    a = np.array([np.nan, np.inf, -np.inf, 1.0], np.float32)
+    assert compare_tensor(a, a.copy(), F32)["status"] == "agree"
+    b = np.array([1.0, np.inf, np.inf, 1.0], np.float32)
+    s = compare_tensor(a, b, F32)
+    assert s["mismatches"] == 2 and s["max_abs"] == np.inf
+
+
+def test_integers_and_booleans_are_exact():
+    assert tolerance_for("i32") == {"exact": True}
+    assert tolerance_for("boolean") == {"exact": True}
+    a = np.array([5, 7, 9], np.int64)
+    s = compare_tensor(a, np.array([5, 8, 9], np.int64), tolerance_for("i64"))
+    assert s["status"] == "differ" and s["mismatches"] == 1 and s["worst_index"] == [1]
+    assert (s["irrun_value"], s["other_value"]) == (7, 8) and s.get("cosine") is None
+    flags = np.array([True, False])
+    assert compare_tensor(flags, ~flags, tolerance_for("boolean"))["mismatches"] == 2
+
+
+def test_tolerances_per_element_type_and_overrides():
+    assert tolerance_for("f16") == {"etype": "f16", "rtol": 1e-2, "atol": 1e-3}
+    assert tolerance_for("bf16")["rtol"] > tolerance_for("f16")["rtol"] > F32["rtol"]
+    assert tolerance_for("f32", rtol=0.5)["rtol"] == 0.5
+    assert tolerance_for("f32", atol=0.0)["atol"] == 0.0
+    # as-compiled in bf16: an f32 tensor is held to bf16's tolerance, and says so.
+    assert tolerance_for("f32", computed_in="bf16")["etype"] == "bf16"
+    assert tolerance_for("f32", computed_in="f32")["etype"] == "f32"
+
+
+def test_bf16_tensors_compare():
+    import ml_dtypes
+    a = np.array([1.0, 2.0, 3.0], ml_dtypes.bfloat16)
+    assert compare_tensor(a, a.copy(), tolerance_for("bf16"))["status"] == "agree"
+    b = np.array([1.0, 2.5, 3.0], ml_dtypes.bfloat16)
+    assert compare_tensor(a, b, tolerance_for("bf16"))["worst_index"] == [1]
+
+
+# ---------------------------------------------------------------- the ESS model
+
+def _ess_model(directory: Path, inputs: bool = True) -> Path:
+    """x -> MatMul -> EmbeddingSegmentsSum with UNSORTED segment_ids -> ReLU.
+
+    OpenVINO's CPU plugin assumes sorted segment_ids; the spec does not ask for them, and
+    irrun computes the scatter-add (README, "Where irrun chooses a rule").
+    """
+    ov = pytest.importorskip("openvino")
+    import openvino.opset8 as o
+
+    rng = np.random.default_rng(0)
+    x = o.parameter([4, 3], ov.Type.f32, name="x")
+    w = o.constant(rng.standard_normal((3, 5)).astype(np.float32))
+    mm = o.matmul(x, w, False, False, name="mm")
+    ess = o.embedding_segments_sum(mm, o.constant(np.array([0, 1, 2, 3, 1, 0], np.int32)),
+                                   o.constant(np.array([2, 0, 1, 0, 2, 1], np.int32)),
+                                   o.constant(np.array(3, np.int32)), name="ess")
+    relu = o.relu(ess, name="relu")
+    path = directory / "model.xml"
+    ov.save_model(ov.Model([relu], [x], "ess_unsorted"), str(path), compress_to_fp16=False)
+    if inputs:
+        np.savez(directory / "inputs.npz",
+                 x=np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32))
+    return path
+
+
+def _line_of(xml: Path, name: str) -> int:
+    for number, text in enumerate(xml.read_text().splitlines(), 1):
+        if f'name="{name}"' in text and "<layer" in text:
+            return number
+    raise AssertionError(name)
+
+
+@pytest.mark.oracle
+def test_unsorted_segment_ids_name_the_ess_layer_not_the_relu(tmp_path):
+    xml = _ess_model(tmp_path)
+    result = invoke(xml)
+    assert result.exit_code == 1, result.output
+    line = _line_of(xml, "ess")
+    first = f"{xml}:{line}: layer 'ess' (EmbeddingSegmentsSum-opset3): first divergent layer"
+    assert first in result.output
+    # Both values at the worst index are printed.
+    detail = result.output.split(first, 1)[1].splitlines()[1]
+    assert "worst at [" in detail and "irrun " in detail and "OpenVINO " in detail
+    assert "layer 'relu'" not in result.output          # differs, but because of its input
+    # The report says what each tensor was held to.
+    assert "rtol 0.0001, atol 1e-05 (f32)" in result.output
+
+    data = json.loads(invoke(xml, "--format", "json").output)
+    assert data["ok"] is False and data["first_divergent"]["layer"] == "ess"
+    assert [d["layer"] for d in data["divergences"]] == ["ess"]
+    status = {t["layer"]: t["status"] for t in data["tensors"]}
+    assert status == {"mm": "agree", "ess": "differ", "relu": "differ"}
+
+
+@pytest.mark.oracle
+def test_python_api(tmp_path):
+    xml = _ess_model(tmp_path)
+    feed = {"x": np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)}
+    result = irrun.compare(xml, feed)
+    assert isinstance(result, CompareResult) and not result.ok
+    assert result.first_divergent.layer == "ess"
+    assert result.inputs == "given by the caller"
+    t = {t.layer: t for t in result.tensors}["ess"]
+    assert t.shape == [3, 5] and t.dtype == "f32" and t.tolerance["etype"] == "f32"
+    assert 0 < t.mismatches <= 15 and t.cosine < 1.0
+    # Loosening the tolerance enough makes every tensor agree.
+    assert irrun.compare(xml, feed, atol=100.0).ok
+
+
+@pytest.mark.oracle
+def test_layers_outputs_and_pattern(tmp_path):
+    xml = _ess_model(tmp_path)
+    data = json.loads(invoke(xml, "--layers", "outputs", "--format", "json").output)
+    assert [t["layer"] for t in data["tensors"]] == ["relu"]
+    # The divergence is seen at the output, with the uncompared input named as a suspect.
+    assert data["first_divergent"]["layer"] == "relu"
+    assert data["first_divergent"]["unchecked_inputs"] == ["ess:0"]
+    data = json.loads(invoke(xml, "--layers", "m*", "--format", "json").output)
+    assert [t["layer"] for t in data["tensors"]] == ["mm", "relu"]
+
+
+@pytest.mark.oracle
+def test_html_page_colours_layers_and_outlines_the_first_divergent(tmp_path):
+    xml = _ess_model(tmp_path)
+    page = tmp_path / "report.html"
+    result = invoke(xml, "--html", page)
+    assert result.exit_code == 1 and f"wrote {page}" in result.output
+    text = page.read_text()
+    assert "<svg" in text and "<script" not in text and 'href="http' not in text
+    ess_id = irrun.read_model(xml).program.nodes
+    lid = next(k for k, n in ess_id.items() if n.layer.name == "ess")
+    assert f'g.node[id="L{lid}"] > rect {{ stroke: {FIRST_COLOR}' in text
+    assert f'id="L{lid}"' in text
+
+
+@pytest.mark.oracle
+def test_generated_inputs_are_seeded_and_said(tmp_path):
+    xml = _ess_model(tmp_path, inputs=False)
+    result = invoke(xml)
+    assert "inputs: generated (no sample inputs beside the model): random, seed 0" in result.output
+    m = irrun.read_model(xml)
+    f1, _ = generated_inputs(m)
+    f2, _ = generated_inputs(m)
+    np.testing.assert_array_equal(f1["x"], f2["x"])
+    assert f1["x"].shape == (4, 3) and f1["x"].dtype == np.float32
+    assert -1 <= f1["x"].min() and f1["x"].max() < 1
+
+
+@pytest.mark.oracle
+def test_as_compiled_precision_is_reported(tmp_path):
+    xml = MODELS_DIR / "bucketize_spec" / "model.xml"
+    data = json.loads(invoke(xml, "--precision", "as-compiled", "--format", "json").output)
+    assert "as compiled: inference precision" in data["other"]
+    floats = [t for t in data["tensors"] if t["dtype"] == "f32"]
+    assert floats and all(t["tolerance"]["etype"] in ("f32", "f16", "bf16") for t in floats)
+
+
+# ---------------------------------------------------------------- --reference
+
+def _reference_case(tmp_path):
+    xml = _ess_model(tmp_path)
+    m = irrun.read_model(xml)
+    feed = {"x": np.load(tmp_path / "inputs.npz")["x"]}
+    return xml, m.infer(feed, intermediate=True), m
+
+
+def test_reference_file_agrees_with_irrun_itself(tmp_path):
+    xml, values, m = _reference_case(tmp_path)
+    ref = tmp_path / "ref.npz"
+    # An output name, a layer name and a layer:port name.
+    np.savez(ref, **{m.outputs[0].name: values["relu:0"], "mm": values["mm:0"],
+                     "ess:0": values["ess:0"]})
+    result = invoke(xml, "--reference", ref, "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["other"] == f"reference {ref}"
+    assert [t["layer"] for t in data["tensors"]] == ["mm", "ess", "relu"]
+
+
+def test_reference_divergence_and_taint(tmp_path):
+    xml, values, _ = _reference_case(tmp_path)
+    ref = tmp_path / "ref.npz"
+    mm = values["mm:0"].copy()
+    mm[2, 1] += 1.0
+    relu = values["relu:0"] + 1.0
+    # mm differs; ess is not given; relu differs but an uncompared input downstream of mm
+    # explains it, so mm is the only divergence.
+    np.savez(ref, **{"mm:0": mm, "relu": relu})
+    result = invoke(xml, "--reference", ref, "--format", "json")
+    assert result.exit_code == 1
+    data = json.loads(result.output)
+    assert [d["layer"] for d in data["divergences"]] == ["mm"]
+    t = {t["layer"]: t for t in data["tensors"]}["mm"]
+    assert t["worst_index"] == [2, 1] and t["mismatches"] == 1
+    assert t["other_value"] == pytest.approx(t["irrun_value"] + 1.0)
+
+
+def test_reference_unknown_name_is_one_error(tmp_path):
+    xml, _, _ = _reference_case(tmp_path)
+    ref = tmp_path / "ref.npz"
+    np.savez(ref, nosuch=np.zeros(3, np.float32))
+    result = invoke(xml, "--reference", ref)
+    assert result.exit_code == 1
+    assert "'nosuch', which name no output, tensor or layer of the model" in result.output
+
+
+def test_reference_shape_mismatch_is_a_difference(tmp_path):
+    xml, values, _ = _reference_case(tmp_path)
+    ref = tmp_path / "ref.npz"
+    np.savez(ref, mm=values["mm:0"][:2])
+    data = json.loads(invoke(xml, "--reference", ref, "--format", "json").output)
+    t = data["tensors"][0]
+    assert t["status"] == "differ" and "shape [4,5] in irrun, [2,5]" in t["reason"]
+
+
+def test_without_openvino_one_clear_error(tmp_path, monkeypatch):
+    xml, _, _ = _reference_case(tmp_path)
+    monkeypatch.setitem(sys.modules, "openvino", None)     # import openvino -> ImportError
+    result = invoke(xml)
+    assert result.exit_code == 1
+    assert result.output.strip().endswith(OPENVINO_MISSING)
+    assert "pip install irrun[openvino]" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_help_lists_the_options():
+    out = CliRunner().invoke(cli, ["compare", "--help"]).output
+    for option in ("--inputs", "--device", "--layers", "--rtol", "--atol", "--precision",
+                   "--format", "--html", "--reference"):
+        assert option in out
+
+
+# ---------------------------------------------------------------- every model in models/
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("xml", MODELS, ids=[p.parent.name for p in MODELS])
+def test_every_model_agrees_layer_by_layer(xml):
+    pytest.importorskip("openvino")
+    result = invoke(xml, "--layers", "all", "--format", "json")
+    data = json.loads(result.output) if result.output.startswith("{") else None
+    assert result.exit_code == 0, (result.output if data is None else
+                                   "\n".join(f"{t['layer']}:{t['port']} {t['op']}: "
+                                             f"{t['max_abs']} {t['reason'] or ''}"
+                                             for t in data["tensors"] if t["status"] != "agree"))
+    # Every op port irrun ran is compared or listed with a reason; none silently dropped.
+    m = irrun.read_model(xml)
+    ran = set(m.run_order())
+    ports = {(n.layer.name, i) for n in m.program.nodes.values()
+             if n.kind == "op" and n.layer.name in ran for i in range(len(n.specs))}
+    seen = {(t["layer"], t["port"]) for t in data["tensors"]} | \
+        {(x["layer"], x["port"]) for x in data["missing"]}
+    assert ports <= seen
+    assert data["compared"] >= len(m.outputs)
