@@ -1,0 +1,229 @@
+"""Scaled dot-product attention.
+
+Spec page: sequence/scaled-dot-product-attention (ScaledDotProductAttention-13).
+
+softmax(Q K^T * scale + bias) V over the last two dims, for batch dims [N, ...] that
+broadcast with numpy rules between query, key, value and the mask. OpenVINO's shape rule
+only lets a batch dim broadcast from 1: multi-query attention (key/value with one head)
+is accepted, grouped-query attention with 8 query heads over 2 key heads is refused, as
+OpenVINO refuses it (converters repeat the key/value heads before the op).
+
+Numerics, as OpenVINO's CPU plugin computes them:
+- f16 and bf16 inputs compute in f32 (scores, softmax and the weighted sum), f32 in f32,
+  f64 in f64; the result is rounded once to the input type.
+- The scale multiplies the query before the product (so with E = 0 the scores are 0 and
+  the result is the mean of the values, where the spec's pseudo-code would give NaN).
+- causal=true masks key positions j > i (top-left aligned, numpy.triu(k=1) of [L, S]) and
+  ignores the mask input; a boolean mask keeps the positions where it is true; a float mask
+  is added to the scores. A row with every position masked gives NaN (the CPU plugin
+  does too); S = 0 gives zeros.
+
+Memory: the kernel never holds more than one [L, S] block of scores per head. Heads are
+processed in groups whose scores fit in a fixed budget of elements, and a single head whose
+[L, S] exceeds the budget is processed in blocks of query rows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from irrun.opkit import (
+    TensorSpec, as_dtype, broadcast_shapes, check_alloc, fail, format_shape, register,
+)
+
+# Scores held at once, in elements (16 MiB of f32): a group of heads, or rows of one head.
+SCORE_BUDGET = 1 << 22
+
+
+@dataclass(frozen=True)
+class SDPAAttrs:
+    causal: bool
+
+
+def _mask_is_absent(mask: TensorSpec | None, causal: bool) -> bool:
+    return mask is None or causal
+
+
+@register("ScaledDotProductAttention", since=13, attrs=SDPAAttrs, category="sequence")
+class ScaledDotProductAttention13:
+    @staticmethod
+    def infer(attrs, query: TensorSpec, key: TensorSpec, value: TensorSpec,
+              attention_mask: TensorSpec | None = None, scale: TensorSpec | None = None
+              ) -> list[TensorSpec]:
+        name = "ScaledDotProductAttention"
+        if not query.etype.is_float:
+            fail(f"{name} query (input 0) must be floating-point, got {query.etype.name}")
+        for what, s in (("key (input 1)", key), ("value (input 2)", value)):
+            if s.etype != query.etype:
+                fail(f"{name} {what} must have the query's type {query.etype.name}, got {s.etype.name}")
+        for what, s in (("query (input 0)", query), ("key (input 1)", key), ("value (input 2)", value)):
+            if s.rank is not None and s.rank < 3:
+                fail(f"{name} {what} must have rank 3 or more ([N, ..., seq, embedding]), "
+                     f"got {format_shape(s.shape)}")
+        mask = None if _mask_is_absent(attention_mask, attrs.causal) else attention_mask
+        if attention_mask is not None and attention_mask.etype not in (query.etype,) \
+                and attention_mask.etype.kind != "bool":
+            fail(f"{name} attention_mask (input 3) must be boolean or of the query's type "
+                 f"{query.etype.name}, got {attention_mask.etype.name}")
+        if mask is not None and mask.rank == 1:
+            fail(f"{name} attention_mask (input 3) must be a scalar or have rank 2 or more, "
+                 f"got {format_shape(mask.shape)}")
+        if scale is not None:
+            if scale.etype != query.etype:
+                fail(f"{name} scale (input 4) must have the query's type {query.etype.name}, "
+                     f"got {scale.etype.name}")
+            if scale.shape is not None and not (len(scale.shape) == 0 or
+                                                (len(scale.shape) == 1 and scale.shape[0].contains(1))):
+                fail(f"{name} scale (input 4) must be a scalar or hold one element, "
+                     f"got {format_shape(scale.shape)}")
+        if query.shape is None or key.shape is None or value.shape is None:
+            return [TensorSpec(query.etype, None)]
+        q, k, v = query.shape, key.shape, value.shape
+        names = ["query", "key", "value"]
+        batches = [q[:-2], k[:-2], v[:-2]]
+        if mask is not None and mask.shape is not None and len(mask.shape) >= 3:
+            batches.append(mask.shape[:-2])
+            names.append("attention_mask")
+        batch = _batch_shape(batches, names)
+        if q[-1].merge(k[-1]) is None:
+            fail(f"{name}: query {format_shape(q)} and key {format_shape(k)} differ in the "
+                 f"embedding dim E ({q[-1]} vs {k[-1]})")
+        if k[-2].merge(v[-2]) is None:
+            fail(f"{name}: key {format_shape(k)} and value {format_shape(v)} differ in the "
+                 f"source length S ({k[-2]} vs {v[-2]})")
+        if mask is not None and mask.shape is not None and len(mask.shape) >= 2:
+            for dim, want, what in ((mask.shape[-2], q[-2], "L"), (mask.shape[-1], k[-2], "S")):
+                if not (dim.contains(1) or dim.merge(want) is not None):
+                    fail(f"{name} attention_mask {format_shape(mask.shape)} does not broadcast "
+                         f"to [..., L, S]: its {what} dim is {dim}, the inputs' is {want}")
+        return [TensorSpec(query.etype, tuple(batch) + (q[-2], v[-1]))]
+
+    @staticmethod
+    def run(attrs, query: np.ndarray, key: np.ndarray, value: np.ndarray,
+            attention_mask: np.ndarray | None = None, scale: np.ndarray | None = None
+            ) -> tuple[np.ndarray]:
+        return (attention(query, key, value, None if attrs.causal else attention_mask, scale,
+                          attrs.causal),)
+
+
+def _batch_shape(batches, names):
+    return broadcast_shapes(*batches, names=[f"{n} batch dims" for n in names])
+
+
+def _batch_index(batch: tuple[int, ...], out_batch: tuple[int, ...]) -> np.ndarray:
+    """For each flat output batch index, the flat index into an operand with batch dims
+    `batch` (right-aligned, dims of 1 broadcast)."""
+    full = (1,) * (len(out_batch) - len(batch)) + tuple(batch)
+    coords = np.indices(out_batch).reshape(len(out_batch), -1) if out_batch else np.zeros((0, 1), np.intp)
+    idx = np.zeros(coords.shape[1], np.intp)
+    for axis, d in enumerate(full):
+        idx = idx * d + (coords[axis] if d != 1 else 0)
+    return idx
+
+
+def _static_batch(shapes, names) -> tuple[int, ...]:
+    rank = max(len(s) for s in shapes)
+    out = []
+    for axis in range(rank):
+        d = 1
+        for s in shapes:
+            n = s[axis - rank] if axis - rank >= -len(s) else 1
+            if n != 1:
+                if d not in (1, n):
+                    listed = " and ".join(f"{nm} {list(s)}" for nm, s in zip(names, shapes))
+                    fail(f"ScaledDotProductAttention: batch dims do not broadcast (numpy "
+                         f"rules): {listed}")
+                d = n
+        out.append(d)
+    return tuple(out)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,
+              scale: np.ndarray | None, causal: bool, budget: int = SCORE_BUDGET) -> np.ndarray:
+    """The kernel (mask None when causal or absent)."""
+    name = "ScaledDotProductAttention"
+    for what, x in (("query", q), ("key", k), ("value", v)):
+        if x.ndim < 3:
+            fail(f"{name} {what} must have rank 3 or more, got shape {list(x.shape)}")
+    L, E = q.shape[-2:]
+    S, Ev = v.shape[-2:]
+    if k.shape[-1] != E or k.shape[-2] != S:
+        fail(f"{name}: key {list(k.shape)} does not fit query {list(q.shape)} and value "
+             f"{list(v.shape)} (needs [..., S, E])")
+    if mask is not None and mask.ndim == 1:
+        fail(f"{name} attention_mask must be a scalar or have rank 2 or more, got shape {list(mask.shape)}")
+    if mask is not None and mask.ndim >= 2 and (mask.shape[-2] not in (1, L) or mask.shape[-1] not in (1, S)):
+        fail(f"{name} attention_mask {list(mask.shape)} does not broadcast to [..., {L}, {S}]")
+    shapes = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
+    names = ["query", "key", "value"]
+    if mask is not None and mask.ndim >= 3:
+        shapes.append(mask.shape[:-2])
+        names.append("attention_mask")
+    batch = _static_batch(shapes, names)
+    check_alloc(batch + (L, Ev), q.dtype, f"{name} output")
+
+    cdt = np.float64 if q.dtype == np.float64 else np.float32
+    if scale is not None:
+        if scale.size != 1:
+            fail(f"{name} scale must hold one element, got shape {list(scale.shape)}")
+        sc = cdt(np.asarray(scale).reshape(-1)[0].astype(cdt))
+    else:
+        # 1 / sqrt(E) in the compute type (E = 0 gives inf, multiplied into an empty query).
+        with np.errstate(divide="ignore"):
+            sc = cdt(1) / np.sqrt(cdt(E))
+
+    nb = int(np.prod(batch, dtype=np.int64))
+    out = np.empty((nb, L, Ev), cdt)
+    if nb == 0 or L == 0:
+        return as_dtype(out.reshape(batch + (L, Ev)), q.dtype)
+    if S == 0:
+        out[...] = 0
+        return as_dtype(out.reshape(batch + (L, Ev)), q.dtype)
+
+    def flat(x):
+        return x.reshape((int(np.prod(x.shape[:-2], dtype=np.int64)),) + x.shape[-2:])
+
+    qf, kf, vf = flat(q), flat(k), flat(v)
+    qi, ki, vi = (_batch_index(x.shape[:-2], batch) for x in (q, k, v))
+    bias, bi = None, None
+    if mask is not None:
+        m = mask.reshape((1,) * (2 - mask.ndim) + mask.shape) if mask.ndim < 2 else mask
+        if m.dtype == np.bool_:
+            # Boolean: keep where true (the where() result is small: the mask's own shape).
+            bias = np.where(m, cdt(0), cdt(-np.inf))
+        else:
+            bias = m.astype(cdt, copy=False)
+        bi = _batch_index(bias.shape[:-2], batch)
+        bias = flat(bias)
+
+    heads = max(1, budget // max(1, L * S))       # heads per group
+    rows = L if heads > 1 or L * S <= budget else max(1, budget // S)
+    cols = np.arange(S)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for h0 in range(0, nb, heads):
+            h1 = min(nb, h0 + heads)
+            kt = kf[ki[h0:h1]].astype(cdt, copy=False).transpose(0, 2, 1)
+            vc = vf[vi[h0:h1]].astype(cdt, copy=False)
+            qg = qf[qi[h0:h1]]
+            for r0 in range(0, L, rows):
+                r1 = min(L, r0 + rows)
+                qc = qg[:, r0:r1].astype(cdt) * sc
+                s = np.matmul(qc, kt)                             # [heads, rows, S]
+                if causal:
+                    np.copyto(s, -np.inf, where=cols[None, :] > np.arange(r0, r1)[:, None])
+                elif bias is not None:
+                    # Views of the mask, never a gathered copy of [heads, rows, S].
+                    rs = slice(r0, r1) if bias.shape[1] != 1 else slice(None)
+                    group = bi[h0:h1]
+                    if (group == group[0]).all():
+                        s += bias[group[0], rs]
+                    else:
+                        for j, b in enumerate(group):
+                            s[j] += bias[b, rs]
+                s -= s.max(axis=-1, keepdims=True)
+                np.exp(s, out=s)
+                s /= s.sum(axis=-1, keepdims=True)
+                np.matmul(s, vc, out=out[h0:h1, r0:r1])
+    return as_dtype(out.reshape(batch + (L, Ev)), q.dtype)
+
