@@ -1,8 +1,14 @@
-"""The compiled loop of EmbeddingSegmentsSum-3 (ops/sparse.py): numba, because summing
-weighted table rows segment by segment is a loop over lookups that NumPy can only express
-with an [n, d] gather (the intermediate the spec promises to avoid) or a slower sparse product.
+"""The compiled loop of the embedding ops (ops/sparse.py): EmbeddingSegmentsSum-3 and the
+EmbeddingBag family share it. Numba, because summing weighted table rows bag by bag is a
+loop over lookups that NumPy can only express with an [n, d] gather (the intermediate the
+specs promise to avoid) or a slower sparse product.
 
-Imported on the op's first run, so loading models without the op never imports numba.
+Every op hands the loop its bags as ranges of lookups: `bounds` of length bags + 1, bag s
+being the lookups bounds[s]..bounds[s+1] (offsets plus the end for EmbeddingBagOffsets,
+multiples of the bag size for EmbeddingBagPacked, the first lookup of each segment for
+EmbeddingSegmentsSum, found by segment_bounds).
+
+Imported on the op's first run, so loading models without these ops never imports numba.
 """
 import numba
 import numba.extending
@@ -15,7 +21,7 @@ REGISTER_WIDTHS = range(8, 257, 8)  # row widths with a loop of their own (see l
 
 
 def loop_for(width: int):
-    """The compiled loop for rows of `width` elements, called as sum_lookups is (those of
+    """The compiled loop for rows of `width` elements, called as sum_bags is (those of
     REGISTER_WIDTHS take the type of `acc` but sum in a row of their own).
 
     For the usual embedding widths (REGISTER_WIDTHS) the loop is compiled for that width:
@@ -23,12 +29,12 @@ def loop_for(width: int):
     registers across a segment's lookups. A row in memory must be stored and reloaded at
     every lookup, since it might alias the table: measured at width 64 with the table in
     cache, 5 ns a lookup instead of 6 (a row on a 64-byte boundary) or 12 (one straddling
-    cache lines). Other widths share sum_lookups, which sums in the row it is given.
+    cache lines). Other widths share sum_bags, which sums in the row it is given.
     Each loop is compiled for each kind of table and index type on first use and cached on
     disk (numba's cache tells the widths apart by the value the loop closes over).
     """
     if width not in REGISTER_WIDTHS:
-        return sum_lookups
+        return sum_bags
     loop = _fixed_width.get(width)
     if loop is None:
         loop = _fixed_width[width] = _compile_for_width(width)
@@ -51,46 +57,43 @@ def _cached_loop(fn):
 
 def _compile_for_width(fixed):
     @_cached_loop
-    def sum_lookups_of_width(acc, out, table, bf16, indices, segment_ids, order, weights,
-                             default, start, stop, first, last):
-        return _sum_in_registers(_stack_row(acc, fixed), out, table, bf16, indices,
-                                 segment_ids, order, weights, default, start, stop, first, last)
-    return sum_lookups_of_width
+    def sum_bags_of_width(acc, out, table, bf16, indices, bounds, order, weights, default,
+                          mean, first, last):
+        return _sum_in_registers(_stack_row(acc, fixed), out, table, bf16, indices, bounds,
+                                 order, weights, default, mean, first, last)
+    return sum_bags_of_width
 
 
-def _sum_lookups(acc, out, table, bf16, indices, segment_ids, order, weights, default,
-                 start, stop, first, last):
-    """out[s] = sum of weights[i] * table[indices[i]] over the lookups j in start..stop
-    with segment_ids[j] == s (i = order[j], or j when `order` is empty; a single weight is
-    every lookup's), summed in `acc` (a row of the accumulation type), for the rows s in
-    first..last; table[default] as it is for those without lookups (0 if default < 0).
+def _sum_bags(acc, out, table, bf16, indices, bounds, order, weights, default, mean,
+              first, last):
+    """out[s] = sum of weights[i] * table[indices[i]] over the lookups j of bag s, that is
+    bounds[s] <= j < bounds[s+1] (i = order[j], or j when `order` is empty; a single weight
+    is every lookup's), summed in `acc` (a row of the accumulation type) and divided by the
+    bag's size when `mean` (float tables only), for the bags s in first..last; table[default]
+    as it is for empty bags (0 if default < 0).
 
-    The ids are sorted, so each segment's lookups come together and every row is written
-    once. That is checked as the loop goes, with the ids' range: it returns `stop`, or the
-    first lookup j whose segment id is smaller than the one before or outside first..last,
-    or whose index is not a row of the table (the rows it did not reach are not written).
-    Lookup positions and table rows are unsigned, so negative ids fail the same comparisons
-    as those too large, and the compiled code has no wrap-around test for negative indexes.
+    The bounds are trusted (non-decreasing, within the lookups: the caller checked them).
+    The indices are checked as the loop goes: it returns bounds[last], or the first lookup
+    j whose index is not a row of the table (the bags it did not reach are not written).
+    Table rows are unsigned, so a negative index fails the same comparison as one too
+    large, and the compiled code has no wrap-around test for negative indexes.
     """
     width = acc.shape[0]
     row_bytes = width * _itemsize(table)     # a constant in the loops of REGISTER_WIDTHS
     num_emb = np.uintp(table.shape[0])
     ordered = order.size == 0
     one_weight = weights.size == 1
-    stop = np.uintp(stop)
-    j = np.uintp(start)
-    if first < 0 or first > last or last > out.shape[0]:
-        return j
-    filled = first
-    while j < stop:
-        segment = segment_ids[j]
-        if segment < filled or segment >= last:
-            return j
-        _fill(out, filled, segment, table, default)
-        filled = segment + 1
+    stop = np.uintp(bounds[last])
+    for s in range(first, last):
+        j = np.uintp(bounds[s])
+        end = np.uintp(bounds[s + 1])
+        if j == end:
+            _fill(out, s, s + 1, table, default)
+            continue
+        count = end - j
         for c in range(width):
             acc[c] = 0
-        while j < stop and segment_ids[j] == segment:
+        while j < end:
             # The time goes in waiting for table rows from memory: ask for the row needed
             # PREFETCH_AHEAD lookups later now, so several loads are under way at once.
             ahead = j + np.uintp(PREFETCH_AHEAD)
@@ -108,21 +111,62 @@ def _sum_lookups(acc, out, table, bf16, indices, segment_ids, order, weights, de
             for c in range(width):
                 acc[c] += w * _load(table[row, c], acc, bf16)
             j += np.uintp(1)
-        for c in range(width):
-            out[segment, c] = _store(acc[c], out, bf16)
-    _fill(out, filled, last, table, default)
-    return j
+        if mean:
+            for c in range(width):
+                out[s, c] = _store(_divide(acc[c], count), out, bf16)
+        else:
+            for c in range(width):
+                out[s, c] = _store(acc[c], out, bf16)
+    return stop
 
 
 # The loop for any width sums in the row it is given; those of REGISTER_WIDTHS have the
 # body inlined by numba, so that LLVM sees that their row lives on their own stack.
-sum_lookups = _cached_loop(_sum_lookups)
-_sum_in_registers = numba.njit(inline="always")(_sum_lookups)
+sum_bags = _cached_loop(_sum_bags)
+_sum_in_registers = numba.njit(inline="always")(_sum_bags)
+
+
+def _segment_bounds(segment_ids, segments, bounds):
+    """bounds[s] = the first lookup of segment s (or of the next segment present), for
+    s in 0..segments, from ids sorted ascending: -1, or the first position whose id is
+    smaller than the one before or outside [0, segments) (bounds is then not all written).
+    """
+    n = segment_ids.shape[0]
+    limit = np.uintp(segments)
+    filled = np.uintp(0)
+    previous = np.uintp(0)
+    for j in range(n):
+        segment = np.uintp(segment_ids[j])      # a negative id wraps to a huge one
+        if segment < previous or segment >= limit:
+            return j
+        while filled <= segment:
+            bounds[filled] = j
+            filled += np.uintp(1)
+        previous = segment
+    while filled <= limit:
+        bounds[filled] = n
+        filled += np.uintp(1)
+    return -1
+
+
+segment_bounds = _cached_loop(_segment_bounds)
+
+
+def _divide(x, count):
+    """A float bag's sum divided by its size (in the sum's type, as the CPU plugin does)."""
+
+
+@numba.extending.overload(_divide)
+def _divide_typed(x, count):
+    if isinstance(x, numba.types.Float):
+        kind = x
+        return lambda x, count: x / kind(count)
+    return lambda x, count: x          # integer means are taken by the caller (ops/sparse.py)
 
 
 @numba.njit
 def _fill(out, start, stop, table, default):
-    """Rows start..stop of `out` (segments without lookups): table[default], or 0."""
+    """Rows start..stop of `out` (empty bags): table[default], or 0."""
     # Two loops, not a conditional expression: its two types would meet in float64, which
     # does not hold every int64 or uint64 bit pattern.
     if default >= 0:
@@ -201,7 +245,7 @@ def _load_typed(x, acc, bf16):
 
 
 def _store(x, out, bf16):
-    """A sum `x` (the accumulation type) as an element of `out` (as _segment_sum passes it)."""
+    """A sum `x` (the accumulation type) as an element of `out` (as ops/sparse.py passes it)."""
 
 
 @numba.extending.overload(_store)

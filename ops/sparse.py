@@ -1,22 +1,28 @@
-"""EmbeddingSegmentsSum-3 (spec page: sparse/EmbeddingSegmentsSum_3).
+"""The sparse ops (spec pages: sparse/EmbeddingSegmentsSum_3, EmbeddingBagOffsetsSum_3,
+EmbeddingBagPackedSum_3, EmbeddingBagOffsets_15, EmbeddingBagPacked_15, SparseFillEmptyRows_16;
+arithmetic/SegmentMax_16).
 
-out[s] = sum of w[i] * emb_table[indices[i]] over the lookups i of segment s. One compiled
-loop (numba, in segment_sum_loop.py) takes the lookups in segment order, sums each
-segment's weighted table rows in one row of the accumulation type and writes it to the
-output once, so the [n, d1, ...] intermediate the spec promises to avoid is never built;
-it also writes the rows of empty segments and checks the ids on the way. Beyond the
-output, memory is the sort order of unsorted ids (up to 16 bytes per lookup) and one row
-per thread. Spans of lookups that start on a segment boundary run on all cores (the
-compiled loop releases the GIL). NumPy's part is the messages for bad ids and the sort.
+The embedding ops share one compiled loop (numba, in segment_sum_loop.py): every op states
+its bags as ranges of lookups (offsets, fixed-size rows of indices, or the runs of sorted
+segment ids), and the loop sums each bag's weighted table rows in one row of the
+accumulation type and writes it to the output once, so the [n, d1, ...] intermediate the
+specs promise to avoid is never built; it also writes the rows of empty bags and checks the
+indices on the way. Beyond the output, memory is the bag bounds (8 bytes a bag), the sort
+order of unsorted segment ids (up to 16 bytes per lookup) and one row per thread. Spans of
+bags with about equal numbers of lookups run on the op kit's shared pool (the compiled
+loop releases the GIL). NumPy's part is the messages for bad inputs and the sort.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import ml_dtypes
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, Dim, TensorSpec, UnsupportedError, even_ranges, fail, format_shape, parallel,
-    register, warn, workers,
+    DYNAMIC, Dim, NoAttrs, TensorSpec, UnsupportedError, check_alloc, even_ranges, fail,
+    format_shape, parallel, register, warn, workers,
 )
 
 _INDEX_TYPES = ("i32", "i64")
@@ -120,7 +126,6 @@ class EmbeddingSegmentsSum3:
     def run(attrs, emb_table: np.ndarray, indices: np.ndarray, segment_ids: np.ndarray,
             num_segments: np.ndarray, default_index: np.ndarray | None = None,
             per_sample_weights: np.ndarray | None = None) -> tuple[np.ndarray]:
-        num_emb = emb_table.shape[0]
         # The loop reads ids and weights at the same positions without bounds checks. The
         # shape rule (run again on the real shapes when they were dynamic) saw to this;
         # checked here too, so no caller can make the loop read past an array.
@@ -133,38 +138,20 @@ class EmbeddingSegmentsSum3:
         if segments < 0:
             fail(f"num_segments is {segments}, expected >= 0")
         # Empty segments get emb_table[default_index] as it is, not weighted (the spec
-        # example), or zeros without one. A default outside the table is an error only
-        # when a segment is empty (as the CPU plugin has it).
+        # example), or zeros without one. A default outside the table (-1 included) is an
+        # error only when a segment is empty (as the CPU plugin has it).
         default = None if default_index is None else int(default_index.reshape(()))
-        usable = default if default is not None and 0 <= default < num_emb else -1
-
-        width = int(np.prod(emb_table.shape[1:], dtype=np.int64))
-        if width > 0 and indices.shape[0] > 0:
-            # The loop checks the ids and writes every row, the empty segments' too: no
-            # checking or zeroing pass first.
-            out = np.empty((segments, *emb_table.shape[1:]), dtype=emb_table.dtype)
-            table = emb_table.reshape(num_emb, width)   # a view when contiguous (Consts, inputs)
-            _segment_sum(out.reshape(segments, width), table, indices, segment_ids,
-                         per_sample_weights, usable)
-        else:
-            _check_ids(indices, segment_ids, num_emb, segments)
-            out = np.zeros((segments, *emb_table.shape[1:]), dtype=emb_table.dtype)
-            if usable >= 0:
-                out[...] = emb_table[usable]
-
-        if default is not None and usable < 0 and segments > 0:
-            empty = np.ones(segments, dtype=bool)
-            empty[segment_ids] = False
-            if empty.any():
-                first = int(np.flatnonzero(empty)[0])
-                fail(f"default_index is {default}, expected in [0, {num_emb}) "
-                              f"(emb_table rows): it is needed for the empty segment {first}")
+        check_alloc((segments, *emb_table.shape[1:]), emb_table.dtype, "the output")
+        out = np.empty((segments, *emb_table.shape[1:]), dtype=emb_table.dtype)
+        _segment_sum(_rows(out), _rows(emb_table), indices, segment_ids, per_sample_weights,
+                     -1 if default is None else default,
+                     none_index=-1 if default is None else None)
         return (out,)
 
 
-def _check_ids(indices: np.ndarray, segment_ids: np.ndarray, num_emb: int, segments: int) -> None:
-    _check_range("indices", indices, num_emb, "emb_table rows")
-    _check_range("segment_ids", segment_ids, segments, "num_segments")
+def _rows(a: np.ndarray) -> np.ndarray:
+    """[n, d1, d2, ...] as [n, d1 * d2 * ...]: a view when contiguous (Consts, inputs, outputs)."""
+    return a.reshape(a.shape[0], int(np.prod(a.shape[1:], dtype=np.int64)))
 
 
 def _check_range(name: str, values: np.ndarray, limit: int, what: str) -> None:
@@ -173,6 +160,11 @@ def _check_range(name: str, values: np.ndarray, limit: int, what: str) -> None:
     if values.min() < 0 or values.max() >= limit:
         bad = np.flatnonzero((values < 0) | (values >= limit))[0]
         fail(f"{name}[{bad}] is {values[bad]}, expected in [0, {limit}) ({what} = {limit})")
+
+
+def _check_ids(indices: np.ndarray, segment_ids: np.ndarray, num_emb: int, segments: int) -> None:
+    _check_range("indices", indices, num_emb, "emb_table rows")
+    _check_range("segment_ids", segment_ids, segments, "num_segments")
 
 
 def _accumulator(dtype: np.dtype) -> np.dtype:
@@ -205,55 +197,95 @@ _NO_ORDER = np.empty(0, dtype=np.intp)
 
 
 def _segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
-                 segment_ids: np.ndarray, weights: np.ndarray | None, default: int) -> None:
+                 segment_ids: np.ndarray, weights: np.ndarray | None, default: int,
+                 none_index: int | None = -1) -> None:
     """out[s] = sum of table[indices[i]] * weights[i] over lookups i with segment_ids[i] == s;
     table[default] for a segment without lookups (0 when `default` is -1).
 
-    `out` is [num_segments, D], not initialised; `table` is [num_emb, D]; there are lookups.
-    The ids are checked here: an OpError names the first bad one.
+    `out` is [num_segments, D], not initialised; `table` is [num_emb, D]. The ids are
+    checked here: an OpError names the first bad one. `none_index` is the default that
+    means "no default" (None: every value outside the table is refused when needed).
     """
+    segments = out.shape[0]
+    # The lookups must come grouped by segment. Sorted ids (the spec's promise) are used
+    # in place: one pass finds where each segment starts and checks them. If one is out
+    # of range or smaller than the one before, the ids are checked for the message (indices
+    # first), and if they are all in range they are unsorted: a stable sort order and the
+    # ids in that order are built (up to 16 bytes per lookup), so they give the same
+    # scatter-add sums.
+    from .segment_sum_loop import segment_bounds
+
+    bounds = np.empty(segments + 1, np.intp)
+    order = _NO_ORDER
+    if segment_bounds(segment_ids, segments, bounds) >= 0:
+        _check_ids(indices, segment_ids, table.shape[0], segments)
+        order = np.argsort(segment_ids, kind="stable")
+        if segment_bounds(segment_ids[order], segments, bounds) >= 0:
+            raise AssertionError("segment_bounds refused sorted ids in range")
+    _sum_bags(out, table, indices, bounds, order, weights, default, False, none_index,
+              "segment")
+
+
+def _sum_bags(out: np.ndarray, table: np.ndarray, indices: np.ndarray, bounds: np.ndarray,
+              order: np.ndarray, weights: np.ndarray | None, default: int, mean: bool,
+              none_index: int | None, bag: str) -> None:
+    """Fill `out` [bags, D] from `table` [num_emb, D]: bag s is the lookups
+    bounds[s]..bounds[s+1] (checked by the caller) of `indices` (through `order` if it is
+    not empty); the sum of their rows times `weights` (or their mean), or table[default]
+    for an empty bag (zeros when default == none_index). The indices are checked here."""
+    num_emb = table.shape[0]
+    usable = default if 0 <= default < num_emb else -1
+    if usable < 0 and default != none_index and out.shape[0]:
+        empty = np.flatnonzero(bounds[1:] == bounds[:-1])
+        if empty.size:
+            _check_range("indices", indices, num_emb, "emb_table rows")
+            fail(f"default_index is {default}, expected in [0, {num_emb}) (emb_table rows)"
+                 f"{' or -1' if none_index == -1 else ''}: it is needed for the empty "
+                 f"{bag} {int(empty[0])}")
+    if out.shape[1] == 0 or indices.shape[0] == 0:
+        _check_range("indices", indices, num_emb, "emb_table rows")
+        out[...] = 0
+        if usable >= 0:
+            out[bounds[1:] == bounds[:-1]] = table[usable]
+        return
     if weights is None:
         weights = np.ones(1, dtype=table.dtype)     # one weight for every lookup
+    integer_mean = mean and table.dtype.kind in "iub"
     # f16 and bf16 outputs are written as their bits; integer and boolean ones as they are
     # (the loop cuts the uint64 sums down to them).
     halves = out.dtype == np.float16 or out.dtype == ml_dtypes.bfloat16
-    head = (out.view(np.uint16) if halves else out, _kernel_view(table),
-            out.dtype == ml_dtypes.bfloat16, indices)
-    tail = (_kernel_view(weights), default)
+    args = (out.view(np.uint16) if halves else out, _kernel_view(table),
+            out.dtype == ml_dtypes.bfloat16, indices, bounds, order, _kernel_view(weights),
+            usable, mean and not integer_mean)
     acc_type = _accumulator(table.dtype)
-    # The lookups must come grouped by segment. Sorted ids (the spec's promise) are used
-    # in place, and the loop checks them as it goes; it stops at an id out of range or
-    # smaller than the one before. The ids are then checked here, for the message, and
-    # if they are all in range they are unsorted: a stable sort order and the ids in that
-    # order are built (up to 16 bytes per lookup), so they give the same scatter-add sums.
-    if _sum_spans(acc_type, (*head, segment_ids, _NO_ORDER, *tail)):
-        return
-    _check_ids(indices, segment_ids, table.shape[0], out.shape[0])
-    order = np.argsort(segment_ids, kind="stable")
-    if not _sum_spans(acc_type, (*head, segment_ids[order], order, *tail)):
-        raise AssertionError("the loop refused sorted ids in range")
-
-
-def _sum_spans(acc_type: np.dtype, args: tuple) -> bool:
-    """Run the loop (its arguments from `out` to `default`, the sums in `acc_type`) over
-    spans of the lookups on all cores; False if it found the ids unsorted or out of range."""
-    out, segment_ids = args[0], args[4]
-    # Each span of lookups also owns the output rows from its first segment (0 for the
-    # first span) up to the next span's first segment (all rows for the last).
-    spans = _spans(segment_ids, _workers(segment_ids.shape[0]))
-    rows = [0] + [int(segment_ids[start]) for start, _ in spans[1:]] + [out.shape[0]]
     # Imported on first use: numba's import and compilation are only paid by models that
-    # run this op, not by `irrun validate` or other models.
+    # run these ops, not by `irrun validate` or other models.
     from .segment_sum_loop import loop_for
 
     loop = loop_for(out.shape[1])
 
-    def run(start, stop, first, last):
-        return loop(_row(out.shape[1], acc_type), *args, start, stop, first, last)
-    stopped = parallel(run, [(*span, first, last)
-                              for span, first, last in zip(spans, rows, rows[1:])])
-    # Every span's ids sorted and in its own rows: all ids are sorted and in range.
-    return all(at == stop for at, (_, stop) in zip(stopped, spans))
+    def run(first, last):
+        return loop(_row(out.shape[1], acc_type), *args, first, last)
+    spans = _bag_spans(bounds, _workers(indices.shape[0]))
+    stopped = parallel(run, spans)
+    if any(at != bounds[last] for at, (_, last) in zip(stopped, spans)):
+        _check_range("indices", indices, num_emb, "emb_table rows")
+        raise AssertionError("the loop refused indices in range")
+    if integer_mean:
+        _divide_integers(out, np.diff(bounds))
+
+
+def _divide_integers(out: np.ndarray, counts: np.ndarray) -> None:
+    """out[s] /= counts[s] for the non-empty bags, rounded toward zero as C++ divides."""
+    full = counts > 0
+    if out.dtype == np.bool_:          # C++: a bool sum (0 or 1) divided by the size
+        out[full] = (out[full].view(np.uint8) // counts[full, None].astype(np.uint8)) > 0
+        return
+    sums, sizes = out[full], counts[full, None].astype(out.dtype)
+    quotient = sums // sizes
+    if out.dtype.kind == "i":
+        quotient += ((sums % sizes) != 0) & (sums < 0)   # floor -> toward zero
+    out[full] = quotient
 
 
 def _row(width: int, dtype: np.dtype) -> np.ndarray:
@@ -266,21 +298,23 @@ def _row(width: int, dtype: np.dtype) -> np.ndarray:
 
 # ------------------------------------------------------------------ threads
 # The compiled loop releases the GIL and is bound by the memory latency of the row gathers,
-# so independent spans of lookups run on the op kit's shared pool (IRRUN_THREADS threads).
+# so independent spans of bags run on the op kit's shared pool (IRRUN_THREADS threads).
 
 
 def _workers(n: int) -> int:
     return workers(n, PARALLEL_MIN_LOOKUPS)
 
 
-def _spans(segment_ids: np.ndarray, parts: int) -> list[tuple[int, int]]:
-    """`parts` ranges of lookups of about equal size, cut where a segment starts, so no
+def _bag_spans(bounds: np.ndarray, parts: int) -> list[tuple[int, int]]:
+    """`parts` ranges of bags (first, last) covering all of them, with about equal numbers
+    of lookups: each cut is at the start of the bag holding the lookup it aims at, so no
     output row is written by two threads."""
-    n = segment_ids.shape[0]
+    bags = bounds.shape[0] - 1
     cuts = [0]
-    for lo, _ in even_ranges(n, parts)[1:]:
-        cut = int(np.searchsorted(segment_ids, segment_ids[lo], side="left"))
+    for lo, _ in even_ranges(int(bounds[-1]), parts)[1:]:
+        cut = int(np.searchsorted(bounds, lo, side="right")) - 1
         if cut > cuts[-1]:
             cuts.append(cut)
-    cuts.append(n)
-    return list(zip(cuts, cuts[1:]))
+    cuts.append(bags)
+    return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a] or [(0, bags)]
+

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import irrun
 import irrun.ops.sparse as sparse
-from irrun.ops.segment_sum_loop import sum_lookups
+from irrun.ops.segment_sum_loop import sum_bags
 from irrun.cli import cli
 from irrun.errors import OpError, ShapeError, UnsupportedError
 from irrun.etypes import element_type
@@ -292,9 +292,10 @@ def test_half_bits_read_exactly(dtype):
     bits = np.arange(1 << 16, dtype=np.uint16)
     out = np.empty((1 << 16, 1), np.float32)
     lookups = np.arange(1 << 16)
-    assert sum_lookups(np.empty(1, np.float32), out, bits.reshape(-1, 1),
-                       dtype == ml_dtypes.bfloat16, lookups, lookups, sparse._NO_ORDER,
-                       np.ones(1, dtype).view(np.uint16), -1, 0, 1 << 16, 0, 1 << 16) == 1 << 16
+    bags = np.arange((1 << 16) + 1)                     # one lookup a bag
+    assert sum_bags(np.empty(1, np.float32), out, bits.reshape(-1, 1),
+                    dtype == ml_dtypes.bfloat16, lookups, bags, sparse._NO_ORDER,
+                    np.ones(1, dtype).view(np.uint16), -1, False, 0, 1 << 16) == 1 << 16
     # The loop computes 0 + 1 * x in f32: so does the expectation (-0 becomes +0, a
     # signalling NaN quiet), so the two agree bit for bit.
     with np.errstate(invalid="ignore"):
@@ -321,20 +322,29 @@ def test_sums_round_to_half_as_numpy_does(dtype):
     n = patterns.size
     out = np.empty((n, 1), np.uint16)
     lookups = np.arange(n)
-    assert sum_lookups(np.empty(1, np.float32), out, patterns.reshape(-1, 1),
-                       dtype == ml_dtypes.bfloat16, lookups, lookups, sparse._NO_ORDER,
-                       np.ones(1, np.float32), -1, 0, n, 0, n) == n
+    assert sum_bags(np.empty(1, np.float32), out, patterns.reshape(-1, 1),
+                    dtype == ml_dtypes.bfloat16, lookups, np.arange(n + 1), sparse._NO_ORDER,
+                    np.ones(1, np.float32), -1, False, 0, n) == n
     with np.errstate(invalid="ignore", over="ignore"):
         sums = np.float32(0) + np.float32(1) * patterns               # as the loop sums them
         expected = sums.astype(dtype).view(np.uint16)
     np.testing.assert_array_equal(out.ravel(), expected)
 
 
+def _spans(ids, parts):
+    """The lookup ranges the threads get for sorted segment ids (bags = segments)."""
+    from irrun.ops.segment_sum_loop import segment_bounds
+    bounds = np.empty(int(ids[-1]) + 2, np.intp)
+    assert segment_bounds(ids, int(ids[-1]) + 1, bounds) == -1
+    return [(int(bounds[a]), int(bounds[b])) for a, b in sparse._bag_spans(bounds, parts)
+            if bounds[b] > bounds[a]]
+
+
 def test_spans_cut_at_segment_starts():
     ids = np.array([0, 0, 0, 0, 1, 1, 2, 5, 5, 5, 5, 5])
-    assert sparse._spans(ids, 1) == [(0, 12)]
-    assert sparse._spans(ids, 3) == [(0, 4), (4, 7), (7, 12)]
-    assert sparse._spans(np.zeros(10, np.int32), 4) == [(0, 10)]
+    assert _spans(ids, 1) == [(0, 12)]
+    assert _spans(ids, 3) == [(0, 4), (4, 7), (7, 12)]
+    assert _spans(np.zeros(10, np.int32), 4) == [(0, 10)]
 
 
 @pytest.mark.parametrize("etype", ["f32", "bf16", "i16"])
@@ -350,7 +360,7 @@ def test_threads_agree_with_reference(monkeypatch, etype):
                           rng.integers(10, 12, 20)])
     seg[[0, 19, 20, 39, 40, 59]] = [1, 3, 8, 9, 10, 11]
     w = rng.integers(-3, 4, 60).astype(dtype)
-    assert sparse._spans(np.sort(seg), 3) == [(0, 20), (20, 40), (40, 60)]
+    assert _spans(np.sort(seg), 3) == [(0, 20), (20, 40), (40, 60)]
     for s in (np.sort(seg), seg):
         assert_close(run(table, idx, s, 13, 4, w), reference(table, idx, s, 13, 4, w), etype)
         # Every output row is written, those without lookups as 0 or the default row,
@@ -414,11 +424,12 @@ def test_register_width_loops_match_the_generic_loop(etype, itype, width):
 
     generic = np.empty_like(fast)
     out = generic.view(np.uint16) if etype in ("f16", "bf16") else generic
-    args = (out, sparse._kernel_view(table), etype == "bf16", idx, seg, sparse._NO_ORDER,
-            sparse._kernel_view(w), 3)
-    assert segment_sum_loop.loop_for(width) is not sum_lookups          # its own loop
+    bounds = np.searchsorted(seg, np.arange(62))                        # segment starts
+    args = (out, sparse._kernel_view(table), etype == "bf16", idx, bounds, sparse._NO_ORDER,
+            sparse._kernel_view(w), 3, False)
+    assert segment_sum_loop.loop_for(width) is not sum_bags             # its own loop
     acc = np.empty(width, sparse._accumulator(dtype))
-    assert sum_lookups(acc, *args, 0, 500, 0, 61) == 500
+    assert sum_bags(acc, *args, 0, 61) == 500
     np.testing.assert_array_equal(fast.view(np.uint8), generic.view(np.uint8))
 
 
