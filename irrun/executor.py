@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import IrrunError, OpError
+from .errors import IrrunError, OpError, OpProblem, ShapeError
 from .graph import ancestors_and_self
-from .infer import FOLD_MAX_ELEMENTS
+from .infer import FOLD_MAX_ELEMENTS, _where
+from .subgraph import current_listener
 from .shapes import (
     TensorSpec,
     format_shape,
@@ -22,7 +23,7 @@ from .shapes import (
     shape_of,
     static_values,
 )
-from .weights import check_alloc
+from .weights import LiveBudget, check_alloc
 
 
 @dataclass
@@ -34,11 +35,18 @@ class Step:
     free: tuple[int, ...]        # slots whose last use is this step
     recheck: tuple | None = None  # input element types, when shapes must be checked at run time
     expect: tuple = ()           # per output: (NumPy dtype, shape tuple if static else None)
+    reads: str | None = None     # ReadValue: the variable it reads in a session
+    writes: str | None = None    # Assign: the variable it writes in a session
+
+
+_STATE_OPS = {"readvalue": "reads", "assign": "writes"}
 
 
 class Plan:
-    def __init__(self, program, targets: list[tuple[str, int]]):
-        needed = ancestors_and_self(program.graph, [lid for lid, _ in targets])
+    """`sinks` are layers run although no target needs them (a session's Assigns)."""
+
+    def __init__(self, program, targets: list[tuple[str, int]], sinks=()):
+        needed = ancestors_and_self(program.graph, [lid for lid, _ in targets] + list(sinks))
         order = [lid for lid in program.order if lid in needed]
         slot_of: dict[tuple[str, int], int] = {}
         for lid in order:
@@ -60,6 +68,9 @@ class Plan:
                     step.recheck = tuple(s.etype for s in in_specs)
                 step.expect = tuple((s.etype.dtype, static_values(s.shape) if is_static(s.shape)
                                      else None) for s in node.specs)
+                role = _STATE_OPS.get(node.layer.type.lower())
+                if role is not None:
+                    setattr(step, role, node.attrs.variable_id)
             steps.append(step)
         self.targets = [slot_of[t] for t in targets]
         keep = set(self.targets)
@@ -90,7 +101,12 @@ def check_inputs(node, etypes, arrays) -> None:
     """
     specs = [TensorSpec(et, shape_of(a.shape), a if a.size <= FOLD_MAX_ELEMENTS else None)
              for et, a in zip(etypes, arrays)]
-    for index, spec in enumerate(node.op.infer(node.attrs, *specs)):
+    try:
+        out_specs = node.op.infer(node.attrs, *specs)
+    except OpProblem as e:
+        e.phase = "rule"
+        raise
+    for index, spec in enumerate(out_specs):
         if spec.shape is not None:
             check_alloc([d.lo for d in spec.shape], spec.etype, f"output {index}")
 
@@ -108,27 +124,43 @@ def check_output(node, index, value):
                       f"{format_shape(spec.shape)}")
 
 
+@dataclass
+class State:
+    """A session's variables: what ReadValue reads; Assign's writes land in `pending` and
+    replace `values` only when the whole run succeeded."""
+
+    values: dict
+    pending: dict
+
+
 def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
-            keep_all: bool = False) -> list[np.ndarray] | tuple[list, dict]:
+            keep_all: bool = False, state: State | None = None) -> list[np.ndarray] | tuple[list, dict]:
     """Run the plan. `feeds` maps Parameter layer ids to checked arrays.
 
-    `listener(node, outputs, seconds)` is called after each layer (profile, trace, dump).
-    With keep_all, nothing is freed and every slot is returned too.
+    `listener(node, outputs, seconds)` is called after each layer (profile, trace, dump);
+    a body's layers are reported to it too when it has `wants_bodies`. With keep_all,
+    nothing is freed and every slot is returned too. Without a state, a ReadValue gives its
+    initial value and an Assign's write is dropped.
     """
     values: list = [None] * plan.n_slots
     clock = time.perf_counter
+    token = current_listener.set(listener)
     # Overflow to inf and NaN from 0/0 are what IR semantics compute, not a reason for NumPy
     # to print warnings mid-run (--check-nan finds them); set once here, not per kernel.
-    with np.errstate(all="ignore"):
-        _run_steps(program, plan, feeds, listener, keep_all, values, clock)
+    try:
+        with np.errstate(all="ignore"):
+            _run_steps(program, plan, feeds, listener, keep_all, values, clock, state)
+    finally:
+        current_listener.reset(token)
     result = [values[t] for t in plan.targets]
     if keep_all:
         return result, values
     return result
 
 
-def _run_steps(program, plan, feeds, listener, keep_all, values, clock):
+def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=None):
     """The interpreter loop: fills `values` slot by slot."""
+    budget = LiveBudget()   # IRRUN_MAX_BYTES for all live tensors, not only each one
     for step in plan.steps:
         node = step.node
         t0 = clock() if listener is not None else 0.0
@@ -139,10 +171,13 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock):
                 outputs = (node.const_value,)
             elif step.kind == "result":
                 outputs = ()
+            elif step.reads is not None and state is not None and step.reads in state.values:
+                outputs = (state.values[step.reads],)
             else:
                 args = [values[a] for a in step.args]
                 if step.recheck is not None:
                     check_inputs(node, step.recheck, args)
+                budget.before(step.expect)
                 outputs = node.op.run(node.attrs, *args)
                 if len(outputs) != len(step.outs):
                     raise OpError(f"internal error: the kernel returned {len(outputs)} outputs, "
@@ -153,13 +188,23 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock):
                     # words the error.
                     if type(v) is not np.ndarray or v.dtype != dtype or v.shape != shape:
                         check_output(node, i, v)
+                if step.writes is not None and state is not None:
+                    state.pending[step.writes] = outputs[0]
+            budget.hold(step.outs, outputs)
+        except OpProblem as e:
+            # fail() from a kernel or the kit: a run-time value problem (OpError); from the
+            # shape rule re-run on real inputs (step.recheck), a ShapeError.
+            kind = ShapeError if e.phase == "rule" else OpError
+            raise kind(e.message, code="shape" if kind is ShapeError else "value").locate(
+                **_location(program, node)) from e
         except IrrunError as e:
             raise e.locate(**_location(program, node)) from e
         except MemoryError:
             raise OpError("out of memory while running this layer").locate(
                 **_location(program, node)) from None
         except Exception as e:  # a kernel bug: still say where it happened
-            raise OpError(f"internal error in the kernel: {type(e).__name__}: {e}").locate(
+            raise OpError(f"internal error in the kernel: {type(e).__name__}: {e} "
+                          f"({_where(e)}; an irrun bug, please report it)").locate(
                 **_location(program, node)) from e
         for s, v in zip(step.outs, outputs):
             values[s] = v
@@ -168,3 +213,4 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock):
         if not keep_all:
             for s in step.free:
                 values[s] = None
+                budget.release(s)

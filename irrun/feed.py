@@ -149,7 +149,8 @@ def _npy_header(f) -> tuple[np.dtype, tuple[int, ...], bool]:
     return dtype, shape, bool(header["fortran_order"])
 
 
-def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, key: str) -> np.ndarray:
+def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, key: str,
+                 budget: int | None = None) -> np.ndarray:
     with z.open(info) as f:
         dtype, shape, fortran = _npy_header(f)
         if dtype.hasobject:
@@ -159,10 +160,16 @@ def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, key: str)
         for d in shape:
             count *= d
         need = count * dtype.itemsize
-        if need > max_tensor_bytes():
+        limit = max_tensor_bytes()
+        if need > limit:
             raise ResourceError(f"input '{key}' declares shape {list(shape)} of {dtype} "
-                                f"({need} bytes), more than the limit of {max_tensor_bytes()} "
+                                f"({need} bytes), more than the limit of {limit} "
                                 "bytes (IRRUN_MAX_BYTES)", file=path)
+        if budget is not None and need > budget:
+            raise ResourceError(f"input '{key}' declares shape {list(shape)} of {dtype} "
+                                f"({need} bytes); with the inputs before it, more than the "
+                                f"limit of {limit} bytes for all of them (IRRUN_MAX_BYTES)",
+                                file=path)
         if need > info.file_size:
             raise ReadError(f"input '{key}' is truncated: shape {list(shape)} of {dtype} needs "
                             f"{need} bytes, the member holds at most {info.file_size}", file=path)
@@ -173,11 +180,14 @@ def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, key: str)
     return arr.reshape(shape[::-1]).transpose() if fortran else arr.reshape(shape)
 
 
-def load_npz(path: str) -> dict[str, np.ndarray]:
+def load_npz(path: str, inputs=None) -> dict[str, np.ndarray]:
     """The arrays of an input .npz keyed by name; never unpickles (object arrays are refused).
 
-    Each member's header is checked before its data is read, so a header that declares a
-    huge shape (or a zip bomb) is refused instead of allocated.
+    `inputs` (the model's PortInfos) names what may be in the file: a member for no input
+    is refused before anything is decompressed. Each member's declared size and header are
+    checked before its data is read, and no more than its header's shape needs is ever
+    decompressed, all members together within the memory budget (IRRUN_MAX_BYTES), so a zip
+    bomb or a header declaring a huge shape is refused instead of allocated.
     """
     path = str(path)
     try:
@@ -193,18 +203,40 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
         raise ReadError(f"cannot read the inputs file: {e.strerror or e}", file=path) from None
     result = {}
     with z:
-        for info in z.infolist():
-            if info.is_dir():
-                continue
-            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+        members = [(info.filename[:-4] if info.filename.endswith(".npy") else info.filename, info)
+                   for info in z.infolist() if not info.is_dir()]
+        # Names first, from the zip's directory alone: nothing is decompressed for a member
+        # that no input takes, or for a file that cannot be used anyway.
+        keys = [k for k, _ in members]
+        twice = sorted({k for k in keys if keys.count(k) > 1}) if len(set(keys)) < len(keys) else []
+        if twice:
+            raise FeedError(f"the inputs file holds {', '.join(repr(k) for k in twice)} more "
+                            "than once", file=path)
+        if inputs is not None:
+            known = {n for i in inputs for n in i.names}
+            unknown = [k for k in keys if k not in known]
+            if unknown:
+                raise FeedError(f"unknown input name{'s' if len(unknown) > 1 else ''} "
+                                f"{', '.join(repr(k) for k in unknown)} in the inputs file; the "
+                                "model's inputs are " + ", ".join(str(i) for i in inputs),
+                                file=path)
+        limit = max_tensor_bytes()
+        declared = sum(info.file_size for _, info in members)
+        if declared > limit + 4096 * len(members):    # headers are at most a few KiB each
+            raise ResourceError(f"the inputs file's members declare {declared} bytes in all, "
+                                f"more than the limit of {limit} bytes (IRRUN_MAX_BYTES)",
+                                file=path)
+        total = 0
+        for key, info in members:
             try:
-                result[key] = _read_member(z, info, path, key)
+                result[key] = _read_member(z, info, path, key, limit - total)
             except (FeedError, ReadError, ResourceError):
                 raise
             except (ValueError, SyntaxError, TypeError, MemoryError, EOFError, OSError,
                     zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError) as e:
                 raise ReadError(f"input '{key}' in the inputs file cannot be read: {e}",
                                 file=path) from None
+            total += result[key].nbytes
     return result
 
 

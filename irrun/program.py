@@ -31,6 +31,7 @@ class Node:
     specs: list[TensorSpec] | None = None                        # inferred outputs
     const_value: object = None     # a Const's data: a view of the .bin's memory map
     bodies: list[Program] = field(default_factory=list)   # a Loop/TensorIterator/If's networks
+    views: tuple = ()               # their port-map views (subgraph.BodyView), even if broken
     program: Program | None = None  # the network this node belongs to
 
     @property
@@ -263,6 +264,8 @@ def infer_network(program: Program, diag: Collector,
         check_declared_inputs(node.layer, input_specs, diag)
         if node.op is None or node.attrs is None:
             node.specs = None
+            if node.bodies:
+                subgraph.check_alone(node, input_specs, diag)
             continue
         if len(node.inputs) != len(node.layer.inputs) or any(i is None for i in node.inputs):
             continue   # an unconnected input is already reported
@@ -290,9 +293,12 @@ def infer_network(program: Program, diag: Collector,
         elif node.kind == "parameter" and given is not None:
             node.specs = subgraph.body_parameter_spec(node, given.get(lid), diag)
         else:
-            node.specs = infer_node(node, input_specs, diag)
+            node.specs = infer_node(node, input_specs, diag,
+                                    fold=not getattr(node.op.impl, "NO_FOLD", False))
             if node.bodies:
                 subgraph.flush(node, diag)
+                if node.specs is None:
+                    subgraph.check_alone(node, input_specs, diag, only_uninferred=True)
         for i, s in enumerate(node.specs or []):
             specs[(lid, i)] = s
 

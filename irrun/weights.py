@@ -156,3 +156,65 @@ def const_value(weights: Weights | None, et, shape: tuple[int, ...], offset: int
     if need == 0 or weights is None:
         return decode(np.zeros(need, dtype=np.uint8), et, shape)
     return decode(weights.slice(offset, need), et, shape)
+
+
+class LiveBudget:
+    """The bytes of a run's live tensors, held against the same limit (IRRUN_MAX_BYTES).
+
+    A per-tensor limit alone lets ten tensors of 95 MB through a 100 MB budget; the
+    executor tells this what each slot holds and when it is freed. Memory NumPy allocated is
+    counted once per buffer (views share their base's count); memory owned by something
+    else (the .bin's map, a private copy of it, an input file's bytes) is not a run's
+    allocation and is not counted.
+    """
+
+    def __init__(self, limit: int | None = None):
+        self.limit = max_tensor_bytes() if limit is None else limit
+        self.live = 0
+        self._held: dict[int, list] = {}     # id(buffer) -> [buffer, slots holding it]
+        self._slot: dict[int, int] = {}      # slot -> id(buffer)
+
+    def before(self, expect) -> None:
+        """Refuse a layer whose static outputs would take the run past the limit."""
+        need = 0
+        for dtype, shape in expect:
+            if shape is not None:
+                n = 1
+                for d in shape:
+                    n *= d
+                need += n * dtype.itemsize
+        if need and self.live + need > self.limit:
+            self._refuse(need)
+
+    def hold(self, slots, arrays) -> None:
+        for slot, a in zip(slots, arrays):
+            base = a
+            while isinstance(base.base, np.ndarray):
+                base = base.base
+            if base.base is not None:
+                continue
+            key = id(base)
+            entry = self._held.get(key)
+            if entry is None:
+                if self.live + base.nbytes > self.limit:
+                    self._refuse(base.nbytes)
+                self._held[key] = [base, 1]
+                self.live += base.nbytes
+            else:
+                entry[1] += 1
+            self._slot[slot] = key
+
+    def release(self, slot) -> None:
+        key = self._slot.pop(slot, None)
+        if key is None:
+            return
+        entry = self._held[key]
+        entry[1] -= 1
+        if entry[1] == 0:
+            self.live -= entry[0].nbytes
+            del self._held[key]
+
+    def _refuse(self, need: int):
+        raise ResourceError(f"the run's live tensors would need {self.live + need} bytes "
+                            f"({self.live} alive, {need} for this layer's outputs), more than "
+                            f"the limit of {self.limit} bytes (set IRRUN_MAX_BYTES to change it)")

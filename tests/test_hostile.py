@@ -353,3 +353,91 @@ def test_two_parameters_with_one_tensor_name_is_a_validation_error_at_both(tmp_p
     with pytest.raises(ModelError) as e:
         irrun.read_model(xml)
     assert "internal" not in str(e.value) and len(e.value.diagnostics) == 2
+
+
+# ------------------------------------------------------------------ memory: npz bombs, whole-run budget
+
+def bomb(path, members, shape=(1 << 20,)):
+    """An .npz of `members` compressed all-zero f32 arrays: 4 MiB each, a few KiB on disk."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False,
+                                                   "shape": shape})
+    zeros = bytes(4 * int(np.prod(shape)))
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in members:
+            z.writestr(name + ".npy", header.getvalue() + zeros)
+    return path
+
+
+def test_npz_member_for_no_input_is_refused_before_decompression(tmp_path, monkeypatch):
+    xml = passthrough(tmp_path, ["x"])
+    path = bomb(tmp_path / "bomb.npz", ["junk"])
+    opened = []
+    real_open = zipfile.ZipFile.open
+    monkeypatch.setattr(zipfile.ZipFile, "open",
+                        lambda self, name, *a, **k: opened.append(name) or real_open(self, name, *a, **k))
+    m = irrun.read_model(xml)
+    with pytest.raises(irrun.FeedError, match="unknown input name 'junk' in the inputs file"):
+        load_npz(str(path), m.inputs)
+    assert opened == []
+    r = run_cli(xml, "--inputs", path)
+    assert r.exit_code == 1 and "unknown input name 'junk'" in r.output
+
+
+def test_npz_bomb_is_bounded_for_all_members_together(tmp_path, monkeypatch):
+    monkeypatch.setenv("IRRUN_MAX_BYTES", str(10 << 20))      # 10 MiB: each member passes
+    names = [f"m{i}" for i in range(8)]                      # 8 x 4 MiB = 32 MiB
+    path = bomb(tmp_path / "bomb.npz", names)
+    assert path.stat().st_size < 1 << 20
+    with pytest.raises(ResourceError, match="limit of 10485760 bytes"):
+        load_npz(str(path))
+
+
+def test_npz_decompression_stops_at_the_declared_shape(tmp_path, monkeypatch):
+    # The member holds 64 MiB of zeros behind a header declaring 4 bytes.
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False,
+                                                   "shape": (1,)})
+    path = tmp_path / "lying.npz"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("x.npy", header.getvalue() + bytes(64 << 20))
+    monkeypatch.setenv("IRRUN_MAX_BYTES", str(1 << 20))
+    with pytest.raises(ResourceError, match="declare"):        # declared 64 MiB: refused unread
+        load_npz(str(path))
+
+
+def fan_model(tmp_path, n=1024):
+    """x -> relu a, x -> relu b, a + b: four f32[n] tensors alive at the Add."""
+    dims = (n,)
+    layers = [parameter(0, "x", dims=dims), op(1, "a", "Relu", 1, dims=dims),
+              op(2, "b", "Relu", 1, dims=dims), op(3, "c", "Add", 2, dims=dims),
+              result(4, "out", dims=dims)]
+    edges = [edge(0, 1), edge(0, 2), edge(1, 3, fp=1), edge(2, 3, fp=1, tp=1), edge(3, 4, fp=2)]
+    return write_ir(tmp_path, layers, edges)
+
+
+def test_the_budget_is_for_all_live_tensors_of_a_run(tmp_path, monkeypatch):
+    m = irrun.read_model(fan_model(tmp_path))
+    x = np.ones(1024, np.float32)              # 4096 bytes a tensor
+    monkeypatch.setenv("IRRUN_MAX_BYTES", str(10240))        # each tensor fits, three do not
+    with pytest.raises(ResourceError) as e:
+        m.infer({"x": x})
+    d = e.value.diagnostic
+    assert d.layer_name == "b" and d.line == line_of(m.path, 'name="b"')
+    assert "live tensors would need 12288 bytes (8192 alive" in d.message
+    monkeypatch.setenv("IRRUN_MAX_BYTES", str(3 * 4096))      # x is freed before c runs
+    np.testing.assert_array_equal(m.infer({"x": x})["out"], 2 * x)
+
+
+def test_freed_tensors_leave_the_budget(tmp_path, monkeypatch):
+    n, dims = 1024, (1024,)
+    layers = [parameter(0, "x", dims=dims)]
+    edges = []
+    for i in range(1, 30):
+        layers.append(op(i, f"r{i}", "Relu", 1, dims=dims))
+        edges.append(edge(i - 1, i, fp=0 if i == 1 else 1))
+    layers.append(result(30, "out", dims=dims))
+    edges.append(edge(29, 30, fp=1))
+    m = irrun.read_model(write_ir(tmp_path, layers, edges))
+    monkeypatch.setenv("IRRUN_MAX_BYTES", str(3 * 4 * n))    # 29 tensors, never 3 at once
+    assert m.infer({"x": np.ones(n, np.float32)})["out"].shape == (n,)

@@ -1,0 +1,393 @@
+"""Bodies of Loop, TensorIterator and If: port maps checked against the body networks, and
+the handle through which the control-flow kernels (ops/control.py) infer and run a body.
+
+The kernels see plain records only: `ControlAttrs.bodies` holds one `BodyView` per body
+(a Loop's or TensorIterator's `body`; an If's `then_body` and `else_body`), whose rules name
+the layer's inputs and outputs by position and the body's Parameters and Results by index
+(document order). `Body.infer(specs)` and `Body.run(arrays)` map the Parameters' specs or
+values to the Results' ones; a body's plan is built once and reused for every iteration.
+"""
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass
+
+from .errors import Collector, IrrunError
+from .shapes import TensorSpec
+
+
+@dataclass(frozen=True)
+class InputRule:
+    """A layer input feeding a body Parameter; sliced along `axis` when it is not None."""
+
+    position: int            # the layer's input index
+    parameter: int           # the body Parameter's index
+    axis: int | None = None
+    start: int = 0
+    end: int = -1
+    stride: int = 1
+    part_size: int = 1
+
+
+@dataclass(frozen=True)
+class OutputRule:
+    """A body Result giving a layer output: its last value, or all values concatenated."""
+
+    position: int            # the layer's output index
+    result: int              # the body Result's index
+    axis: int | None = None
+    start: int = 0
+    end: int = -1
+    stride: int = 1
+    part_size: int = 1
+
+
+@dataclass(frozen=True, eq=False)
+class BodyView:
+    body: "Body"
+    inputs: tuple[InputRule, ...]
+    outputs: tuple[OutputRule, ...]
+    back_edges: tuple[tuple[int, int], ...]     # (Result index, Parameter index)
+    current_iteration: int | None = None        # Loop: the Parameter given the iteration number
+    condition: int | None = None                # Loop: the Result deciding the next iteration
+
+
+@dataclass(frozen=True, eq=False)
+class ControlAttrs:
+    """What a Loop, TensorIterator or If layer hands its kernel instead of <data> attributes."""
+
+    bodies: tuple[BodyView, ...]
+    n_outputs: int
+
+    @property
+    def body(self) -> BodyView:
+        return self.bodies[0]
+
+
+class BodyFailed(IrrunError):
+    """The body's inference found problems (reported inside the body, at their lines)."""
+
+    code = "body"
+
+
+# The listener of the run in progress (trace, profile), so that a body's layers can be
+# reported too when the listener asks for them (`wants_bodies`).
+current_listener: contextvars.ContextVar = contextvars.ContextVar("irrun_listener", default=None)
+
+
+class Body:
+    """One body network of a layer, ready to be inferred and run by the layer's kernel."""
+
+    def __init__(self, owner, program, back_edges=()):
+        self.owner = owner                       # the Loop/TensorIterator/If node
+        self.program = program
+        self.parameter_ids = [n.id for n in program.parameters]
+        self.result_ids = [n.id for n in program.results]
+        self._back_edges = back_edges            # (Result id, Parameter id, line)
+        self.diagnostics: list = []              # of the last infer()
+        self.inferred = False                    # infer() ran at least once
+        self._plan = None
+
+    @property
+    def parameters(self) -> tuple[TensorSpec | None, ...]:
+        """The specs the body's Parameters declare (their element_type and shape)."""
+        out = []
+        for node in self.program.parameters:
+            try:
+                out.append(node.op.infer(node.attrs)[0] if node.op and node.attrs else None)
+            except IrrunError:
+                out.append(None)
+        return tuple(out)
+
+    def infer(self, specs) -> list[TensorSpec]:
+        """The Results' specs when the Parameters receive `specs` (None: as declared).
+
+        Problems are kept for the layer to report (only the last call's: a Loop infers its
+        body until the shapes settle); BodyFailed when there are errors.
+        """
+        from .program import infer_network
+
+        self.inferred = True
+        diag = Collector(file=self.program.path)
+        given = {pid: s for pid, s in zip(self.parameter_ids, specs) if s is not None}
+        infer_network(self.program, diag, given)
+        nodes = self.program.nodes
+        out = [self._result_spec(rid) for rid in self.result_ids]
+        for rid, pid, line in self._back_edges:
+            r, p = self._result_spec(rid), nodes[pid].specs
+            if r is None or not p:
+                continue
+            p = p[0]
+            if r.etype != p.etype:
+                diag.error("body-type", f"back edge from Result '{nodes[rid].layer.name}' (id "
+                           f"{rid}) brings {r.etype.name} to Parameter '{nodes[pid].layer.name}' "
+                           f"(id {pid}), which is {p.etype.name}", line=line,
+                           layer=self.owner.layer)
+            elif not _shapes_compatible(r.shape, _declared_shape(nodes[pid])):
+                from .shapes import format_shape
+                diag.error("body-shape", f"back edge from Result '{nodes[rid].layer.name}' (id "
+                           f"{rid}) brings shape {format_shape(r.shape)} to Parameter "
+                           f"'{nodes[pid].layer.name}' (id {pid}), which declares "
+                           f"{format_shape(_declared_shape(nodes[pid]))}", line=line,
+                           layer=self.owner.layer)
+        self.diagnostics = diag.items
+        errors = [d for d in diag.items if d.severity == "error"]
+        if errors or any(s is None for s in out):
+            lines = ", ".join(str(d.line) for d in errors[:5])
+            raise BodyFailed(f"its {self.program.doc.name.rsplit('/', 1)[-1]} has "
+                             f"{len(errors) or 'uninferred'} error{'s' if len(errors) != 1 else ''}"
+                             + (f" (at line {lines})" if lines else ""))
+        self._plan = None    # the specs changed: plan again at the next run
+        return out
+
+    def _result_spec(self, rid):
+        node = self.program.nodes[rid]
+        if not node.inputs or node.inputs[0] is None:
+            return None
+        src, out = node.inputs[0]
+        made = self.program.nodes[src].specs
+        return made[out] if made is not None and out < len(made) else None
+
+    def run(self, arrays) -> list:
+        """The Results' values for the Parameters' values (by index)."""
+        from .executor import Plan, execute
+
+        if self._plan is None:
+            self._plan = Plan(self.program, [tuple(self.program.nodes[r].inputs[0])
+                                             for r in self.result_ids])
+        feeds = dict(zip(self.parameter_ids, arrays))
+        listener = current_listener.get()
+        if listener is not None and not getattr(listener, "wants_bodies", False):
+            listener = None
+        return execute(self.program, self._plan, feeds, listener)
+
+
+def _declared_shape(node):
+    try:
+        return node.op.infer(node.attrs)[0].shape
+    except Exception:
+        return None
+
+
+def _shapes_compatible(a, b) -> bool:
+    if a is None or b is None:
+        return True
+    return len(a) == len(b) and all(x.compatible(y) for x, y in zip(a, b))
+
+
+def body_parameter_spec(node, given: TensorSpec | None, diag: Collector):
+    """A body Parameter's spec: what the layer feeds it, checked against its declaration."""
+    declared = None
+    try:
+        declared = node.op.infer(node.attrs)[0]
+    except IrrunError as e:
+        diag.error(e.diagnostic.code, e.message, layer=node.layer)
+        return None
+    if given is None:
+        return [declared]
+    if declared.etype.name != "dynamic" and given.etype != declared.etype:
+        owner = node.program.owner.layer
+        diag.error("body-type", f"the body Parameter is {declared.etype.name}, but layer "
+                   f"'{owner.name}' ({owner.op_label}) feeds it {given.etype.name}",
+                   line=node.layer.data_line or node.layer.line, layer=node.layer)
+        return None
+    # OpenVINO sets a body Parameter's shape from what the layer feeds it, so the declared
+    # shape is not checked here (a Loop's back edges may change it from one iteration to
+    # the next; the back edges are checked against the declaration instead).
+    return [given]
+
+
+def check_alone(node, input_specs, diag: Collector, only_uninferred: bool = False) -> None:
+    """Check the bodies of a layer that cannot be inferred (a broken port map, bad inputs)
+    as far as possible: the port map's element types, then each body on its own, from its
+    Parameters' declarations, so that its problems are found in the same pass."""
+    from .program import infer_network
+
+    checked = set()
+    for view in node.views:
+        body = view.body
+        if only_uninferred and body.inferred:
+            checked.add(id(body.program))
+            continue
+        declared = body.parameters
+        for rule in view.inputs:
+            s = input_specs[rule.position] if rule.position < len(input_specs) else None
+            d = declared[rule.parameter]
+            if s is not None and d is not None and d.etype.name != "dynamic" and s.etype != d.etype:
+                pnode = body.program.parameters[rule.parameter]
+                diag.error("body-type", f"the body Parameter is {d.etype.name}, but layer "
+                           f"'{node.layer.name}' ({node.layer.op_label}) feeds it {s.etype.name}",
+                           line=pnode.layer.data_line or pnode.layer.line, layer=pnode.layer)
+    for prog in node.bodies:
+        if id(prog) not in checked:
+            infer_network(prog, diag)
+
+
+def flush(node, diag: Collector) -> None:
+    """Report the problems of the last inference of each of the node's bodies."""
+    attrs = node.attrs
+    if not isinstance(attrs, ControlAttrs):
+        return
+    for view in attrs.bodies:
+        diag.items.extend(view.body.diagnostics)
+        view.body.diagnostics = []
+
+
+# Per op type: the inputs that are not body inputs (Loop's trip count and condition, If's
+# condition), and the bodies it needs.
+_RESERVED = {"loop": 2, "if": 1}
+
+
+def attach(node, diag: Collector) -> None:
+    """Check the layer's port maps and back edges against its bodies; give the kernel its
+    ControlAttrs, or unbind the op (node.op = None) after reporting the problems."""
+    layer = node.layer
+    op = node.op
+    expected = getattr(op.impl, "BODIES", ()) if op is not None else ()
+    if op is None:
+        return
+    if not expected:
+        diag.warning("bad-body", f"{op.label} has no body; the layer's <{layer.bodies[0].role}> "
+                     "is ignored", line=layer.bodies[0].line, layer=layer)
+        return
+    present = {sub.role: (sub, prog) for sub, prog in zip(layer.bodies, node.bodies)}
+    missing = [r for r in expected if r not in present]
+    if missing:
+        diag.error("bad-body", f"{op.label} needs a <{'> and a <'.join(missing)}>", layer=layer)
+        node.op = None
+        return
+    reserved = _RESERVED.get(layer.type.lower(), 0)
+    ok = True
+    views = []
+    covered: list[set[int]] = []
+    for role in expected:
+        sub, prog = present[role]
+        view, fine, outs = _view(node, role, sub, prog, reserved, diag)
+        ok &= fine
+        views.append(view)
+        covered.append(outs)
+    for role, outs in zip(expected, covered):
+        for port in layer.outputs:
+            if port.id is not None and port.index not in outs:
+                diag.error("bad-port-map", f"output port {port.id} is not in the {role}'s port "
+                           "map (no body Result gives its value)", line=port.line, layer=layer)
+                ok = False
+    node.views = tuple(views)
+    if not ok:
+        node.op = None
+        return
+    node.attrs = ControlAttrs(tuple(views), len(layer.outputs))
+
+
+def _ids(table) -> str:
+    return ", ".join(table) or "none"
+
+
+def _view(node, role, sub, prog, reserved, diag):
+    layer = node.layer
+    params = {n.id: i for i, n in enumerate(prog.parameters)}
+    results = {n.id: i for i, n in enumerate(prog.results)}
+    inputs, outputs = [], []
+    fed: dict[int, int] = {}         # parameter index -> port map line
+    out_seen: dict[int, int] = {}    # output position -> line
+    cur = cond = None
+    ok = True
+    where = f"the {role}"
+
+    def bad(message, line):
+        nonlocal ok
+        diag.error("bad-port-map", message, line=line, layer=layer)
+        ok = False
+
+    for e in sub.port_map:
+        if e.broken:
+            ok = False
+            continue
+        inp = e.kind == "input"
+        table, what = (params, "Parameter") if inp else (results, "Result")
+        iid = e.internal_layer_id
+        if iid not in table:
+            other = prog.nodes.get(iid)
+            got = f" (layer {iid} is a {other.layer.type})" if other is not None else ""
+            bad(f"port map <{e.kind}> internal_layer_id={iid}: {where} has no {what} with id "
+                f"{iid}{got}; its {what}s: {_ids(table)}", e.line)
+            continue
+        index = table[iid]
+        if e.purpose is not None:
+            want = "input" if e.purpose == "current_iteration" else "output"
+            if e.kind != want or layer.type.lower() != "loop":
+                bad(f"port map <{e.kind}> purpose='{e.purpose}' belongs on a Loop's <{want}>",
+                    e.line)
+            elif e.purpose == "current_iteration":
+                cur = index
+            else:
+                cond = index
+            continue
+        if e.external_port_id == -1 and layer.type.lower() == "loop":
+            continue   # "not connected" (the Loop spec)
+        pos = layer.input_position(e.external_port_id) if inp else \
+            layer.output_position(e.external_port_id)
+        if pos is None:
+            ports = layer.inputs if inp else layer.outputs
+            bad(f"port map <{e.kind}> external_port_id={e.external_port_id}: the layer has no "
+                f"{e.kind} port {e.external_port_id} (its {e.kind} ports: "
+                f"{', '.join(str(p.id) for p in ports) or 'none'})", e.line)
+            continue
+        if inp and pos < reserved:
+            bad(f"port map <input> external_port_id={e.external_port_id}: input port "
+                f"{e.external_port_id} is the {layer.type}'s "
+                f"{'condition' if pos == reserved - 1 else 'trip count'}, not a body input", e.line)
+            continue
+        if inp:
+            if index in fed:
+                bad(f"port map <input>: Parameter id {iid} is already fed (line {fed[index]})",
+                    e.line)
+                continue
+            fed[index] = e.line
+            inputs.append(InputRule(pos, index, e.axis, e.start, e.end, e.stride, e.part_size))
+        else:
+            if pos in out_seen:
+                bad(f"port map <output>: output port {e.external_port_id} is already given "
+                    f"(line {out_seen[pos]})", e.line)
+                continue
+            out_seen[pos] = e.line
+            outputs.append(OutputRule(pos, index, e.axis, e.start, e.end, e.stride,
+                                      e.part_size))
+        if e.axis is not None and e.stride == 0:
+            bad(f"port map <{e.kind}> stride=0: a slice stride must not be 0", e.line)
+    back = []
+    back_ids = []
+    targets: dict[int, int] = {}
+    for b in sub.back_edges:
+        if b.from_layer is None or b.to_layer is None:
+            ok = False
+            continue
+        problems = []
+        if b.from_layer not in results:
+            problems.append(f"from-layer={b.from_layer} is not a Result of {where} (its Results: "
+                            f"{_ids(results)})")
+        if b.to_layer not in params:
+            problems.append(f"to-layer={b.to_layer} is not a Parameter of {where} (its "
+                            f"Parameters: {_ids(params)})")
+        if problems:
+            diag.error("bad-back-edge", "back edge " + "; ".join(problems), line=b.line,
+                       layer=layer)
+            ok = False
+            continue
+        p = params[b.to_layer]
+        if p in targets:
+            diag.error("bad-back-edge", f"back edge to Parameter id {b.to_layer}: it already "
+                       f"has one (line {targets[p]})", line=b.line, layer=layer)
+            ok = False
+            continue
+        if p not in fed and p != cur:
+            diag.error("bad-back-edge", f"back edge to Parameter id {b.to_layer}, which no port "
+                       "map <input> gives a first-iteration value", line=b.line, layer=layer)
+            ok = False
+            continue
+        targets[p] = b.line
+        back.append((results[b.from_layer], p))
+        back_ids.append((b.from_layer, b.to_layer, b.line))
+    body = Body(node, prog, tuple(back_ids))
+    view = BodyView(body, tuple(inputs), tuple(outputs), tuple(back), cur, cond)
+    return view, ok, set(out_seen)
