@@ -317,9 +317,9 @@ def compare_tensor(a: np.ndarray, b: np.ndarray, tolerance: dict) -> dict:
         bad = diff > allowed
         rel = np.where(diff == 0, 0.0, diff / np.where(scale > 0, scale, 1.0))
         rel = np.where((scale == 0) & (diff > 0), np.inf, rel)
-        excess = np.where(allowed > 0, diff / np.where(allowed > 0, allowed, 1.0), diff)
     n = int(np.count_nonzero(bad))
-    flat = int(np.argmax(excess)) if n else int(np.argmax(diff))
+    # The worst element: the largest difference among those out of tolerance.
+    flat = int(np.argmax(np.where(bad, diff, -1.0))) if n else int(np.argmax(diff))
     idx = [int(i) for i in np.unravel_index(flat, a.shape)]
     fin = np.isfinite(x) & np.isfinite(y)
     xf, yf = x[fin], y[fin]
@@ -677,7 +677,8 @@ def compare(model_path, feed=None, *, reference=None, device: str = "CPU", layer
         else:
             other_desc = "reference values"
         other = _reference_values(model, reference, ran)
-        ports = sorted(other, key=lambda k: (program.order.index(k[0]), k[1]))
+        position = {lid: i for i, lid in enumerate(program.order)}
+        ports = sorted(other, key=lambda k: (position[k[0]], k[1]))
         missing_reasons: dict = {}
         other_name = "reference"
     else:
