@@ -1,7 +1,8 @@
 """Activation functions and softmax.
 
 Spec pages: activation/ (ReLU-1, Sigmoid-1, Clamp-1, Gelu-2, Gelu-7, Swish-4, HSwish-4,
-SoftMax-1, SoftMax-8, LogSoftmax-5) and arithmetic/Tanh-1.
+SoftMax-1, SoftMax-8, LogSoftmax-5, Elu-1, Selu-1, HardSigmoid-1, HSigmoid-5, Mish-4, PRelu-1,
+SoftPlus-4, SoftSign-9) and arithmetic/Tanh-1.
 
 Float results are computed in f64 and rounded once to the input type. Integer inputs
 (OpenVINO accepts them for most of these) compute in float and round to nearest, as the
@@ -15,8 +16,8 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from irrun.opkit import (
-    ARITH, NoAttrs, TensorSpec, as_dtype, erf, etype_name, fail, float_unary, make_unary,
-    register, widened,
+    ARITH, Dim, NoAttrs, TensorSpec, as_dtype, broadcast_shapes, erf, etype_name, fail,
+    float_unary, format_shape, make_unary, register, shape_dims, widened,
 )
 
 
@@ -214,3 +215,156 @@ class LogSoftmax5:
     @staticmethod
     def run(attrs, x):
         return (_softmax_run(log_softmax, x, attrs.axis, "LogSoftmax"),)
+
+
+# ------------------------------------------------------------------ Elu, Selu, HardSigmoid, PRelu, ...
+# Spec pages: activation/elu-1, selu-1, hard-sigmoid-1, hsigmoid-5, mish-4, prelu-1,
+# softplus-4, softsign-9. Like the ops above, floats compute in f64 and round once;
+# integer inputs (OpenVINO accepts them for Elu, HSigmoid, HardSigmoid and PRelu) compute
+# in f64 and round half to even, which is what the CPU plugin gives (e.g. Elu alpha=3 at -1
+# gives -2, HSigmoid at 0 gives 0).
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    # log(1 + e^x) without overflow; OpenVINO switches to x above a threshold (about 13.8
+    # for f32, where log1p(e^-x) is below half an ulp of x), which rounding to f32 reproduces.
+    return np.logaddexp(0.0, x)
+
+
+def _elu(x, alpha):
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
+
+
+def _scalar_input(name: str, what: str, x: TensorSpec, s: TensorSpec, ranks=(0, 1)) -> None:
+    """An alpha/beta/lambda input: the data's element type and one element."""
+    if s.etype != x.etype:
+        fail(f"{name} {what} must have the data's element type {x.etype.name}, got {s.etype.name}")
+    if s.shape is None:
+        return
+    if len(s.shape) not in ranks or any(d.is_static and d.value != 1 for d in s.shape):
+        fail(f"{name} {what} must hold one element (a scalar or shape [1]), got shape "
+             f"[{','.join(map(str, s.shape))}]")
+
+
+def _scalar_value(a: np.ndarray, name: str, what: str) -> float:
+    if a.size != 1:
+        fail(f"{name} {what} must hold one element, got shape {list(a.shape)}")
+    return float(np.asarray(a, dtype=np.float64).reshape(-1)[0])
+
+
+def _not_bool(name: str, x: TensorSpec) -> None:
+    if x.etype.kind not in ARITH:
+        fail(f"{name} does not accept element type {x.etype.name} (accepts float, int, uint types)")
+
+
+@dataclass(frozen=True)
+class EluAttrs:
+    alpha: float
+
+
+@register("Elu", since=1, attrs=EluAttrs, category="activation")
+class Elu1:
+    @staticmethod
+    def infer(attrs, x: TensorSpec):
+        _not_bool("Elu", x)
+        return _same_type(x)
+
+    @staticmethod
+    def run(attrs, x):
+        return (float_unary(lambda v: _elu(v, attrs.alpha), x, "Elu"),)
+
+
+@register("Selu", since=1, attrs=NoAttrs, category="activation")
+class Selu1:
+    @staticmethod
+    def infer(attrs, x: TensorSpec, alpha: TensorSpec, lambda_: TensorSpec):
+        _float_only("Selu", x)
+        _scalar_input("Selu", "alpha (input 1)", x, alpha)
+        _scalar_input("Selu", "lambda (input 2)", x, lambda_)
+        return _same_type(x)
+
+    @staticmethod
+    def run(attrs, x, alpha, lambda_):
+        a = _scalar_value(alpha, "Selu", "alpha (input 1)")
+        lam = _scalar_value(lambda_, "Selu", "lambda (input 2)")
+        return (float_unary(lambda v: lam * _elu(v, a), x, "Selu"),)
+
+
+@register("HardSigmoid", since=1, attrs=NoAttrs, category="activation")
+class HardSigmoid1:
+    @staticmethod
+    def infer(attrs, x: TensorSpec, alpha: TensorSpec, beta: TensorSpec):
+        _not_bool("HardSigmoid", x)
+        _scalar_input("HardSigmoid", "alpha (input 1)", x, alpha)
+        _scalar_input("HardSigmoid", "beta (input 2)", x, beta)
+        return _same_type(x)
+
+    @staticmethod
+    def run(attrs, x, alpha, beta):
+        a = _scalar_value(alpha, "HardSigmoid", "alpha (input 1)")
+        b = _scalar_value(beta, "HardSigmoid", "beta (input 2)")
+        return (float_unary(lambda v: np.clip(a * v + b, 0.0, 1.0), x, "HardSigmoid"),)
+
+
+def _simple(name: str, since: int, fn, float_only: bool):
+    def infer(attrs, x):
+        (_float_only if float_only else _not_bool)(name, x)
+        return _same_type(x)
+
+    def run(attrs, x):
+        return (float_unary(fn, x, name),)
+
+    cls = type(f"{name}{since}", (), {"infer": staticmethod(infer), "run": staticmethod(run),
+                                      "__doc__": f"{name}-{since}: element-wise."})
+    return register(name, since=since, attrs=NoAttrs, category="activation")(cls)
+
+
+HSigmoid5 = _simple("HSigmoid", 5, lambda v: np.clip(v + 3.0, 0.0, 6.0) / 6.0, float_only=False)
+Mish4 = _simple("Mish", 4, lambda v: v * np.tanh(_softplus(v)), float_only=True)
+SoftPlus4 = _simple("SoftPlus", 4, _softplus, float_only=True)
+SoftSign9 = _simple("SoftSign", 9, lambda v: v / (1.0 + np.abs(v)), float_only=True)
+
+
+def _prelu_slope_shape(data_shape, slope_shape):
+    """OpenVINO's rule: a 1-D slope as long as the channel dim (dim 1, or dim 0 of a 1-D
+    input) applies per channel; any other slope broadcasts with numpy rules."""
+    if data_shape is None or slope_shape is None:
+        return slope_shape
+    ch = 1 if len(data_shape) > 1 else 0
+    if len(slope_shape) == 1 and len(data_shape) > 0 and slope_shape[0].is_static \
+            and data_shape[ch].is_static and slope_shape[0].value == data_shape[ch].value:
+        return tuple(slope_shape[0] if i == ch else Dim.of(1) for i in range(len(data_shape)))
+    return slope_shape
+
+
+@register("PRelu", since=1, attrs=NoAttrs, category="activation")
+class PRelu1:
+    @staticmethod
+    def infer(attrs, x: TensorSpec, slope: TensorSpec):
+        _not_bool("PRelu", x)
+        if slope.etype != x.etype:
+            fail(f"PRelu slope (input 1) must have the data's element type {x.etype.name}, "
+                 f"got {slope.etype.name}")
+        if slope.rank == 0:
+            fail("PRelu slope (input 1) must have rank 1 or more, got a scalar")
+        s = _prelu_slope_shape(x.shape, slope.shape)
+        out = broadcast_shapes(x.shape, s, names=["data (input 0)", "slope (input 1)"])
+        if out is not None and len(out) != len(x.shape):
+            fail(f"PRelu slope (input 1) {format_shape(slope.shape)} has a higher rank than the "
+                 f"data {format_shape(x.shape)}")
+        return _same_type(x)
+
+    @staticmethod
+    def run(attrs, x, slope):
+        s_shape = _prelu_slope_shape(shape_dims(x.shape), shape_dims(slope.shape))
+        s = slope.reshape([d.value for d in s_shape])
+        if np.broadcast_shapes(x.shape, s.shape) != x.shape:
+            fail(f"PRelu slope (input 1) of shape {list(slope.shape)} does not broadcast to the "
+                 f"data's shape {list(x.shape)}")
+        if x.dtype.kind in "iu":
+            with np.errstate(all="ignore"):     # the product wraps, as in C++
+                return (as_dtype(np.where(x < 0, x * s, x), x.dtype),)
+        name = etype_name(x)
+        w, ws = widened(x, name), widened(s, name)
+        # x * slope is one product, rounded once to the type: exact in f32 as in OpenVINO.
+        return (as_dtype(np.where(w < 0, w * ws, w), x.dtype),)

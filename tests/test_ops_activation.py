@@ -2,7 +2,7 @@
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from irrun.errors import ShapeError
 from irrun.shapes import TensorSpec, format_shape
@@ -157,3 +157,137 @@ def test_activations_keep_dynamic_shapes():
     assert format_shape(spec.shape) == "[?,3]" and spec.etype.name == "f32"
     (spec,) = infer("Swish", {}, TensorSpec.make("f16", None), opset=4)
     assert spec.shape is None
+
+
+# ------------------------------------------------------------------ Elu, Selu, HardSigmoid, HSigmoid,
+# Mish, PRelu, SoftPlus, SoftSign
+
+import openvino.opset9 as o9  # noqa: E402
+
+
+@pytest.mark.parametrize("type_, opset, attrs, shapes, out", [
+    # The spec pages' examples, shapes as written there.
+    ("Elu", 1, {"alpha": "1.0"}, [[1, 128]], [1, 128]),
+    ("HSigmoid", 5, {}, [[256]], [256]),
+    ("HardSigmoid", 1, {}, [[256, 56], [], []], [256, 56]),
+    ("Mish", 4, {}, [[256, 56]], [256, 56]),
+    ("Selu", 1, {}, [[256, 56], [1], [1]], [256, 56]),
+    ("SoftPlus", 4, {}, [[256, 56]], [256, 56]),
+    ("SoftSign", 9, {}, [[256, 56]], [256, 56]),
+    ("PRelu", 1, {}, [[128], [1]], [128]),
+    ("PRelu", 1, {}, [[20, 128], [128]], [20, 128]),
+    ("PRelu", 1, {}, [[1, 20, 128, 128], [20]], [1, 20, 128, 128]),
+    ("PRelu", 1, {}, [[1, 20, 128, 128], [128]], [1, 20, 128, 128]),
+    # dynamic dims pass through
+    ("Mish", 4, {}, [[None, 3]], [None, 3]),
+    ("PRelu", 1, {}, [[None, 4, None], [4]], [None, 4, None]),
+])
+def test_new_activation_spec_shapes(type_, opset, attrs, shapes, out):
+    (spec,) = infer(type_, attrs, *[S("f32", s) for s in shapes], opset=opset)
+    assert format_shape(spec.shape) == format_shape(S("f32", out).shape) and spec.etype.name == "f32"
+
+
+def test_new_activation_formulas():
+    x = np.array([-30.0, -2.0, -0.5, 0.0, 0.5, 2.0, 30.0])
+    (y,) = run_op("Elu", {"alpha": "0.5"}, x)
+    np.testing.assert_allclose(y, np.where(x > 0, x, 0.5 * np.expm1(x)), rtol=1e-15)
+    (y,) = run_op("Selu", {}, x, np.array([1.67]), np.array([1.05]))
+    np.testing.assert_allclose(y, 1.05 * np.where(x > 0, x, 1.67 * np.expm1(x)), rtol=1e-15)
+    (y,) = run_op("HardSigmoid", {}, x, np.array(0.2), np.array(0.5))
+    np.testing.assert_allclose(y, np.clip(0.2 * x + 0.5, 0, 1), rtol=1e-15)
+    (y,) = run_op("HSigmoid", {}, x, opset=5)
+    np.testing.assert_allclose(y, np.clip(x + 3, 0, 6) / 6, rtol=1e-15)
+    (y,) = run_op("SoftPlus", {}, x, opset=4)
+    np.testing.assert_allclose(y, np.log1p(np.exp(x)), rtol=1e-15)
+    (y,) = run_op("Mish", {}, x, opset=4)
+    np.testing.assert_allclose(y, x * np.tanh(np.log1p(np.exp(x))), rtol=1e-15)
+    (y,) = run_op("SoftSign", {}, x, opset=9)
+    np.testing.assert_allclose(y, x / (1 + np.abs(x)), rtol=1e-15)
+    (y,) = run_op("SoftPlus", {}, np.array([100.0, -200.0], np.float32), opset=4)
+    assert y.tolist() == [100.0, 0.0]            # no overflow of e^x
+
+
+def test_prelu_channel_and_numpy_slopes():
+    x = -np.ones((1, 2, 3, 2), np.float32)
+    (y,) = run_op("PRelu", {}, x, np.array([2, 3], np.float32))            # per channel (dim 1)
+    assert y[0, :, 0, 0].tolist() == [-2, -3]
+    (y,) = run_op("PRelu", {}, -np.ones((2, 3, 3), np.float32), np.array([1, 2, 3], np.float32))
+    assert y[0, 0].tolist() == [-1, -1, -1]                                 # dim 1 wins over the last
+    (y,) = run_op("PRelu", {}, -np.ones((2, 2, 3), np.float32), np.array([1, 2, 3], np.float32))
+    assert y[0, 0].tolist() == [-1, -2, -3]                                 # numpy: the last dim
+    (y,) = run_op("PRelu", {}, np.array([-3, 4], np.int8), np.array([50], np.int8))
+    assert y.dtype == np.int8 and y.tolist() == [106, 4]                    # -150 wraps as in C++
+
+
+def test_new_activation_type_errors():
+    for type_, opset in [("Mish", 4), ("SoftPlus", 4), ("SoftSign", 9)]:
+        with pytest.raises(ShapeError, match=f"{type_} needs a floating-point input"):
+            infer(type_, {}, S("i32", [2]), opset=opset)
+    with pytest.raises(ShapeError, match="Selu needs a floating-point input"):
+        infer("Selu", {}, S("i32", [2]), S("i32", [1]), S("i32", [1]))
+    with pytest.raises(ShapeError, match=r"HardSigmoid alpha \(input 1\) must hold one element"):
+        infer("HardSigmoid", {}, S("f32", [2]), S("f32", [2]), S("f32", []))
+    with pytest.raises(ShapeError, match=r"Selu lambda \(input 2\) must have the data's element type f32, got f16"):
+        infer("Selu", {}, S("f32", [2]), S("f32", [1]), S("f16", [1]))
+    with pytest.raises(ShapeError, match="Elu does not accept element type boolean"):
+        infer("Elu", {"alpha": "1"}, S("boolean", [2]))
+    with pytest.raises(ShapeError, match="shapes do not broadcast"):
+        infer("PRelu", {}, S("f32", [2, 3, 4]), S("f32", [5]))
+    with pytest.raises(ShapeError, match="rank 1 or more"):
+        infer("PRelu", {}, S("f32", [2, 3]), S("f32", []))
+    with pytest.raises(ShapeError, match="higher rank than the data"):
+        infer("PRelu", {}, S("f32", [3]), S("f32", [2, 3]))
+
+
+def test_zero_scalars_are_used_as_given():
+    # OpenVINO 2026.4's CPU plugin replaces a zero alpha/beta/lambda Const by ONNX's default
+    # (HardSigmoid(0.754; 0, 0) gives 0.6508 there); the spec and the reference use the value.
+    x = np.array([0.754, -1.0], np.float32)
+    assert run_op("HardSigmoid", {}, x, np.float32(0), np.float32(0))[0].tolist() == [0, 0]
+    assert run_op("Selu", {}, x, np.zeros(1, np.float32), np.zeros(1, np.float32))[0].tolist() == [0, 0]
+
+
+def test_new_activations_on_integers_round_like_the_cpu_plugin():
+    # Seen on OpenVINO 2026.4's CPU plugin: f64 results rounded half to even.
+    x = np.array([-7, -3, -2, -1, 0, 1, 2, 5], np.int32)
+    assert run_op("Elu", {"alpha": "3"}, x)[0].tolist() == [-3, -3, -3, -2, 0, 1, 2, 5]
+    assert run_op("HSigmoid", {}, x, opset=5)[0].tolist() == [0, 0, 0, 0, 0, 1, 1, 1]
+    assert run_op("HardSigmoid", {}, x, np.int32(1), np.int32(1))[0].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+@pytest.mark.oracle
+@settings(max_examples=15)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), etype=st.sampled_from(["f32", "f64"]),
+       seed=st.integers(0, 2**32 - 1), alpha=st.floats(0.125, 3, width=16),
+       beta=st.floats(-1, 1, width=16).filter(lambda b: abs(b) >= 1 / 16),
+       slope_kind=st.sampled_from(["channel", "last", "one"]))
+def test_new_activations_match_openvino(tmp_path_factory, shape, etype, seed, alpha, beta, slope_kind):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 6).astype(DTYPES[etype])
+    ch = shape[1] if len(shape) > 1 else shape[0]
+    n = {"channel": ch, "last": shape[-1], "one": 1}[slope_kind]
+    slope = rng.uniform(-1, 2, [n]).astype(DTYPES[etype])
+    # The CPU plugin needs Consts for HardSigmoid's and Selu's scalars, and takes a zero
+    # there for "unset" (it then uses ONNX's defaults, e.g. alpha 0.2): keep them non-zero.
+    px, ps = param("x", shape, etype), param("s", [n], etype)
+    a0, b0 = (o8.constant(np.array(v, DTYPES[etype])) for v in (alpha, beta))
+    a1, b1 = (o8.constant(np.array([v], DTYPES[etype])) for v in (alpha, abs(beta)))
+    outs = [o1.elu(px, float(alpha)), o5.hsigmoid(px), o1.hard_sigmoid(px, a0, b0), o4.mish(px),
+            o1.prelu(px, ps), o1.selu(px, a1, b1), o4.softplus(px), o9.softsign(px)]
+    feed = {"x": x, "s": slope}
+    compare(outs, [px, ps], feed, etype, tmp_path_factory, scale=6)
+
+
+@pytest.mark.oracle
+@settings(max_examples=10)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=3), seed=st.integers(0, 2**32 - 1),
+       alpha=st.sampled_from([0.5, 1.0, 2.2, 3.0]))
+def test_new_activations_on_integers_match_openvino(tmp_path_factory, shape, seed, alpha):
+    rng = np.random.default_rng(seed)
+    x = values(rng, shape, "i32", -8, 8)
+    ch = shape[1] if len(shape) > 1 else shape[0]
+    px = param("x", shape, "i32")
+    slope = o8.constant(rng.integers(-3, 4, [ch]).astype(np.int32))
+    outs = [o1.elu(px, alpha), o5.hsigmoid(px), o1.prelu(px, slope),
+            o1.hard_sigmoid(px, o8.constant(np.int32(2)), o8.constant(np.int32(1)))]
+    compare(outs, [px], {"x": x}, "i32", tmp_path_factory)
