@@ -500,6 +500,30 @@ def _result_sources(om) -> set:
             for r in om.get_results()}
 
 
+MAX_COMPILES = 64     # compiles spent finding the outputs a plugin refuses
+
+
+def split_exposable(candidates: list, works) -> tuple[list, list]:
+    """(kept, refused): candidates that `works(subset)` accepts together, found by halving the
+    groups it refuses; a single refused candidate is refused. `works([])` must hold."""
+    kept: list = []
+    refused: list = []
+
+    def probe(group):
+        if not group:
+            return
+        if works(kept + group):
+            kept.extend(group)
+        elif len(group) == 1:
+            refused.append(group[0])
+        else:
+            probe(group[: len(group) // 2])
+            probe(group[len(group) // 2:])
+
+    probe(list(candidates))
+    return kept, refused
+
+
 def run_openvino(model, feeds_by_id: dict, ports: list, device: str, precision: str):
     """OpenVINO's values of `ports` ({(layer id, port): array}), the ports it could not give
     ({key: reason}), a description of the run, notes and the precision it computed in."""
@@ -512,33 +536,44 @@ def run_openvino(model, feeds_by_id: dict, ports: list, device: str, precision: 
         raise IrrunError(f"OpenVINO cannot read the model: {_first_line(e)}",
                          file=program.path, code="openvino") from None
     wanted = [k for k in ports if k not in missing]
-    outs = _result_sources(om)
-    to_add = [op_of[lid].output(port) for lid, port in wanted if (_tag(lid), port) not in outs]
-    if to_add:
-        om.add_outputs(to_add)
     config = {"INFERENCE_PRECISION_HINT": "f32"} if precision == "f32" else {}
     notes = []
-    try:
-        compiled = core.compile_model(om, device, config)
-    except Exception as e:       # noqa: BLE001
-        if not to_add:
-            raise IrrunError(f"OpenVINO cannot compile the model for {device}: "
-                             f"{_first_line(e)}", file=program.path, code="openvino") from None
-        # A plugin may refuse some intermediate outputs: fall back to the model's outputs
-        # and list the rest as not exposed.
-        notes.append(f"OpenVINO could not compile the model with the intermediate outputs "
-                     f"added ({_first_line(e)}); only the model outputs were compared")
-        om, op_of, _ = _read_tagged(core, program, ports)
-        outs = _result_sources(om)
-        for lid, port in wanted:
-            if (_tag(lid), port) not in outs:
-                missing[(lid, port)] = "not exposed: the plugin could not compile the model " \
-                                       "with it as an output"
+    first_error = []
+
+    def build(extra):
+        """The tagged model with `extra` ports added as outputs, compiled (or None)."""
+        m, ops, _ = _read_tagged(core, program, ports)
+        outs = _result_sources(m)
+        add = [ops[lid].output(port) for lid, port in extra if (_tag(lid), port) not in outs]
+        if add:
+            m.add_outputs(add)
         try:
-            compiled = core.compile_model(om, device, config)
-        except Exception as e2:  # noqa: BLE001
+            return m, ops, core.compile_model(m, device, config)
+        except Exception as e:   # noqa: BLE001 - OpenVINO raises RuntimeError subclasses
+            first_error.append(_first_line(e))
+            return None
+
+    built = build(wanted)
+    if built is None:
+        base = build([])
+        if base is None:
             raise IrrunError(f"OpenVINO cannot compile the model for {device}: "
-                             f"{_first_line(e2)}", file=program.path, code="openvino") from None
+                             f"{first_error[-1]}", file=program.path, code="openvino")
+        # The plugin refuses some of the added outputs: find which, by halving.
+        budget = [MAX_COMPILES]
+
+        def works(subset):
+            budget[0] -= 1
+            return budget[0] >= 0 and build(subset) is not None
+
+        kept, refused = split_exposable(wanted, works)
+        for key in refused:
+            missing[key] = (f"not exposed: the plugin cannot compile the model with it as an "
+                            f"output ({first_error[0]})")
+        built = build(kept) if kept else base
+        notes.append(f"OpenVINO could not compile the model with {len(refused)} of the "
+                     f"intermediate outputs added; they are listed under 'not compared'")
+    om, op_of, compiled = built
     try:
         computed_in = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
     except Exception:            # noqa: BLE001 - not every device reports it
@@ -860,5 +895,15 @@ def _css(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
-__all__ = ["CompareResult", "DEFAULT_TOLERANCES", "Divergence", "Missing", "TensorResult",
-           "compare", "compare_tensor", "generated_inputs", "tolerance_for"]
+__all__ = [
+    "DEFAULT_TOLERANCES",
+    "CompareResult",
+    "Divergence",
+    "Missing",
+    "TensorResult",
+    "compare",
+    "compare_tensor",
+    "generated_inputs",
+    "split_exposable",
+    "tolerance_for",
+]

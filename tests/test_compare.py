@@ -13,8 +13,16 @@ from click.testing import CliRunner
 
 import irrun
 from irrun.cli import cli
-from irrun.compare import (DEFAULT_TOLERANCES, FIRST_COLOR, OPENVINO_MISSING, CompareResult,
-                           compare_tensor, generated_inputs, tolerance_for)
+from irrun.compare import (
+    DEFAULT_TOLERANCES,
+    FIRST_COLOR,
+    OPENVINO_MISSING,
+    CompareResult,
+    compare_tensor,
+    generated_inputs,
+    split_exposable,
+    tolerance_for,
+)
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 MODELS = sorted(MODELS_DIR.glob("*/model.xml"))
@@ -304,3 +312,50 @@ def test_every_model_agrees_layer_by_layer(xml):
         {(x["layer"], x["port"]) for x in data["missing"]}
     assert ports <= seen
     assert data["compared"] >= len(m.outputs)
+
+
+# ---------------------------------------------------------------- outputs a plugin refuses
+
+def test_split_exposable_finds_the_refused_candidates():
+    calls = []
+
+    def works(subset):
+        calls.append(list(subset))
+        return not ({3, 6} & set(subset))
+
+    kept, refused = split_exposable(list(range(8)), works)
+    assert sorted(refused) == [3, 6] and sorted(kept) == [0, 1, 2, 4, 5, 7]
+    assert len(calls) < 16
+    assert split_exposable([1, 2], lambda s: True) == ([1, 2], [])
+
+
+@pytest.mark.oracle
+def test_outputs_the_plugin_refuses_are_listed(tmp_path, monkeypatch):
+    ov = pytest.importorskip("openvino")
+    xml = _ess_model(tmp_path)
+    real = ov.Core
+
+    class RefusesMatMulOutputs:
+        """A Core whose compile_model fails when MatMul's output is a model output."""
+
+        def __init__(self):
+            self.core = real()
+
+        def read_model(self, *args):
+            return self.core.read_model(*args)
+
+        def compile_model(self, model, *args):
+            for r in model.get_results():
+                if r.input_value(0).get_node().get_type_name() == "MatMul":
+                    raise RuntimeError("Exception from src/x.cpp:1:\nrefused output")
+            return self.core.compile_model(model, *args)
+
+    monkeypatch.setattr(ov, "Core", RefusesMatMulOutputs)
+    data = json.loads(invoke(xml, "--format", "json").output)
+    assert [t["layer"] for t in data["tensors"]] == ["ess", "relu"]
+    assert [(m["layer"], m["port"]) for m in data["missing"]] == [("mm", 0)]
+    assert "plugin cannot compile the model with it as an output (refused output)" in \
+        data["missing"][0]["reason"]
+    # ess's input was not compared: it is still the first divergent layer, with mm a suspect.
+    assert data["first_divergent"]["layer"] == "ess"
+    assert data["first_divergent"]["unchecked_inputs"] == ["mm:0"]
