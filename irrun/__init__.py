@@ -2,7 +2,7 @@
 from .compare import CompareResult, compare
 from .errors import (Diagnostic, FeedError, IrrunError, ModelError, OpError, ReadError,
                      ResourceError, ShapeError, UnsupportedError)
-from .model import Model, PortInfo, read_model, validate
+from .model import Model, PortInfo, Session, read_model, validate
 from .registry import register
 from .shapes import Dim, TensorSpec
 
@@ -10,6 +10,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CompareResult", "Diagnostic", "Dim", "FeedError", "IrrunError", "Model", "ModelError", "OpError",
-    "PortInfo", "ReadError", "ResourceError", "ShapeError", "TensorSpec", "UnsupportedError",
+    "PortInfo", "ReadError", "ResourceError", "Session", "ShapeError", "TensorSpec", "UnsupportedError",
     "compare", "read_model", "register", "validate",
 ]

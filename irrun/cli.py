@@ -137,11 +137,18 @@ def _preview(a: np.ndarray) -> str:
 @click.option("--check-nan", is_flag=True,
               help="Stop at the first layer that produces NaN or Inf and name it (exit 1).")
 @click.option("--until", metavar="LAYER", help="Run only up to LAYER and output its outputs.")
+@click.option("--steps", type=click.IntRange(min=1), metavar="N",
+              help="Run a stateful model N steps in one session (variables kept): an input "
+                   "array with one more dim than the input is a sequence, step k gets its [k]; "
+                   "other arrays go to every step. --output stacks each output's steps on a "
+                   "new axis 0.")
+@click.option("--loop-back", "loop_back", multiple=True, metavar="OUT=IN",
+              help="With --steps: from step 1 on, input IN is output OUT of the step before.")
 @click.option("--extension", "extensions", multiple=True, type=click.Path(dir_okay=False),
               help="Import a Python file of custom ops (@irrun.register) first; repeatable.")
 @click.pass_context
 def run_cmd(ctx, model, inputs_path, output_path, weights, no_mmap, profile, repeat, dump_dir,
-            dump_patterns, verbose, check_nan, until, extensions):
+            dump_patterns, verbose, check_nan, until, steps, loop_back, extensions):
     """Run MODEL on INPUTS and print or save the outputs."""
     import time
 
@@ -150,6 +157,17 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, no_mmap, profile, rep
 
     if dump_patterns and not dump_dir:
         raise click.UsageError("--dump-layers needs --dump DIR")
+    if loop_back and not steps:
+        raise click.UsageError("--loop-back needs --steps N")
+    if steps and (until or dump_dir or repeat > 1):
+        raise click.UsageError("--steps does not combine with --until, --dump or --repeat")
+    pairs = {}
+    for item in loop_back:
+        out, sep, inp = item.partition("=")
+        if not sep or not out or not inp:
+            raise click.UsageError(f"--loop-back takes OUT=IN (an output and an input name), "
+                                   f"got '{item}'")
+        pairs[out] = inp
     _load_extensions(ctx, extensions)
 
     def go():
@@ -183,6 +201,9 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, no_mmap, profile, rep
         # Dump and trace before the NaN check, so the offending layer is in both.
         listener = inspect.chain(tracer, dumper, profiler, progress, nan_check)
         start = time.perf_counter()
+        if steps:
+            _run_session(m, feed, steps, pairs, listener, output_path, progress)
+            return
         try:
             outputs = m.infer(feed, until=until, listener=listener)
         finally:
@@ -217,6 +238,32 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, no_mmap, profile, rep
                        err=True)
 
     _guard(ctx, go)
+
+
+def _run_session(m, feed, steps, pairs, listener, output_path, progress):
+    """--steps: N runs of one session; each step's outputs printed, or all of them saved."""
+    try:
+        results = m.create_session().run_sequence(feed, steps, pairs, listener)
+    finally:
+        if progress is not None:
+            progress.close()
+    if output_path:
+        stacked = {}
+        for name in results[0]:
+            shapes = {r[name].shape for r in results}
+            if len(shapes) == 1:
+                stacked[name] = np.stack([r[name] for r in results])
+            else:   # steps of different shapes cannot stack: one array per step
+                stacked.update({f"{name}.step{k}": r[name] for k, r in enumerate(results)})
+        save_npz(output_path, stacked)
+        click.echo(f"wrote {len(results[0])} output{'s' if len(results[0]) != 1 else ''} of "
+                   f"{steps} steps to {output_path}")
+        return
+    for k, outputs in enumerate(results):
+        click.echo(f"step {k}:")
+        for name, a in outputs.items():
+            click.echo(f"  {name}: {a.dtype}{list(a.shape)}")
+            click.echo("    " + _preview(a))
 
 
 @cli.command("graph")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import Diagnostic, FeedError, ModelError, ReadError
-from .executor import Plan, execute
+from .executor import Plan, State, execute
 from .graph import ancestors_and_self
 from .feed import cast_input
 from .program import Program, load_program
@@ -138,12 +138,25 @@ class Model:
         """The keys infer() returns, in order (two outputs may share a name: see --output)."""
         return self._targets(until)[1]
 
-    def _plan(self, targets) -> Plan:
-        key = tuple(targets)
+    def _plan(self, targets, sinks=()) -> Plan:
+        key = (tuple(targets), tuple(sinks))
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = Plan(self.program, targets)
+            plan = self._plans[key] = Plan(self.program, targets, sinks)
         return plan
+
+    @property
+    def variables(self) -> list[PortInfo]:
+        """The model's state variables (one per ReadValue): variable_id, element type, shape."""
+        return [PortInfo(n.attrs.variable_id, (n.attrs.variable_id,), n.specs[0].etype.name,
+                         n.specs[0].shape, n.layer.name)
+                for n in self.program.nodes.values()
+                if n.layer.type.lower() == "readvalue" and n.specs]
+
+    def create_session(self) -> "Session":
+        """A session keeps the model's variables (ReadValue/Assign) from one infer to the next,
+        like OpenVINO's InferRequest; `Model.infer` itself starts from the initial state."""
+        return Session(self)
 
     def infer(self, feed=None, *, intermediate: bool = False, until: str | None = None,
               listener=None) -> dict[str, np.ndarray]:
@@ -151,16 +164,24 @@ class Model:
 
         With intermediate=True the dict also holds every intermediate tensor, keyed
         "layer_name:port_index". `until` runs only up to the named layer and returns its outputs.
+        Every ReadValue gives its initial value: a stateful model's variables are kept only
+        by a session (`create_session()`).
         """
+        return self._run(feed, intermediate, until, listener, None)
+
+    def _run(self, feed, intermediate, until, listener, state) -> dict[str, np.ndarray]:
         if self.program.weights is not None:
             self.program.weights.check()    # a truncated map would be SIGBUS, not an error
         feeds = self._feeds(feed)
         targets, names = self._targets(until)
-        plan = self._plan(targets)
+        sinks = () if state is None else tuple(
+            n.id for n in self.program.nodes.values() if n.layer.type.lower() == "assign")
+        plan = self._plan(targets, sinks)
         if intermediate:
-            outs, values = execute(self.program, plan, feeds, listener, keep_all=True)
+            outs, values = execute(self.program, plan, feeds, listener, keep_all=True,
+                                   state=state)
         else:
-            outs = execute(self.program, plan, feeds, listener)
+            outs = execute(self.program, plan, feeds, listener, state=state)
         result = dict(zip(names, outs))
         if intermediate:
             for (lid, index), slot in plan.slot_of.items():
@@ -187,6 +208,86 @@ class Model:
         """The names of the layers a run executes, in order (what a progress bar counts)."""
         plan = self._plan(self._targets(until)[0])
         return [step.node.layer.name for step in plan.steps]
+
+
+class Session:
+    """Runs of one model that share its state variables (what OpenVINO's InferRequest keeps).
+
+    The first `infer` (and the first after `reset_state()`) sees each ReadValue's initial
+    value (its init input, else zeros of variable_shape); each later one sees what the
+    Assigns of the previous run wrote. A run that fails leaves the variables as they were.
+
+    >>> s = irrun.read_model("models/stateful_accumulator/model.xml").create_session()
+    >>> for x in steps: y = s.infer({"x": x})
+    """
+
+    def __init__(self, model: Model):
+        self.model = model
+        self._state = State({}, {})
+
+    def infer(self, feed=None, *, intermediate: bool = False, until: str | None = None,
+              listener=None) -> dict[str, np.ndarray]:
+        self._state.pending.clear()
+        try:
+            result = self.model._run(feed, intermediate, until, listener, self._state)
+        except BaseException:
+            self._state.pending.clear()
+            raise
+        self._state.values.update(self._state.pending)
+        self._state.pending.clear()
+        return result
+
+    __call__ = infer
+
+    def run_sequence(self, feed, steps: int, loop_back: dict[str, str] | None = None,
+                     listener=None) -> list[dict[str, np.ndarray]]:
+        """Run `steps` steps, the outputs of each step in a list.
+
+        A feed array with one more dim than its input is a sequence: step k gets its
+        `[k]` (axis 0 must have at least `steps` entries); any other array is given to every
+        step. `loop_back` maps an output name to an input name: from step 1 on, that input
+        is the output of the step before (step 0 takes it from `feed`).
+        """
+        loop_back = dict(loop_back or {})
+        by_name = {n: info for info in self.model.inputs for n in info.names}
+        out_names = set(self.model.output_names())
+        for out, inp in loop_back.items():
+            if out not in out_names:
+                raise FeedError(f"loop-back output '{out}' is not an output of the model; its "
+                                f"outputs: {', '.join(self.model.output_names())}",
+                                file=self.model.path)
+            if inp not in by_name:
+                raise FeedError(f"loop-back input '{inp}' is not an input of the model; its "
+                                f"inputs: {', '.join(str(i) for i in self.model.inputs)}",
+                                file=self.model.path)
+        sequences = {}
+        for name, value in feed.items():
+            info = by_name.get(name)
+            a = np.asarray(value)
+            if info is not None and info.shape is not None and a.ndim == len(info.shape) + 1:
+                if a.shape[0] < steps:
+                    raise FeedError(f"input '{name}' is a sequence of {a.shape[0]} steps "
+                                    f"(axis 0 of {list(a.shape)}), fewer than the {steps} "
+                                    "steps asked for", file=self.model.path)
+                sequences[name] = a
+        results = []
+        for k in range(steps):
+            step_feed = {n: (sequences[n][k] if n in sequences else v) for n, v in feed.items()}
+            if k > 0:
+                for out, inp in loop_back.items():
+                    step_feed[inp] = results[-1][out]
+            results.append(self.infer(step_feed, listener=listener))
+        return results
+
+    def reset_state(self) -> None:
+        """Back to the initial values: the next infer reads each ReadValue's init value."""
+        self._state.values.clear()
+        self._state.pending.clear()
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """The variables' current values by variable_id (those written so far)."""
+        return dict(self._state.values)
 
 
 def read_model(xml, weights=None, *, mmap: bool = True) -> Model:

@@ -239,6 +239,43 @@ def _prepare(doc: IRDocument, path: str, diag: Collector, owner: Node | None = N
     return program
 
 
+def _check_variables(program: Program, diag: Collector) -> None:
+    """Each variable has one ReadValue; each Assign writes a variable some ReadValue reads,
+    with the type and a shape that ReadValue gives (a session feeds one to the other)."""
+    reads: dict[str, Node] = {}
+    for node in program.nodes.values():
+        if node.layer.type.lower() == "readvalue" and node.attrs is not None and node.op:
+            vid = node.attrs.variable_id
+            if vid in reads:
+                other = reads[vid].layer
+                diag.error("variable", f"variable '{vid}' is read by two ReadValues: here and at "
+                           f"line {other.line} ('{other.name}')", layer=node.layer)
+                continue
+            reads[vid] = node
+    for node in program.nodes.values():
+        if node.layer.type.lower() != "assign" or node.attrs is None or not node.op:
+            continue
+        vid = node.attrs.variable_id
+        rv = reads.get(vid)
+        if rv is None:
+            diag.error("variable", f"no ReadValue reads variable '{vid}' that this Assign writes",
+                       layer=node.layer)
+            continue
+        got, want = (node.specs or [None])[0], (rv.specs or [None])[0]
+        if got is None or want is None:
+            continue
+        if got.etype != want.etype:
+            diag.error("variable", f"writes {got.etype.name} to variable '{vid}', which ReadValue "
+                       f"'{rv.layer.name}' gives as {want.etype.name}", layer=node.layer)
+        elif got.shape is not None and want.shape is not None and (
+                len(got.shape) != len(want.shape) or
+                not all(a.compatible(b) for a, b in zip(got.shape, want.shape))):
+            from .shapes import format_shape
+            diag.error("variable", f"writes shape {format_shape(got.shape)} to variable '{vid}', "
+                       f"which ReadValue '{rv.layer.name}' gives as {format_shape(want.shape)}",
+                       layer=node.layer)
+
+
 def all_nodes(program: Program):
     """Every node of the program and of the bodies inside it, depth first."""
     for node in program.nodes.values():
