@@ -12,8 +12,9 @@ from typing import ClassVar
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, Dim, NoAttrs, TensorSpec, check_integer, check_rank, elements, fail, format_shape,
-    int_spec, known_ints, length, normalize_axis, register, shape_dims,
+    DYNAMIC, Dim, NoAttrs, ResourceError, TensorSpec, check_alloc, check_integer, check_rank,
+    elements, fail, format_shape, int_spec, known_ints, length, normalize_axis, register,
+    shape_dims,
 )
 
 # ---------------------------------------------------------------- Transpose
@@ -127,6 +128,20 @@ def _split_axis(axis_spec: TensorSpec, rank: int | None):
     return normalize_axis(value[0], rank)
 
 
+# The most outputs one Split or VariadicSplit makes. Each output is a tensor of its own with
+# its own bookkeeping (~1 KiB in irrun), so num_splits=10000000 on an empty axis, valid for
+# OpenVINO, would take minutes and gigabytes from a file of a few hundred bytes.
+MAX_OUTPUTS = 1 << 16
+OUTPUT_BYTES = 1024
+
+
+def _check_output_count(n: int, what: str) -> None:
+    if n > MAX_OUTPUTS:
+        raise ResourceError(f"{what}={n} would make {n} outputs; irrun makes at most "
+                            f"{MAX_OUTPUTS} for one layer")
+    check_alloc([n, OUTPUT_BYTES], np.uint8, f"the bookkeeping of {what}={n} outputs")
+
+
 def _split_outputs(data: TensorSpec, axis, sizes: list[Dim]) -> list[TensorSpec]:
     if data.shape is None:
         return [TensorSpec(data.etype, None) for _ in sizes]
@@ -158,6 +173,7 @@ class Split1:
         n = attrs.num_splits
         if n <= 0:
             fail(f"num_splits must be positive, got {n}")
+        _check_output_count(n, "num_splits")
         ax = _split_axis(axis, data.rank)
         size = DYNAMIC
         if ax is not None:
@@ -213,6 +229,7 @@ class VariadicSplit1:
         n = length(split_lengths)
         if n is None:
             fail("split_lengths (input 2) must have a static length: it sets the output count")
+        _check_output_count(n, "the length of split_lengths")
         ax = _split_axis(axis, data.rank)
         lengths = known_ints(split_lengths)
         if lengths is None or ax is None:

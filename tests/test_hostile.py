@@ -441,3 +441,35 @@ def test_freed_tensors_leave_the_budget(tmp_path, monkeypatch):
     m = irrun.read_model(write_ir(tmp_path, layers, edges))
     monkeypatch.setenv("IRRUN_MAX_BYTES", str(3 * 4 * n))    # 29 tensors, never 3 at once
     assert m.infer({"x": np.ones(n, np.float32)})["out"].shape == (n,)
+
+
+# ------------------------------------------------------------------ huge counts from tiny files
+
+def split_model(tmp_path, n, dims=(0, 4)):
+    layers = [parameter(0, "x", dims=dims), const(1, "ax", "i64", (), 0, 8),
+              f'<layer id="2" name="s" type="Split" version="opset1"><data num_splits="{n}"/>'
+              f'<input>{port(0, "f32", dims)}{port(1, "i64", ())}</input>'
+              f'<output>{port(2, "f32", dims)}</output></layer>',
+              result(3, "out", dims=dims)]
+    return write_ir(tmp_path, layers, [edge(0, 2), edge(1, 2, tp=1), edge(2, 3, fp=2)],
+                    np.array(0, np.int64).tobytes())
+
+
+def test_split_with_ten_million_outputs_is_refused_at_once(tmp_path):
+    xml = split_model(tmp_path, 10_000_000)
+    assert xml.stat().st_size < 1200
+    errors = [d for d in irrun.validate(xml) if d.severity == "error"]
+    assert len(errors) == 1 and errors[0].layer_name == "s"
+    assert errors[0].line == line_of(xml, 'name="s"')
+    assert "num_splits=10000000 would make 10000000 outputs" in errors[0].message
+
+
+def test_split_output_count_is_checked_against_the_budget(tmp_path, monkeypatch):
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "1M")
+    errors = [d for d in irrun.validate(split_model(tmp_path, 4096)) if d.severity == "error"]
+    assert len(errors) == 1 and "IRRUN_MAX_BYTES" in errors[0].message
+
+
+def test_split_into_many_empty_outputs_still_runs(tmp_path):
+    m = irrun.read_model(split_model(tmp_path, 1000))
+    assert m.infer({"x": np.zeros((0, 4), np.float32)})["out"].shape == (0, 4)
