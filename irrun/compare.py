@@ -89,10 +89,12 @@ class TensorResult:
         if self.reason:
             return f"{self.reason} (held to {held})"
         text = f"{self.mismatches} of {self.size} element{'s' if self.size != 1 else ''} " \
-               f"differ (held to {held})"
+               f"differ{'s' if self.mismatches == 1 else ''} (held to {held})"
         if self.worst_index is not None:
             if self.max_abs is not None:
-                text += f"; max abs diff {_num(self.max_abs)}, max rel diff {_num(self.max_rel)}"
+                text += f"; max abs diff {_num(self.max_abs)}"
+            if self.max_rel is not None:
+                text += f", max rel diff {_num(self.max_rel)}"
             text += (f"; worst at {self.worst_index}: irrun {_num(self.irrun_value)}, "
                      f"{other_name} {_num(self.other_value)}")
         if self.cosine is not None:
@@ -324,12 +326,10 @@ def compare_tensor(a: np.ndarray, b: np.ndarray, tolerance: dict) -> dict:
     fin = np.isfinite(x) & np.isfinite(y)
     xf, yf = x[fin], y[fin]
     nx, ny = float(np.linalg.norm(xf)), float(np.linalg.norm(yf))
-    if nx == 0 and ny == 0:
-        cosine = 1.0
-    elif nx == 0 or ny == 0 or not np.isfinite(nx * ny):
-        cosine = 0.0 if (nx == 0 or ny == 0) else float(np.dot(xf / nx, yf / ny))
+    if nx == 0 or ny == 0:
+        cosine = 1.0 if nx == ny else 0.0        # two zero vectors point the same way
     else:
-        cosine = float(np.dot(xf, yf) / (nx * ny))
+        cosine = float(np.dot(xf / nx, yf / ny))  # normalised first: no overflow
     return dict(stats, status="differ" if n else "agree", mismatches=n,
                 max_abs=float(diff.max()), max_rel=float(rel.max()), cosine=cosine,
                 worst_index=idx, irrun_value=float(x.reshape(-1)[flat]),
@@ -479,9 +479,16 @@ def _read_tagged(core, program, ports):
     op_of = {}
     for name, lids in ir_by_name.items():
         ops = by_name.get(name, [])
-        if len(ops) == len(lids):
-            for lid, op in zip(lids, ops):
-                op_of[lid] = op
+        if len(lids) > 1:
+            # A shared name: pair within each op type ("ReLU" in the IR is "Relu" in
+            # OpenVINO, "Const" is "Constant"), in topological order.
+            for kind in {_kind_key(program.nodes[lid].layer.type) for lid in lids}:
+                mine = [lid for lid in lids if _kind_key(program.nodes[lid].layer.type) == kind]
+                theirs = [op for op in ops if _kind_key(op.get_type_name()) == kind]
+                if len(mine) == len(theirs):
+                    op_of.update(zip(mine, theirs))
+        elif len(ops) == 1:
+            op_of[lids[0]] = ops[0]
     for lid, op in op_of.items():
         op.set_friendly_name(_tag(lid))
     missing = {}
@@ -493,6 +500,11 @@ def _read_tagged(core, program, ports):
         elif port >= op.get_output_size():
             missing[(lid, port)] = f"OpenVINO's layer has {op.get_output_size()} outputs"
     return om, op_of, missing
+
+
+def _kind_key(type_name: str) -> str:
+    t = type_name.lower()
+    return "constant" if t == "const" else t
 
 
 def _result_sources(om) -> set:
@@ -575,7 +587,8 @@ def run_openvino(model, feeds_by_id: dict, ports: list, device: str, precision: 
                      f"intermediate outputs added; they are listed under 'not compared'")
     om, op_of, compiled = built
     try:
-        computed_in = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+        hint_value = compiled.get_property("INFERENCE_PRECISION_HINT")
+        computed_in = str(getattr(hint_value, "get_type_name", lambda: hint_value)())
     except Exception:            # noqa: BLE001 - not every device reports it
         computed_in = None
     lid_of_tag = {_tag(lid): lid for lid in op_of}
@@ -698,10 +711,12 @@ def compare(model_path, feed=None, *, reference=None, device: str = "CPU", layer
     model = read_model(path, weights)
     program = model.program
     feed, source = _resolve_feed(model, feed, path)
-    feeds_by_id = model._feeds(feed)
     keeper = _Keeper()
     model.infer(feed, listener=keeper)
     ran = set(keeper.ran)
+    # The feed checked and cast to each Parameter's type (also those no Result needs,
+    # which OpenVINO still takes as inputs), keyed by layer id.
+    feeds_by_id = model._feeds(feed)
     notes: list[str] = []
     computed_in = None
     if reference is not None:
@@ -743,10 +758,8 @@ def compare(model_path, feed=None, *, reference=None, device: str = "CPU", layer
     if reference is None:
         for lid in program.order:
             node = program.nodes[lid]
-            if node.kind == "op" and lid not in ran and (
-                    layers in ("all", "outputs") or fnmatch.fnmatchcase(node.layer.name, layers)):
-                if layers == "outputs":
-                    continue
+            if node.kind == "op" and lid not in ran and layers != "outputs" and (
+                    layers == "all" or fnmatch.fnmatchcase(node.layer.name, layers)):
                 for i in range(len(node.specs or ()) or 1):
                     result.missing.append(Missing(node.layer.name, lid, i, node.layer.op_label,
                                                   node.layer.line, "no Result needs this layer, "

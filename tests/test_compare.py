@@ -359,3 +359,43 @@ def test_outputs_the_plugin_refuses_are_listed(tmp_path, monkeypatch):
     # ess's input was not compared: it is still the first divergent layer, with mm a suspect.
     assert data["first_divergent"]["layer"] == "ess"
     assert data["first_divergent"]["unchecked_inputs"] == ["mm:0"]
+
+
+@pytest.mark.oracle
+def test_ports_of_every_kind_are_matched(tmp_path):
+    """Several outputs per op, f16 and bf16 tensors, a Parameter straight to a Result, an
+    unused Parameter, and two layers sharing a name (paired by op type)."""
+    ov = pytest.importorskip("openvino")
+    import openvino.opset13 as o
+
+    x = o.parameter([2, 6], ov.Type.f32, name="x")
+    unused = o.parameter([3], ov.Type.f32, name="unused")
+    z = o.parameter([-1], ov.Type.i32, name="z")
+    split = o.split(x, o.constant(np.int64(1)), 3, name="split")
+    half = o.multiply(o.convert(o.add(split.output(1), split.output(2), name="add"), "f16",
+                                name="to_half"), o.constant(np.array(1.37, np.float16)),
+                      name="mul_half")
+    bf = o.convert(half, "bf16", name="to_bf16")
+    back = o.convert(o.multiply(bf, o.convert(o.constant(np.float32(3.3)), "bf16"),
+                                name="mul_bf16"), "f32", name="back")
+    topk = o.topk(x, o.constant(np.int64(3)), 1, "max", "value", name="topk")
+    relu, sig = o.relu(back, name="dup"), o.sigmoid(back, name="dup")
+    outs = [split.output(0), relu.output(0), sig.output(0), topk.output(0), topk.output(1),
+            z.output(0)]
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model(outs, [x, unused, z], "kinds"), str(xml), compress_to_fp16=False)
+    rng = np.random.default_rng(0)
+    feed = {"x": rng.standard_normal((2, 6)).astype(np.float32),
+            "unused": np.zeros(3, np.float32), "z": np.arange(4, dtype=np.int32)}
+    result = irrun.compare(xml, feed)
+    assert result.ok, result.report()
+    got = {(t.layer, t.op, t.port): t for t in result.tensors}
+    for key in [("split", "Split-opset1", 0), ("split", "Split-opset1", 2),
+                ("topk", "TopK-opset11", 1), ("mul_half", "Multiply-opset1", 0),
+                ("mul_bf16", "Multiply-opset1", 0), ("dup", "ReLU-opset1", 0),
+                ("dup", "Sigmoid-opset1", 0), ("z", "Parameter-opset1", 0)]:
+        assert key in got, key
+    assert got[("mul_half", "Multiply-opset1", 0)].tolerance["etype"] == "f16"
+    assert got[("mul_bf16", "Multiply-opset1", 0)].tolerance["etype"] == "bf16"
+    assert got[("topk", "TopK-opset11", 1)].tolerance == {"exact": True}
+    assert not result.missing
