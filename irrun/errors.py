@@ -184,6 +184,7 @@ class OpProblem(ShapeError, OpError):
     """
 
     code = "shape"
+    raised_by_rule = False    # the executor marks one a shape rule raised at run time
 
 
 @dataclass

@@ -104,7 +104,7 @@ def check_inputs(node, etypes, arrays) -> None:
     try:
         out_specs = node.op.infer(node.attrs, *specs)
     except OpProblem as e:
-        e.phase = "rule"
+        e.raised_by_rule = True
         raise
     for index, spec in enumerate(out_specs):
         if spec.shape is not None:
@@ -138,7 +138,7 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
     """Run the plan. `feeds` maps Parameter layer ids to checked arrays.
 
     `listener(node, outputs, seconds)` is called after each layer (profile, trace, dump);
-    a body's layers are reported to it too when it has `wants_bodies`. With keep_all,
+    a body's layers go to `listener.for_body(body program)` when it has that. With keep_all,
     nothing is freed and every slot is returned too. Without a state, a ReadValue gives its
     initial value and an Assign's write is dropped.
     """
@@ -192,11 +192,11 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                     state.pending[step.writes] = outputs[0]
             budget.hold(step.outs, outputs)
         except OpProblem as e:
-            # fail() from a kernel or the kit: a run-time value problem (OpError); from the
-            # shape rule re-run on real inputs (step.recheck), a ShapeError.
-            kind = ShapeError if e.phase == "rule" else OpError
-            raise kind(e.message, code="shape" if kind is ShapeError else "value").locate(
-                **_location(program, node)) from e
+            # fail() at run time: from the kernel it is an OpError; from the shape rule re-run
+            # on the real inputs (dynamic shapes) a ShapeError, unless the rule refused a
+            # value (code "value": a zero step, a negative count), which is an OpError too.
+            kind = ShapeError if e.raised_by_rule and e.diagnostic.code != "value" else OpError
+            raise kind(e.message).locate(**_location(program, node)) from e
         except IrrunError as e:
             raise e.locate(**_location(program, node)) from e
         except MemoryError:

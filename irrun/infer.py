@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import IrrunError
+from .errors import IrrunError, OpProblem
 from .etypes import normalize_precision
 from .shapes import TensorSpec, format_shape
 from .opkit.problems import collect_warnings, stop_collecting
@@ -24,6 +24,18 @@ FOLD_MAX_ELEMENTS = 4096
 # The kit's fail/warn, re-exported for older extensions that imported them from here.
 fail = _kit_fail
 warn = _kit_warn
+
+
+def _where(e: BaseException) -> str:
+    """'file.py:LINE' of the innermost frame that raised `e`."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "unknown location"
+    import os
+
+    return f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
 
 
 def _dims_disagree(declared: list[int], shape) -> bool:
@@ -85,15 +97,15 @@ def infer_node(node, input_specs: list[TensorSpec], diag, fold=True) -> list[Ten
     token = collect_warnings(sink)
     try:
         specs = list(node.op.infer(node.attrs, *input_specs))
-    except IrrunError as e:
+    except IrrunError as e:     # fail() in the rule (OpProblem) or a kit error
         diag.error(e.diagnostic.code, e.message, layer=layer)
         return None
-    except (ValueError, TypeError, IndexError) as e:
-        diag.error("shape", f"{e}", layer=layer)
-        return None
-    except Exception as e:   # a bug in a shape rule must not stop validating the rest
-        diag.error("internal", f"the shape rule of {node.op.label} failed: "
-                   f"{type(e).__name__}: {e} (an irrun bug; please report it)", layer=layer)
+    except Exception as e:
+        # Any other exception is a bug in the shape rule, whatever its type (an IndexError
+        # is not the user's "shape" problem); it must not stop validating the rest.
+        diag.error("internal", f"internal error in the shape rule of {node.op.label}: "
+                   f"{type(e).__name__}: {e} ({_where(e)}; an irrun bug, please report it)",
+                   layer=layer)
         return None
     finally:
         stop_collecting(token)
@@ -117,8 +129,10 @@ def infer_node(node, input_specs: list[TensorSpec], diag, fold=True) -> list[Ten
             specs = [TensorSpec.of_value(v, s.etype) if v.size <= FOLD_MAX_ELEMENTS else s
                      for v, s in zip(values, specs)]
         except IrrunError as e:
-            # Every input is constant: this layer fails whenever it runs.
-            diag.error(e.diagnostic.code, f"{e.message} (all inputs are constant)", layer=layer)
+            # Every input is constant: this layer fails whenever it runs. A fail() in the
+            # kernel is a value problem here, as it would be at run time.
+            code = "value" if isinstance(e, OpProblem) else e.diagnostic.code
+            diag.error(code, f"{e.message} (all inputs are constant)", layer=layer)
             return None
         except Exception:   # a kernel bug must not stop validation; the run reports it
             pass

@@ -453,7 +453,7 @@ def _slice_index(rank, start, stop, step, axes):
     seen = set()
     for a, b, e, s in zip(axes, start, stop, step):
         if s == 0:
-            fail(f"step is 0 for axis {a}")
+            fail(f"step is 0 for axis {a}", code="value")
         ax = normalize_axis(a, rank, "axes value")
         if ax in seen:
             fail(f"axes {list(axes)} name dim {ax} twice")
@@ -534,7 +534,7 @@ def _strided_index(attrs, shape, begin, end, stride):
             index.append(0 if _bit(attrs.begin_mask, i) else int(begin[i]))
         else:
             if stride[i] == 0:
-                fail(f"stride[{i}] is 0")
+                fail(f"stride[{i}] is 0", code="value")
             index.append(slice(None if _bit(attrs.begin_mask, i) else int(begin[i]),
                                None if _bit(attrs.end_mask, i) else int(end[i]), int(stride[i])))
     rank = len(shape)

@@ -308,7 +308,7 @@ class Range4Attrs:
 
 def _range_count(start, stop, step) -> int:
     if step == 0:
-        fail("step (input 2) is 0")
+        fail("step (input 2) is 0", code="value")
     if all(isinstance(v, int) for v in (start, stop, step)):
         return max(-((start - stop) // step), 0)    # exact ceil((stop - start) / step)
     n = (stop - start) / step
