@@ -15,13 +15,13 @@ loop releases the GIL). NumPy's part is the messages for bad inputs and the sort
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
 import ml_dtypes
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, Dim, NoAttrs, TensorSpec, UnsupportedError, check_alloc, even_ranges, fail,
+    DYNAMIC, Dim, OpProblem, TensorSpec, UnsupportedError, check_alloc, even_ranges, fail,
     format_shape, parallel, register, warn, workers,
 )
 
@@ -318,3 +318,365 @@ def _bag_spans(bounds: np.ndarray, parts: int) -> list[tuple[int, int]]:
     cuts.append(bags)
     return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a] or [(0, bags)]
 
+
+
+# ------------------------------------------------------------------ EmbeddingBag*
+
+@dataclass(frozen=True)
+class EmbeddingBagAttrs:
+    reduction: Literal["sum", "mean"] = "sum"
+
+
+def _check_index_type(name: str, spec: TensorSpec, indices: TensorSpec) -> None:
+    if spec.etype.name not in _INDEX_TYPES:
+        fail(f"{name} type must be i32 or i64, got {spec.etype.name}")
+    if spec is not indices and spec.etype != indices.etype:
+        fail(f"{name} element type ({spec.etype.name}) must match indices element type "
+             f"({indices.etype.name})")
+
+
+def _bag_infer(reduction: str, emb_table: TensorSpec, indices: TensorSpec, index_rank: int,
+               batch: Dim, index_inputs: tuple, weights: TensorSpec | None) -> list[TensorSpec]:
+    """The shape rule the EmbeddingBag ops share: [batch, *emb_table.shape[1:]]."""
+    _check_index_type("INDICES", indices, indices)
+    for name, spec in index_inputs:
+        _check_index_type(name, spec, indices)
+    if weights is not None:
+        if reduction == "mean":
+            # The spec: "per_sample_weights is not supported and will raise exception".
+            fail("per_sample_weights is only supported with reduction 'sum', got reduction "
+                 "'mean'")
+        if weights.etype != emb_table.etype:
+            fail(f"Per sample weight element type ({weights.etype.name}) must match "
+                 f"embedding table element type ({emb_table.etype.name})")
+    if emb_table.etype.bits < 8 or emb_table.etype.kind not in ("float", "int", "uint", "boolean"):
+        raise UnsupportedError(f"an emb_table of {emb_table.etype.name} is not supported "
+                               f"(sub-byte or non-numeric types)")
+    if not _rank_compatible(indices, index_rank):
+        fail(f"INDICES must be {index_rank}D, got {_rank_text(indices)}")
+    if weights is not None:
+        if not _rank_compatible(weights, index_rank):
+            fail(f"PER_SAMPLE_WEIGHTS must be {index_rank}D, got {_rank_text(weights)}")
+        if not _shapes_compatible(indices, weights):
+            fail(f"INDICES and PER_SAMPLE_WEIGHTS shape must be same, got "
+                 f"{format_shape(indices.shape)} and {format_shape(weights.shape)}")
+    if emb_table.shape is None:
+        return [TensorSpec(emb_table.etype, None)]
+    if len(emb_table.shape) == 0:
+        fail("EMB_TABLE can't be a scalar")
+    return [TensorSpec(emb_table.etype, (batch, *emb_table.shape[1:]))]
+
+
+def _offsets_infer(reduction, emb_table, indices, offsets, default_index, weights):
+    index_inputs = [("OFFSETS", offsets)]
+    if default_index is not None:
+        index_inputs.append(("DEFAULT_INDEX", default_index))
+        if not _rank_compatible(default_index, 0):
+            fail(f"DEFAULT_INDEX must be a scalar, got {_rank_text(default_index)}")
+        default = _scalar_value(default_index)
+        rows = emb_table.shape[0].hi if emb_table.shape else None
+        if default is not None and (default < -1 or (rows is not None and default >= rows)):
+            warn(f"default_index {default} is outside [0, {rows}) (emb_table rows) and not -1: "
+                 f"running this layer fails when a bag is empty")
+    if not _rank_compatible(offsets, 1):
+        fail(f"OFFSETS must be 1D, got {_rank_text(offsets)}")
+    batch = offsets.shape[0] if offsets.shape is not None else DYNAMIC
+    return _bag_infer(reduction, emb_table, indices, 1, batch, index_inputs, weights)
+
+
+def _offsets_run(reduction, emb_table, indices, offsets, default_index, weights):
+    n = indices.shape[0]
+    if indices.ndim != 1 or offsets.ndim != 1:
+        fail(f"indices and offsets must be 1D, got shapes {list(indices.shape)} and "
+             f"{list(offsets.shape)}")
+    if weights is not None and weights.shape != indices.shape:
+        fail(f"per_sample_weights has shape {list(weights.shape)}, expected "
+             f"{list(indices.shape)} (the shape of indices)")
+    # Bag b is indices[offsets[b]:offsets[b+1]], the last one up to the end. Offsets must
+    # not go backwards and must lie within [0, n]: an offset equal to n makes an empty bag
+    # at the end (the spec: "cannot be greater than the length of indices"; the CPU plugin
+    # refuses it, see README). Lookups before offsets[0] belong to no bag (the spec's code).
+    bounds = np.empty(offsets.shape[0] + 1, np.intp)
+    bounds[:-1] = offsets
+    bounds[-1] = n
+    bad = np.flatnonzero((offsets < 0) | (offsets > n))
+    if bad.size:
+        b = int(bad[0])
+        fail(f"offsets[{b}] is {offsets[b]}, expected in [0, {n}] (the length of indices)")
+    back = np.flatnonzero(offsets[1:] < offsets[:-1])
+    if back.size:
+        b = int(back[0]) + 1
+        fail(f"offsets[{b}] is {offsets[b]}, smaller than offsets[{b - 1}] = {offsets[b - 1]}: "
+             f"offsets must not decrease")
+    default = -1 if default_index is None else int(default_index.reshape(()))
+    return _bags_out(reduction, emb_table, indices, bounds, weights, default)
+
+
+def _bags_out(reduction, emb_table, indices, bounds, weights, default):
+    bags = bounds.shape[0] - 1
+    check_alloc((bags, *emb_table.shape[1:]), emb_table.dtype, "the output")
+    out = np.empty((bags, *emb_table.shape[1:]), dtype=emb_table.dtype)
+    _sum_bags(_rows(out), _rows(emb_table), indices.reshape(-1), bounds,
+              _NO_ORDER, None if weights is None else weights.reshape(-1), default,
+              reduction == "mean", -1, "bag")
+    return (out,)
+
+
+def _packed_infer(reduction, emb_table, indices, weights):
+    batch = indices.shape[0] if indices.shape is not None and len(indices.shape) == 2 else DYNAMIC
+    return _bag_infer(reduction, emb_table, indices, 2, batch, (), weights)
+
+
+def _packed_run(reduction, emb_table, indices, weights):
+    if indices.ndim != 2:
+        fail(f"indices must be 2D [batch, indices_per_bag], got shape {list(indices.shape)}")
+    if weights is not None and weights.shape != indices.shape:
+        fail(f"per_sample_weights has shape {list(weights.shape)}, expected "
+             f"{list(indices.shape)} (the shape of indices)")
+    batch, per_bag = indices.shape
+    bounds = np.arange(batch + 1, dtype=np.intp) * per_bag
+    # Bags of no lookups (indices_per_bag = 0) are zeros: no default index here.
+    return _bags_out(reduction, emb_table, np.ascontiguousarray(indices), bounds,
+                     None if weights is None else np.ascontiguousarray(weights), -1)
+
+
+@register("EmbeddingBagOffsetsSum", since=3, category="sparse")
+class EmbeddingBagOffsetsSum3:
+    @staticmethod
+    def infer(attrs, emb_table: TensorSpec, indices: TensorSpec, offsets: TensorSpec,
+              default_index: TensorSpec | None = None,
+              per_sample_weights: TensorSpec | None = None) -> list[TensorSpec]:
+        return _offsets_infer("sum", emb_table, indices, offsets, default_index, per_sample_weights)
+
+    @staticmethod
+    def run(attrs, emb_table, indices, offsets, default_index=None, per_sample_weights=None):
+        return _offsets_run("sum", emb_table, indices, offsets, default_index, per_sample_weights)
+
+
+@register("EmbeddingBagOffsets", since=15, attrs=EmbeddingBagAttrs, category="sparse")
+class EmbeddingBagOffsets15:
+    @staticmethod
+    def infer(attrs, emb_table: TensorSpec, indices: TensorSpec, offsets: TensorSpec,
+              default_index: TensorSpec | None = None,
+              per_sample_weights: TensorSpec | None = None) -> list[TensorSpec]:
+        return _offsets_infer(attrs.reduction, emb_table, indices, offsets, default_index,
+                              per_sample_weights)
+
+    @staticmethod
+    def run(attrs, emb_table, indices, offsets, default_index=None, per_sample_weights=None):
+        if per_sample_weights is not None and attrs.reduction == "mean":
+            fail("per_sample_weights is only supported with reduction 'sum', got reduction "
+                 "'mean'")
+        return _offsets_run(attrs.reduction, emb_table, indices, offsets, default_index,
+                            per_sample_weights)
+
+
+@register("EmbeddingBagPackedSum", since=3, category="sparse")
+class EmbeddingBagPackedSum3:
+    @staticmethod
+    def infer(attrs, emb_table: TensorSpec, indices: TensorSpec,
+              per_sample_weights: TensorSpec | None = None) -> list[TensorSpec]:
+        return _packed_infer("sum", emb_table, indices, per_sample_weights)
+
+    @staticmethod
+    def run(attrs, emb_table, indices, per_sample_weights=None):
+        return _packed_run("sum", emb_table, indices, per_sample_weights)
+
+
+@register("EmbeddingBagPacked", since=15, attrs=EmbeddingBagAttrs, category="sparse")
+class EmbeddingBagPacked15:
+    @staticmethod
+    def infer(attrs, emb_table: TensorSpec, indices: TensorSpec,
+              per_sample_weights: TensorSpec | None = None) -> list[TensorSpec]:
+        return _packed_infer(attrs.reduction, emb_table, indices, per_sample_weights)
+
+    @staticmethod
+    def run(attrs, emb_table, indices, per_sample_weights=None):
+        if per_sample_weights is not None and attrs.reduction == "mean":
+            fail("per_sample_weights is only supported with reduction 'sum', got reduction "
+                 "'mean'")
+        return _packed_run(attrs.reduction, emb_table, indices, per_sample_weights)
+
+
+# ------------------------------------------------------------------ SegmentMax
+
+@dataclass(frozen=True)
+class SegmentMaxAttrs:
+    # Required (no default); OpenVINO writes it in lower case, the spec in upper case.
+    fill_mode: Literal["zero", "lowest", "ZERO", "LOWEST"]
+
+
+def _lowest(dtype: np.dtype):
+    """std::numeric_limits<T>::lowest(): the most negative finite value."""
+    if dtype == ml_dtypes.bfloat16:
+        return ml_dtypes.finfo(ml_dtypes.bfloat16).min
+    return np.finfo(dtype).min if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _segment_count(segment_ids: np.ndarray, num_segments: np.ndarray | None) -> int:
+    if num_segments is not None:
+        if num_segments.size != 1:
+            fail(f"num_segments must be a scalar, got shape {list(num_segments.shape)}")
+        count = int(num_segments.reshape(()))
+        if count < 0:
+            fail(f"num_segments is {count}, expected >= 0")
+        return count
+    return int(segment_ids[-1]) + 1 if segment_ids.size else 0
+
+
+def _check_sorted_ids(segment_ids: np.ndarray) -> None:
+    negative = np.flatnonzero(segment_ids < 0)
+    if negative.size:
+        i = int(negative[0])
+        fail(f"segment_ids[{i}] is {segment_ids[i]}, expected >= 0")
+    down = np.flatnonzero(segment_ids[1:] < segment_ids[:-1])
+    if down.size:
+        i = int(down[0]) + 1
+        fail(f"segment_ids[{i}] is {segment_ids[i]}, smaller than segment_ids[{i - 1}] = "
+             f"{segment_ids[i - 1]}: segment_ids must be sorted ascending")
+
+
+@register("SegmentMax", since=16, attrs=SegmentMaxAttrs, category="arithmetic")
+class SegmentMax16:
+    @staticmethod
+    def infer(attrs, data: TensorSpec, segment_ids: TensorSpec,
+              num_segments: TensorSpec | None = None) -> list[TensorSpec]:
+        if data.etype.kind not in ("float", "int", "uint"):
+            fail(f"data must be of a numeric type, got {data.etype.name}")
+        for name, spec in (("segment_ids", segment_ids), ("num_segments", num_segments)):
+            if spec is not None and spec.etype.name not in _INDEX_TYPES:
+                fail(f"{name} must be i32 or i64, got {spec.etype.name}")
+        if data.shape is not None and len(data.shape) == 0:
+            fail("data must have at least one dimension, got a scalar")
+        if not _rank_compatible(segment_ids, 1):
+            fail(f"segment_ids must be 1D, got {_rank_text(segment_ids)}")
+        if data.shape is not None and segment_ids.shape is not None and \
+                not data.shape[0].compatible(segment_ids.shape[0]):
+            fail(f"segment_ids has {segment_ids.shape[0]} elements, expected the size of "
+                 f"data's dim 0 ({data.shape[0]})")
+        if num_segments is not None and num_segments.shape is not None and not (
+                len(num_segments.shape) == 0 or (len(num_segments.shape) == 1 and
+                                                 num_segments.shape[0].compatible(Dim.of(1)))):
+            fail(f"num_segments must be a scalar, got {_rank_text(num_segments)}")
+        if segment_ids.value is not None:
+            try:
+                _check_sorted_ids(segment_ids.value.reshape(-1))
+            except OpProblem as e:        # a warning at load time, an error when run
+                warn(f"constant {e.message}")
+        count = None
+        if num_segments is not None:
+            count = _scalar_value(num_segments)
+            if count is not None and count < 0:
+                warn(f"num_segments is {count}: it must be >= 0, so running this layer fails")
+                count = None
+        elif segment_ids.value is not None:
+            ids = segment_ids.value.reshape(-1)
+            count = int(ids.max()) + 1 if ids.size else 0
+        dim0 = Dim.of(count) if count is not None and count >= 0 else DYNAMIC
+        if data.shape is None:
+            return [TensorSpec(data.etype, None)]
+        return [TensorSpec(data.etype, (dim0, *data.shape[1:]))]
+
+    @staticmethod
+    def run(attrs, data: np.ndarray, segment_ids: np.ndarray,
+            num_segments: np.ndarray | None = None) -> tuple[np.ndarray]:
+        if data.ndim == 0 or segment_ids.shape != data.shape[:1]:
+            fail(f"segment_ids has shape {list(segment_ids.shape)}, expected "
+                 f"[{data.shape[0] if data.ndim else '?'}] (data's dim 0)")
+        _check_sorted_ids(segment_ids)
+        count = _segment_count(segment_ids, num_segments)
+        check_alloc((count, *data.shape[1:]), data.dtype, "the output")
+        fill = 0 if attrs.fill_mode.lower() == "zero" else _lowest(data.dtype)
+        out = np.full((count, *data.shape[1:]), fill, dtype=data.dtype)
+        # Ids from num_segments on are left out (the spec); the ids are sorted, so they
+        # are a tail of the lookups.
+        used = int(np.searchsorted(segment_ids, count, side="left"))
+        if used == 0 or out[0].size == 0:
+            return (out,)
+        ids = segment_ids[:used]
+        starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+        values = data[:used]
+        if values.dtype == ml_dtypes.bfloat16:
+            values = values.astype(np.float32)    # exact; NumPy's ufuncs know f32
+        # fmax: a NaN is passed over unless the whole segment is NaN, and -inf is a value
+        # like any other (see README: the CPU plugin starts from `lowest`, so it returns
+        # lowest for a segment of -inf or NaN).
+        out[ids[starts]] = np.fmax.reduceat(values, starts, axis=0).astype(data.dtype)
+        return (out,)
+
+
+# ------------------------------------------------------------------ SparseFillEmptyRows
+
+@register("SparseFillEmptyRows", since=16, category="sparse")
+class SparseFillEmptyRows16:
+    @staticmethod
+    def infer(attrs, values: TensorSpec, dense_shape: TensorSpec, indices: TensorSpec,
+              default_value: TensorSpec) -> list[TensorSpec]:
+        if values.etype.kind not in ("float", "int", "uint"):
+            fail(f"values must be of a numeric type, got {values.etype.name}")
+        if default_value.etype != values.etype:
+            fail(f"default_value must have the element type of values ({values.etype.name}), "
+                 f"got {default_value.etype.name}")
+        for name, spec in (("dense_shape", dense_shape), ("indices", indices)):
+            if spec.etype.name not in _INDEX_TYPES:
+                fail(f"{name} must be i32 or i64, got {spec.etype.name}")
+        if indices.etype != dense_shape.etype:
+            fail(f"indices and dense_shape must have one element type, got "
+                 f"{indices.etype.name} and {dense_shape.etype.name}")
+        if not _rank_compatible(values, 1):
+            fail(f"values must be 1D, got {_rank_text(values)}")
+        if not _rank_compatible(default_value, 0):
+            fail(f"default_value must be a scalar, got {_rank_text(default_value)}")
+        if not _rank_compatible(dense_shape, 1) or (
+                dense_shape.shape is not None and not dense_shape.shape[0].compatible(Dim.of(2))):
+            fail(f"dense_shape must be 1D with 2 elements, got {_rank_text(dense_shape)}")
+        if not _rank_compatible(indices, 2) or (
+                indices.shape is not None and not indices.shape[1].compatible(Dim.of(2))):
+            fail(f"indices must be [M, 2], got {_rank_text(indices)}")
+        m = DYNAMIC
+        if values.shape is not None:
+            m = values.shape[0]
+        if indices.shape is not None:
+            merged = m.merge(indices.shape[0])
+            if merged is None:
+                fail(f"indices has {indices.shape[0]} rows, expected one for each of the "
+                     f"{m} values")
+            m = merged
+        rows = DYNAMIC
+        if dense_shape.value is not None and dense_shape.value.size == 2:
+            r = int(dense_shape.value.reshape(-1)[0])
+            if r >= 0:
+                rows = Dim.of(r)
+        # M' = M + the number of empty rows: at most M + rows.
+        total = Dim(m.lo, None if m.hi is None or rows.hi is None else m.hi + rows.hi)
+        return [TensorSpec(indices.etype, (total, Dim.of(2))), TensorSpec(values.etype, (total,)),
+                TensorSpec.make("boolean", (rows,))]
+
+    @staticmethod
+    def run(attrs, values, dense_shape, indices, default_value):
+        if values.ndim != 1 or indices.shape != (values.shape[0], 2):
+            fail(f"indices has shape {list(indices.shape)}, expected [{values.shape[0]}, 2] "
+                 f"(one row for each value)")
+        if dense_shape.shape != (2,):
+            fail(f"dense_shape has shape {list(dense_shape.shape)}, expected [2]")
+        rows, cols = int(dense_shape[0]), int(dense_shape[1])
+        if rows < 0 or cols < 0:
+            fail(f"dense_shape is {dense_shape.tolist()}, expected non-negative sizes")
+        for axis, (name, limit) in enumerate((("rows", rows), ("columns", cols))):
+            column = indices[:, axis]
+            bad = np.flatnonzero((column < 0) | (column >= limit))
+            if bad.size:
+                i = int(bad[0])
+                fail(f"indices[{i}, {axis}] is {column[i]}, expected in [0, {limit}) "
+                     f"(dense_shape {name})")
+        check_alloc((rows,), np.bool_, "empty_row_indicator")
+        empty = np.ones(rows, dtype=bool)
+        empty[indices[:, 0]] = False
+        new_rows = np.flatnonzero(empty).astype(indices.dtype)
+        all_indices = np.concatenate([indices, np.stack([new_rows, np.zeros_like(new_rows)], 1)])
+        all_values = np.concatenate([values, np.full(new_rows.size, default_value.reshape(()),
+                                                     dtype=values.dtype)])
+        # Row-major order; entries at one position keep their input order (a stable sort;
+        # the reference's std::sort leaves that order open).
+        order = np.lexsort((all_indices[:, 1], all_indices[:, 0]))
+        return (all_indices[order], all_values[order], empty)
