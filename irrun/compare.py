@@ -171,7 +171,9 @@ class CompareResult:
                     missing=[m.to_dict() for m in self.missing], notes=self.notes)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, default=_jsonable)
+        """Strict JSON (jq reads it): NaN and infinities are written as strings."""
+        return json.dumps(_strict(self.to_dict()), indent=2, default=_jsonable,
+                          allow_nan=False)
 
     def verdict(self) -> str:
         """The `FILE:LINE: layer 'NAME' (Type-opsetN) ...` lines, or the all-agree line."""
@@ -224,6 +226,16 @@ class CompareResult:
     def html(self) -> str:
         """The graph picture with layers coloured by agreement, the first divergent outlined."""
         return _html_report(self, self.program)
+
+
+def _strict(v):
+    if isinstance(v, float) and not np.isfinite(v):
+        return str(v)
+    if isinstance(v, dict):
+        return {k: _strict(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_strict(x) for x in v]
+    return v
 
 
 def _jsonable(v):

@@ -399,3 +399,19 @@ def test_ports_of_every_kind_are_matched(tmp_path):
     assert got[("mul_bf16", "Multiply-opset1", 0)].tolerance["etype"] == "bf16"
     assert got[("topk", "TopK-opset11", 1)].tolerance == {"exact": True}
     assert not result.missing
+
+
+def test_json_is_strict_with_nan_and_inf(tmp_path):
+    xml, values, _ = _reference_case(tmp_path)
+    ref = tmp_path / "ref.npz"
+    mm = values["mm:0"].copy()
+    mm[0, 0] = np.nan
+    np.savez(ref, mm=mm)
+    result = invoke(xml, "--reference", ref, "--format", "json")
+
+    def refuse(name):
+        raise AssertionError(f"non-standard JSON constant {name}")
+
+    data = json.loads(result.output, parse_constant=refuse)
+    t = data["tensors"][0]
+    assert t["max_abs"] == "inf" and t["other_value"] == "nan" and t["worst_index"] == [0, 0]
