@@ -17,6 +17,8 @@ from . import (  # noqa: F401  # noqa: F401  # noqa: F401  # noqa: F401
     sparse,  # noqa: F401
     structural,  # noqa: F401
 )
-from . import scatter_gather  # noqa: F401,E402
+from . import recurrent, scatter_gather  # noqa: F401,E402
 from . import attention, bitwise, classify, linalg, normalization  # noqa: F401,E402
 from . import control  # noqa: F401,E402
+from . import generation  # noqa: F401,E402
+from . import quantization, spatial  # noqa: F401,E402
