@@ -111,14 +111,17 @@ def _port_text(node, index: int) -> str:
     return "?"
 
 
-def picture(program) -> tuple[list[Box], list[Arrow]]:
-    """The boxes (layers, in file order) and arrows (edges) of a loaded Program."""
+def picture(program, diagnostics=None) -> tuple[list[Box], list[Arrow]]:
+    """The boxes (layers, in file order) and arrows (edges) of a loaded Program (or of one
+    body of it: its diagnostics are the whole file's, matched by layer id and name)."""
     if program.doc is None:
         raise ModelError(program.diagnostics)
     errors: dict[str, list[str]] = {}
     warnings: dict[str, list[str]] = {}
-    for d in program.diagnostics:
-        if d.layer_id is not None:
+    names = {layer.id: layer.name for layer in program.doc.layers}
+    for d in (program.diagnostics if diagnostics is None else diagnostics):
+        # Body layers reuse the top network's ids: the name tells them apart.
+        if d.layer_id is not None and names.get(d.layer_id) == d.layer_name:
             (errors if d.severity == "error" else warnings).setdefault(d.layer_id, []).append(d.message)
     boxes = []
     for layer in program.doc.layers:
@@ -145,13 +148,21 @@ def _q(text: str) -> str:
 
 
 def to_dot(program) -> str:
-    boxes, arrows = picture(program)
     title = os.path.basename(program.path)
     out = [f"digraph {_q(title)} {{",
            "  graph [rankdir=TB, fontname=\"Helvetica\", nodesep=0.3, ranksep=0.45];",
            "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10, "
            "penwidth=1];",
            "  edge [fontname=\"Helvetica\", fontsize=8, fontcolor=\"#555555\", color=\"#777777\"];"]
+    _dot_network(program, program.diagnostics, "L", "  ", out)
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _dot_network(program, diagnostics, prefix: str, indent: str, out: list[str]) -> None:
+    """One network's boxes and arrows; each Loop/TensorIterator/If body a cluster inside,
+    its Parameters fed from the layer by dashed arrows, back edges dotted."""
+    boxes, arrows = picture(program, diagnostics)
     for b in boxes:
         attrs = [f"label={_q(chr(10).join(b.lines))}", f"fillcolor={_q(category_color(b.category))}",
                  f"tooltip={_q(b.tooltip)}"]
@@ -159,12 +170,30 @@ def to_dot(program) -> str:
             attrs += [f"color={_q(ERROR_COLOR)}", "penwidth=3", f"fontcolor={_q(ERROR_COLOR)}"]
         elif b.warnings:
             attrs += [f"color={_q(WARNING_COLOR)}", "penwidth=2"]
-        out.append(f"  {_q('L' + b.id)} [{', '.join(attrs)}];")
+        out.append(f"{indent}{_q(prefix + b.id)} [{', '.join(attrs)}];")
     for a in arrows:
-        out.append(f"  {_q('L' + a.src)} -> {_q('L' + a.dst)} [label={_q(' ' + a.label)}, "
+        out.append(f"{indent}{_q(prefix + a.src)} -> {_q(prefix + a.dst)} [label={_q(' ' + a.label)}, "
                    f"tooltip={_q(f'output {a.out} -> input {a.inp}: {a.label}')}];")
-    out.append("}")
-    return "\n".join(out) + "\n"
+    for node in program.nodes.values():
+        for sub, body in zip(node.layer.bodies, node.bodies):
+            inner = f"{prefix}{node.id}/{sub.role}/"
+            name = f"{node.layer.name} / {sub.role}"
+            out.append(f"{indent}subgraph {_q('cluster_' + inner)} {{")
+            out.append(f"{indent}  label={_q(name)}; style=\"rounded,dashed\"; color=\"#888888\"; "
+                       "fontsize=10;")
+            _dot_network(body, diagnostics, inner, indent + "  ", out)
+            out.append(f"{indent}}}")
+            ids = {layer.id for layer in body.doc.layers}
+            for e in sub.port_map:
+                if e.kind == "input" and e.internal_layer_id in ids:
+                    label = e.purpose or f"port {e.external_port_id}" + (
+                        f", sliced on axis {e.axis}" if e.axis is not None else "")
+                    out.append(f"{indent}{_q(prefix + node.id)} -> {_q(inner + e.internal_layer_id)} "
+                               f"[style=dashed, label={_q(' ' + label)}];")
+            for e in sub.back_edges:
+                if e.from_layer in ids and e.to_layer in ids:
+                    out.append(f"{indent}{_q(inner + e.from_layer)} -> {_q(inner + e.to_layer)} "
+                               "[style=dotted, constraint=false, label=\" back edge\"];")
 
 
 def dot_program() -> str | None:

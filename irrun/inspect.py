@@ -153,6 +153,14 @@ class Tracer:
         for line in trace_lines(node, outputs, self.level, self.names):
             self.echo(line)
 
+    def for_body(self, program):
+        """Level 2 traces the layers of a Loop/TensorIterator/If body too, indented, each
+        time the body runs (before the layer's own line)."""
+        if self.level < 2:
+            return None
+        echo = self.echo
+        return Tracer(lambda line: echo("  | " + line), self.level, program)
+
 
 # ---------------------------------------------------------------- NaN check
 
@@ -460,6 +468,10 @@ def chain(*listeners):
     def listen(node, outputs, seconds):
         for f in active:
             f(node, outputs, seconds)
+
+    def for_body(program):
+        return chain(*(f.for_body(program) for f in active if hasattr(f, "for_body")))
+    listen.for_body = for_body
     return listen
 
 

@@ -71,7 +71,7 @@ class BodyFailed(IrrunError):
 
 
 # The listener of the run in progress (trace, profile), so that a body's layers can be
-# reported too when the listener asks for them (`wants_bodies`).
+# reported too when the listener asks for them (`for_body`).
 current_listener: contextvars.ContextVar = contextvars.ContextVar("irrun_listener", default=None)
 
 
@@ -156,10 +156,13 @@ class Body:
             self._plan = Plan(self.program, [tuple(self.program.nodes[r].inputs[0])
                                              for r in self.result_ids])
         feeds = dict(zip(self.parameter_ids, arrays))
+        # A listener that follows bodies (the -vv trace) says so with `for_body(program)`,
+        # which gives the listener for this body's layers; the others (the profile) see the
+        # whole body's time as the layer's.
         listener = current_listener.get()
-        if listener is not None and not getattr(listener, "wants_bodies", False):
-            listener = None
-        return execute(self.program, self._plan, feeds, listener)
+        for_body = getattr(listener, "for_body", None)
+        return execute(self.program, self._plan, feeds, for_body(self.program) if for_body
+                       else None)
 
 
 def _declared_shape(node):

@@ -1,0 +1,354 @@
+"""Loop-5, TensorIterator-1 and If-8: bodies read, checked, inferred and run, against
+OpenVINO's CPU plugin; and the validator on corrupted bodies (every problem at its line)."""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import irrun
+from irrun.cli import cli
+
+from oracle import assert_same, ov, ov_run, save
+
+o8 = pytest.importorskip("openvino.opset8")
+
+
+def _f32(shape, name):
+    return o8.parameter(list(shape), np.float32, name=name)
+
+
+# ---------------------------------------------------------------- model builders
+
+def build_loop(shape=(2, 3), trip=None, limit=None, dynamic_trip=False, grow=False):
+    """acc_{i+1} = acc_i + x * (i + 1); stops after `trip` iterations, or (with `limit`) when
+    the iteration number reaches `limit` (the body's condition). Outputs: the last acc, and
+    every iteration's acc stacked on a new axis 0 (and, with `grow`, a back edge whose shape
+    grows by one row per iteration)."""
+    x = _f32(shape, "x")
+    inputs = [x]
+    if dynamic_trip:
+        trip_count = o8.parameter([], np.int64, name="trip")
+        inputs.append(trip_count)
+    else:
+        trip_count = o8.constant(np.int64(trip if trip is not None else -1))
+    exec_cond = o8.constant(True)
+    bx = _f32(shape, "bx")
+    bacc = _f32(shape, "bacc")
+    it = o8.parameter([], np.int64, name="it")
+    step = o8.convert(o8.add(it, o8.constant(np.int64(1))), "f32")
+    acc = o8.add(bacc, o8.multiply(bx, step))
+    cond = o8.less(it, o8.constant(np.int64(limit))) if limit is not None else o8.constant(True)
+    r_cond, r_acc = o8.result(cond), o8.result(acc)
+    r_scan = o8.result(o8.unsqueeze(acc, o8.constant([0])))
+    results, params = [r_cond, r_acc, r_scan], [bx, bacc, it]
+    if grow:
+        bbuf = o8.parameter([-1, shape[1]], np.float32, name="bbuf")
+        r_buf = o8.result(o8.concat([bbuf, o8.reshape(o8.reduce_sum(acc, [0], True), [1, -1],
+                                                     False)], 0))
+        results.append(r_buf)
+        params.append(bbuf)
+    body = ov.Model(results, params, "body")
+    loop = o8.loop(trip_count, exec_cond)
+    loop.set_function(body)
+    loop.set_special_body_ports([2, 0])
+    loop.set_invariant_input(bx, x.output(0))
+    loop.set_merged_input(bacc, x.output(0), r_acc.output(0))
+    outs = [loop.get_iter_value(r_acc.output(0), -1),
+            loop.get_concatenated_slices(r_scan.output(0), 0, 1, 1, -1, 0)]
+    if grow:
+        init = o8.reshape(o8.reduce_sum(x, [0], True), [1, -1], False)
+        loop.set_merged_input(bbuf, init.output(0), r_buf.output(0))
+        outs.append(loop.get_iter_value(r_buf.output(0), -1))
+    return ov.Model(outs, inputs)
+
+
+def build_ti(seq=5, start=0, stride=1, end=-1, out_stride=1):
+    """An RNN-like cell: h_t = tanh(x_t + 0.5 h_{t-1}) over axis 1, sliced in `stride`
+    order; outputs the last h and every h concatenated on axis 1."""
+    y = _f32((2, seq, 3), "y")
+    h0 = _f32((2, 3), "h0")
+    xi = _f32((2, 1, 3), "xi")
+    hi = _f32((2, 3), "hi")
+    nh = o8.tanh(o8.add(o8.squeeze(xi, o8.constant([1])),
+                        o8.multiply(hi, o8.constant(np.float32(0.5)))))
+    rh = o8.result(nh)
+    ro = o8.result(o8.unsqueeze(nh, o8.constant([1])))
+    body = ov.Model([rh, ro], [xi, hi])
+    ti = o8.tensor_iterator()
+    ti.set_body(body)
+    ti.set_sliced_input(xi, y.output(0), start, stride, 1, end, 1)
+    ti.set_merged_input(hi, h0.output(0), rh.output(0))
+    a = ti.get_iter_value(rh.output(0), -1)
+    b = ti.get_concatenated_slices(ro.output(0), 0 if out_stride > 0 else -1, out_stride, 1,
+                                   -1 if out_stride > 0 else 0, 1)
+    return ov.Model([a, b], [y, h0])
+
+
+def build_if(rows=2):
+    """then: relu(x) of x's shape; else: x concatenated with itself (twice the rows)."""
+    x = _f32((rows, 3), "x")
+    c = o8.parameter([], bool, name="c")
+    tp = _f32((rows, 3), "tp")
+    then = ov.Model([o8.result(o8.relu(tp))], [tp], "then")
+    ep = _f32((rows, 3), "ep")
+    other = ov.Model([o8.result(o8.concat([ep, ep], 0))], [ep], "else")
+    node = o8.if_op(c)
+    node.set_then_body(then)
+    node.set_else_body(other)
+    node.set_input(x.output(0), tp, ep)
+    out = node.set_output(then.get_results()[0], other.get_results()[0])
+    return ov.Model([out], [x, c])
+
+
+def _compare(model, feed, tmp_path, name="model"):
+    xml = save(model, tmp_path, name)
+    expected = ov_run(xml, feed)
+    m = irrun.read_model(xml)
+    got = m.infer(feed)
+    assert len(got) == len(expected)
+    for g, e in zip(got.values(), expected):
+        assert_same(g, e)
+    return m, xml
+
+
+# ---------------------------------------------------------------- reading
+
+def test_reader_keeps_body_lines_and_port_maps(tmp_path):
+    xml = save(build_loop(trip=3), tmp_path)
+    text = open(xml).read().splitlines()
+    m = irrun.read_model(xml)
+    loop = next(n for n in m.program.nodes.values() if n.layer.type == "Loop")
+    (body,) = loop.layer.bodies
+    assert body.role == "body" and text[body.line - 1].strip() == "<body>"
+    for layer in body.doc.layers:   # every body layer at the line of its <layer id=...>
+        assert f'<layer id="{layer.id}" name="{layer.name}"' in text[layer.line - 1]
+    purposes = {e.purpose for e in body.port_map}
+    assert {"current_iteration", "execution_condition"} <= purposes
+    for e in body.port_map:
+        assert f'internal_layer_id="{e.internal_layer_id}"' in text[e.line - 1]
+    (edge,) = body.back_edges
+    assert f'from-layer="{edge.from_layer}" to-layer="{edge.to_layer}"' in text[edge.line - 1]
+
+
+# ---------------------------------------------------------------- Loop
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("trip", [1, 4])
+def test_loop_for_matches_openvino(tmp_path, trip):
+    x = np.random.default_rng(trip).standard_normal((2, 3)).astype(np.float32)
+    m, _ = _compare(build_loop(trip=trip), {"x": x}, tmp_path)
+    # The trip count is a constant and the body's condition is constantly true: the scan
+    # output's length is known at load time.
+    assert m.outputs[1].partial_shape == f"[{trip},2,3]"
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("trip,limit", [(10, 3), (2, 5), (-1, 4)])
+def test_loop_with_body_condition_matches_openvino(tmp_path, trip, limit):
+    x = np.random.default_rng(limit).standard_normal((2, 3)).astype(np.float32)
+    m, _ = _compare(build_loop(trip=trip, limit=limit), {"x": x}, tmp_path)
+    assert m.outputs[1].partial_shape == "[?,2,3]"   # the condition decides at run time
+    got = m.infer({"x": x})
+    assert list(got.values())[1].shape[0] == (min(trip, limit + 1) if trip >= 0 else limit + 1)
+
+
+@pytest.mark.oracle
+@given(trip=st.integers(1, 6), seed=st.integers(0, 2**16))
+@settings(max_examples=6)
+def test_loop_dynamic_trip_count_matches_openvino(tmp_path_factory, trip, seed):
+    tmp = tmp_path_factory.mktemp("loop")
+    x = np.random.default_rng(seed).standard_normal((3, 2)).astype(np.float32)
+    _compare(build_loop(shape=(3, 2), dynamic_trip=True), {"x": x, "trip": np.int64(trip)}, tmp)
+
+
+@pytest.mark.oracle
+def test_loop_back_edge_that_grows_settles_to_a_dynamic_dim(tmp_path):
+    x = np.random.default_rng(7).standard_normal((2, 3)).astype(np.float32)
+    m, _ = _compare(build_loop(trip=4, grow=True), {"x": x}, tmp_path)
+    # The buffer gains a row per iteration: the fixed point makes its dim 0 dynamic (at
+    # least 1: the body's Concat adds a row to whatever comes in).
+    assert m.outputs[2].partial_shape == "[1..,3]"
+    assert m.infer({"x": x})[m.outputs[2].name].shape == (5, 3)
+
+
+def test_loop_plan_is_built_once(tmp_path):
+    xml = save(build_loop(trip=5), tmp_path)
+    m = irrun.read_model(xml)
+    loop = next(n for n in m.program.nodes.values() if n.layer.type == "Loop")
+    body = loop.attrs.body.body
+    m.infer({"x": np.ones((2, 3), np.float32)})
+    plan = body._plan
+    assert plan is not None
+    m.infer({"x": np.ones((2, 3), np.float32)})
+    assert body._plan is plan
+
+
+# ---------------------------------------------------------------- TensorIterator
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("start,stride,end,out_stride", [
+    (0, 1, -1, 1), (-1, -1, 0, 1), (-1, -1, 0, -1), (0, 1, -1, -1)])
+def test_tensor_iterator_slicing_matches_openvino(tmp_path, start, stride, end, out_stride):
+    rng = np.random.default_rng(3)
+    feed = {"y": rng.standard_normal((2, 5, 3)).astype(np.float32),
+            "h0": rng.standard_normal((2, 3)).astype(np.float32)}
+    m, _ = _compare(build_ti(5, start, stride, end, out_stride), feed, tmp_path)
+    assert m.outputs[1].partial_shape == "[2,5,3]"
+
+
+def test_tensor_iterator_reverse_is_forward_of_reversed_input(tmp_path):
+    rng = np.random.default_rng(4)
+    y = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    h0 = np.zeros((2, 3), np.float32)
+    fwd = irrun.read_model(save(build_ti(5, 0, 1, -1), tmp_path, "f"))
+    rev = irrun.read_model(save(build_ti(5, -1, -1, 0), tmp_path, "r"))
+    a = list(fwd.infer({"y": y[:, ::-1].copy(), "h0": h0}).values())
+    b = list(rev.infer({"y": y, "h0": h0}).values())
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+
+
+# ---------------------------------------------------------------- If
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_branches_of_different_shapes_match_openvino(tmp_path, cond):
+    x = np.random.default_rng(5).standard_normal((2, 3)).astype(np.float32)
+    m, _ = _compare(build_if(), {"x": x, "c": np.array(cond)}, tmp_path)
+    # then gives [2,3], else [4,3]: the output spec is their merge.
+    assert m.outputs[0].partial_shape == "[?,3]"
+    assert m.infer({"x": x, "c": np.array(cond)})[m.outputs[0].name].shape == \
+        ((2, 3) if cond else (4, 3))
+
+
+# ---------------------------------------------------------------- the CLI understands bodies
+
+def test_trace_and_profile_attribute_body_time_to_the_loop(tmp_path):
+    from click.testing import CliRunner
+
+    xml = save(build_loop(trip=3), tmp_path)
+    np.savez(tmp_path / "in.npz", x=np.ones((2, 3), np.float32))
+    r = CliRunner().invoke(cli, ["run", xml, "-i", str(tmp_path / "in.npz"), "--profile"])
+    assert r.exit_code == 0, r.output
+    assert re.search(r"Loop", r.output)
+    rows = irrun.read_model(xml).profile({"x": np.ones((2, 3), np.float32)})
+    assert rows[0]["type"] == "Loop"        # the body's time is the Loop's
+    assert not any(row["type"] == "Multiply" for row in rows)   # body layers are not rows
+    r = CliRunner().invoke(cli, ["run", xml, "-i", str(tmp_path / "in.npz"), "-vv"])
+    assert r.exit_code == 0, r.output
+    # -vv traces the body's layers too, once per iteration, under the Loop.
+    assert r.output.count("Multiply") >= 3
+
+
+def test_graph_draws_bodies_as_clusters(tmp_path):
+    from click.testing import CliRunner
+
+    xml = save(build_if(), tmp_path)
+    r = CliRunner().invoke(cli, ["graph", xml])
+    assert r.exit_code == 0, r.output
+    assert r.output.count('subgraph "cluster_') == 2
+    assert "then_body" in r.output and "else_body" in r.output
+
+
+# ---------------------------------------------------------------- the validator on bodies
+
+def _corrupt(xml: str, out: str) -> tuple[str, dict]:
+    """Break a Loop three ways; return the new path and the line of each problem."""
+    text = open(xml).read()
+    # 1. A port map entry naming a body layer that is not a Parameter.
+    text, n1 = re.subn(r'(<input external_port_id="3" internal_layer_id=")\d+(")', r"\g<1>7\2",
+                       text, count=1)
+    # 2. A back edge to a layer the body does not have.
+    text, n2 = re.subn(r'(<back_edges>\s*<edge from-layer="\d+" to-layer=")\d+(")', r"\g<1>99\2",
+                       text, count=1)
+    # 3. A body Parameter declared i32 where the Loop feeds it f32.
+    text, n3 = re.subn(r'(name="bx" type="Parameter" version="opset1">\s*<data shape="2,3" '
+                       r'element_type=")f32(")', r"\g<1>i32\2", text, count=1)
+    assert n1 == n2 == n3 == 1
+    with open(out, "w") as f:
+        f.write(text)
+    lines = text.splitlines()
+    where = {
+        "port map": next(i for i, s in enumerate(lines, 1)
+                         if 'external_port_id="3" internal_layer_id="7"' in s),
+        "back edge": next(i for i, s in enumerate(lines, 1) if 'to-layer="99"' in s),
+        "type": next(i for i, s in enumerate(lines, 1) if 'element_type="i32"' in s
+                     and i > next(j for j, t in enumerate(lines, 1) if "<body>" in t)),
+    }
+    return out, where
+
+
+def test_validate_finds_three_body_problems_in_one_pass(tmp_path):
+    from click.testing import CliRunner
+
+    xml = save(build_loop(trip=3), tmp_path)
+    bad, where = _corrupt(xml, str(tmp_path / "bad.xml"))
+    os.link(os.path.splitext(xml)[0] + ".bin", tmp_path / "bad.bin")
+    r = CliRunner().invoke(cli, ["validate", bad])
+    assert r.exit_code == 1
+    errors = [line for line in r.output.splitlines() if ": error: " in line]
+    assert any(f"bad.xml:{where['port map']}: error:" in e and "internal_layer_id=7" in e
+               and "has no Parameter with id 7" in e for e in errors), r.output
+    assert any(f"bad.xml:{where['back edge']}: error:" in e and "to-layer=99 is not a Parameter"
+               in e for e in errors), r.output
+    assert any(f"bad.xml:{where['type']}: error:" in e and "the body Parameter is i32" in e
+               and "feeds it f32" in e for e in errors), r.output
+
+
+def test_body_problems_are_at_their_lines(tmp_path):
+    """A problem inside a body is reported like one in the top network, at its own line."""
+    xml = save(build_if(), tmp_path)
+    text = open(xml).read()
+    text = text.replace('type="ReLU"', 'type="ReLUX"', 1)
+    bad = tmp_path / "bad.xml"
+    bad.write_text(text)
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if 'type="ReLUX"' in s)
+    diags = irrun.validate(bad)
+    assert any(d.line == line and d.code == "unknown-op" for d in diags), diags
+
+
+def test_back_edge_type_clash_is_at_the_back_edge(tmp_path):
+    xml = save(build_loop(trip=3), tmp_path)
+    text = open(xml).read()
+    # The accumulator Parameter and its back edge's Result: make the Parameter i32.
+    text, n = re.subn(r'(name="bacc" type="Parameter" version="opset1">\s*<data shape="2,3" '
+                      r'element_type=")f32(")', r"\g<1>i32\2", text, count=1)
+    assert n == 1
+    bad = tmp_path / "bad.xml"
+    bad.write_text(text)
+    os.link(os.path.splitext(xml)[0] + ".bin", tmp_path / "bad.bin")
+    diags = [d for d in irrun.validate(bad) if d.severity == "error"]
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if 'name="bacc"' in s) + 1
+    assert any(d.line == line and "the body Parameter is i32" in d.message for d in diags), diags
+
+
+def test_trip_count_and_condition_types_are_checked(tmp_path):
+    xml = save(build_loop(trip=3), tmp_path)
+    text = open(xml).read()
+    # The execution condition Const becomes an f32... (its bytes: size 1 -> 4 is too small,
+    # so make it a u8 instead: still not boolean).
+    text = text.replace('element_type="boolean" shape="" offset="8" size="1"',
+                        'element_type="u8" shape="" offset="8" size="1"', 1)
+    bad = tmp_path / "bad.xml"
+    bad.write_text(text)
+    os.link(os.path.splitext(xml)[0] + ".bin", tmp_path / "bad.bin")
+    diags = [d for d in irrun.validate(bad) if d.severity == "error"]
+    assert any("execution condition (input 1) must be boolean, got u8" in d.message
+               and d.op == "Loop-opset5" for d in diags), diags
+
+
+def test_missing_output_in_port_map(tmp_path):
+    xml = save(build_loop(trip=3), tmp_path)
+    text = open(xml).read()
+    text, n = re.subn(r'\s*<output axis="0" external_port_id="\d+"[^>]*/>', "", text, count=1)
+    assert n == 1
+    bad = tmp_path / "bad.xml"
+    bad.write_text(text)
+    os.link(os.path.splitext(xml)[0] + ".bin", tmp_path / "bad.bin")
+    diags = [d for d in irrun.validate(bad) if d.severity == "error"]
+    assert any("is not in the body's port map" in d.message for d in diags), diags
