@@ -15,8 +15,9 @@ mean, variance). The spec page for version 1 lists the version-5 order; the file
 NormalizeL2 with an empty axes list gives 1 for every non-zero element and 0 for zeros (the
 spec: "each element is divided by itself"), as OpenVINO's reference kernel does.
 
-LRN: the window along each axis covers [i - (size - 1) // 2, i + size // 2], clipped to the
-tensor (a window of exactly `size` elements; for odd sizes centred on i). See README.
+LRN: the window along each axis covers [i - (size - 1) // 2, i + (size - 1) // 2], clipped to
+the tensor: `size` elements for odd sizes, one fewer for even ones (the spec's pseudo-code
+would take size + 1); OpenVINO's reference kernel and CPU plugin do this. See README.
 """
 from __future__ import annotations
 
@@ -275,9 +276,9 @@ class LRNAttrs:
 
 
 def _window_sum(sq: np.ndarray, axis: int, size: int) -> np.ndarray:
-    """Sum over [i - (size - 1) // 2, i + size // 2] along axis, clipped (a cumulative sum)."""
+    """Sum over [i - (size - 1) // 2, i + (size - 1) // 2] along axis, clipped (a cumulative sum)."""
     n = sq.shape[axis]
-    before, after = (size - 1) // 2, size // 2
+    before = after = (size - 1) // 2
     c = np.cumsum(sq, axis=axis)
     zero = np.zeros_like(np.take(c, [0], axis=axis))
     c = np.concatenate([zero, c], axis=axis)
