@@ -477,9 +477,9 @@ def _tag(lid: str) -> str:
 def _read_tagged(core, program, ports):
     """OpenVINO's ov.Model of the file, with the op of each IR layer renamed to a unique tag.
 
-    Friendly names are the IR layer names; layers sharing a name are paired in topological
-    order when both sides hold as many of them. Returns the model, {layer id: op} and the
-    reasons some of `ports` have no counterpart.
+    Friendly names are the IR layer names; layers sharing a name are paired by op type, in
+    topological order, when both sides hold as many of that type. Returns the model,
+    {layer id: op} and the reasons some of `ports` have no counterpart.
     """
     om = core.read_model(program.path, _bin_of(program))
     by_name: dict[str, list] = {}
@@ -765,7 +765,7 @@ def compare(model_path, feed=None, *, reference=None, device: str = "CPU", layer
                                           missing_reasons.get(key, "no value")))
             continue
         result.tensors.append(_tensor_result(node, port, keeper.values[key], other[key],
-                                             rtol, atol, computed_in))
+                                             rtol, atol, computed_in, other_name))
     # Layers no Result needs: irrun does not run them (OpenVINO drops them too).
     if reference is None:
         for lid in program.order:
@@ -780,7 +780,7 @@ def compare(model_path, feed=None, *, reference=None, device: str = "CPU", layer
     return result
 
 
-def _tensor_result(node, port, a, b, rtol, atol, computed_in) -> TensorResult:
+def _tensor_result(node, port, a, b, rtol, atol, computed_in, other: str) -> TensorResult:
     layer = node.layer
     spec = node.specs[port] if node.specs and port < len(node.specs) else None
     etype = spec.etype.name if spec is not None else a.dtype.name
@@ -793,12 +793,12 @@ def _tensor_result(node, port, a, b, rtol, atol, computed_in) -> TensorResult:
                 tolerance=tol)
     if a.shape != b.shape:
         return TensorResult(status="differ", size=int(a.size), mismatches=int(a.size),
-                            reason=f"shape {_shape(a.shape)} in irrun, {_shape(b.shape)} in the "
-                                   "other", **base)
+                            reason=f"shape {_shape(a.shape)} in irrun, {_shape(b.shape)} in "
+                                   f"{other}", **base)
     if _kind(a) != _kind(b) or "?" in (_kind(a), _kind(b)):
         return TensorResult(status="differ", size=int(a.size), mismatches=int(a.size),
-                            reason=f"element type {etype} in irrun, {_dtype_name(b)} in the "
-                                   "other", **base)
+                            reason=f"element type {etype} in irrun, {_dtype_name(b)} in "
+                                   f"{other}", **base)
     stats = compare_tensor(a, b, tol)
     return TensorResult(**base, **stats)
 
