@@ -1,4 +1,5 @@
-"""Bucketize-3 (spec page: condition/Bucketize_3)."""
+"""Bucketize-3 and SearchSorted-15 (spec pages: condition/Bucketize_3, sort/SearchSorted_15):
+one batched binary search serves both."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,8 +8,8 @@ from typing import Literal
 import numpy as np
 
 from irrun.opkit import (
-    ElementType, OpProblem, TensorSpec, even_ranges, fail, from_dtype, parallel, register, warn,
-    workers,
+    ElementType, OpProblem, TensorSpec, check_alloc, even_ranges, fail, format_shape, from_dtype,
+    parallel, register, warn, workers,
 )
 
 
@@ -34,18 +35,24 @@ def compare_dtype(data: ElementType, boundaries: ElementType) -> np.dtype | None
     return common if common.kind in "iu" else None
 
 
-def _check_boundaries(b: np.ndarray) -> None:
-    """Sorted ascending (repeats allowed) and NaN-free, or an OpError naming the position."""
+def _check_boundaries(b: np.ndarray, name: str = "boundaries") -> None:
+    """Sorted ascending along the last axis (repeats allowed) and NaN-free, or an OpError
+    naming the position."""
     if b.dtype.kind not in "iub":
-        nan = np.flatnonzero(np.isnan(b))
+        nan = np.argwhere(np.isnan(b))
         if nan.size:
-            fail(f"boundaries[{nan[0]}] is NaN; boundaries must be sorted ascending "
+            fail(f"{name}{_at(nan[0])} is NaN; {name} must be sorted ascending "
                  f"and free of NaN")
-    down = np.flatnonzero(b[1:] < b[:-1])
+    down = np.argwhere(b[..., 1:] < b[..., :-1])
     if down.size:
-        i = int(down[0])
-        fail(f"boundaries must be sorted ascending, but boundaries[{i}] = {b[i]} > "
-             f"boundaries[{i + 1}] = {b[i + 1]}")
+        i = tuple(int(k) for k in down[0])
+        j = (*i[:-1], i[-1] + 1)
+        fail(f"{name} must be sorted ascending, but {name}{_at(i)} = {b[i]} > "
+             f"{name}{_at(j)} = {b[j]}")
+
+
+def _at(index) -> str:
+    return "[" + ", ".join(str(int(k)) for k in index) + "]"
 
 
 # Elements per block: the working arrays of one block stay in the L2 cache across the
@@ -56,15 +63,19 @@ _BLOCK = 1 << 15
 _PARALLEL_MIN = 1 << 17
 
 
-def _search_range(table: np.ndarray, x: np.ndarray, out: np.ndarray, lower: bool, n: int) -> None:
-    """out[i] = std::lower_bound (lower=True) or std::upper_bound of x[i] in table[:n].
+def _search_range(table: np.ndarray, x: np.ndarray, out: np.ndarray, lower: bool, n: int,
+                  first: int, per_row: int) -> None:
+    """out[i] = std::lower_bound (lower=True) or std::upper_bound of x[i] in its row of
+    sorted values: `table` is [rows, p], each row padded from n to a power of two p with
+    the type's maximum; x[i] (element first + i of the flat values) searches row
+    (first + i) // per_row, or row 0 when per_row is 0.
 
-    A branchless binary search vectorised over the elements: `table` is the sorted
-    boundaries padded to a power of two with the type's maximum. Each pass asks the very
+    A branchless binary search vectorised over the elements. Each pass asks the very
     comparison std::lower_bound (`b < x`) or std::upper_bound (`!(x < b)`) asks, so NaN
     data lands where C++ puts it: 0 for lower_bound, past the end for upper_bound.
     """
-    p = table.size
+    p = table.shape[1]
+    flat = table.reshape(-1)
     size = min(_BLOCK, x.size)
     idx = np.empty(size, np.intp)
     cand = np.empty(size, np.intp)
@@ -75,11 +86,18 @@ def _search_range(table: np.ndarray, x: np.ndarray, out: np.ndarray, lower: bool
         xs = x[start:start + size]
         k = xs.size
         i, c, v, h, d = idx[:k], cand[:k], val[:k], hit[:k], inc[:k]
-        i.fill(0)
+        if per_row:                   # each element starts at its own row
+            base = np.arange(first + start, first + start + k, dtype=np.intp)
+            base //= per_row
+            base *= p
+            i[...] = base
+        else:
+            i.fill(0)
+            base = 0
         step = p >> 1
         while step:
             np.add(i, step - 1, out=c)
-            table.take(c, out=v, mode="clip")
+            flat.take(c, out=v, mode="clip")   # always in range; clip skips the check
             if lower:
                 np.less(v, xs, out=h)
             else:
@@ -88,22 +106,29 @@ def _search_range(table: np.ndarray, x: np.ndarray, out: np.ndarray, lower: bool
             np.multiply(h, step, out=d)
             i += d
             step >>= 1
+        i -= base
         if not lower:
             # The padding equals the type's maximum, and x == max (or NaN) counts it too.
             np.minimum(i, n, out=i)
         out[start:start + k] = i
 
 
-def bucketize(data: np.ndarray, boundaries: np.ndarray, with_right_bound: bool, out_dtype) -> np.ndarray:
-    """Bucket indices of `data` (any shape) for sorted `boundaries`; see Bucketize-3."""
-    out = np.zeros(data.shape, out_dtype)
-    n = boundaries.size
-    if n == 0 or data.size == 0:
+def search_sorted(sorted_rows: np.ndarray, values: np.ndarray, lower: bool, out_dtype) -> np.ndarray:
+    """The kernel Bucketize and SearchSorted share: for each value, std::lower_bound
+    (lower=True) or std::upper_bound in its row of `sorted_rows`, compared in the type C++
+    compares the two element types in (compare_dtype).
+
+    `sorted_rows` is [n] (every value searches it) or [rows, n] with `values` [rows, ...]
+    (row r's values search row r).
+    """
+    out = np.zeros(values.shape, out_dtype)
+    n = sorted_rows.shape[-1]
+    if n == 0 or values.size == 0:
         return out
-    det, bet = from_dtype(data.dtype), from_dtype(boundaries.dtype)
+    rows = sorted_rows.reshape(-1, n)
+    det, bet = from_dtype(values.dtype), from_dtype(sorted_rows.dtype)
     common = compare_dtype(det, bet)
-    x = np.ascontiguousarray(data).reshape(-1)
-    b = boundaries
+    x = np.ascontiguousarray(values).reshape(-1)
     fixed = None   # (mask, value) for u64 meeting a signed type
     if common is None:
         if det.kind == "uint":
@@ -117,17 +142,24 @@ def bucketize(data: np.ndarray, boundaries: np.ndarray, with_right_bound: bool, 
             x = np.maximum(x, 0)
             common = np.dtype(np.uint64)
     x = x.astype(common, copy=False)
-    b = b.astype(common)
     p = 1 << n.bit_length()          # > n, so every real boundary sits below the padding
-    table = np.empty(p, common)
-    table[:n] = b
-    table[n:] = np.inf if common.kind == "f" else np.iinfo(common).max
+    check_alloc((rows.shape[0], p), common, "the padded sorted sequence")
+    table = np.empty((rows.shape[0], p), common)
+    table[:, :n] = rows
+    table[:, n:] = np.inf if common.kind == "f" else np.iinfo(common).max
+    per_row = 0 if rows.shape[0] == 1 else x.size // rows.shape[0]
     flat = out.reshape(-1)
-    parallel(lambda lo, hi: _search_range(table, x[lo:hi], flat[lo:hi], with_right_bound, n),
+    parallel(lambda lo, hi: _search_range(table, x[lo:hi], flat[lo:hi], lower, n, lo, per_row),
              even_ranges(x.size, workers(x.size, _PARALLEL_MIN)))
     if fixed is not None:
         flat[fixed[0]] = fixed[1]
     return out
+
+
+def bucketize(data: np.ndarray, boundaries: np.ndarray, with_right_bound: bool, out_dtype) -> np.ndarray:
+    """Bucket indices of `data` (any shape) for sorted `boundaries`; see Bucketize-3."""
+    # Buckets (b[i-1], b[i]] (with_right_bound) are std::lower_bound's answer.
+    return search_sorted(boundaries, data, with_right_bound, out_dtype)
 
 
 @register("Bucketize", since=3, attrs=BucketizeAttrs, category="condition")
@@ -160,3 +192,62 @@ def _plain(a: np.ndarray) -> np.ndarray:
     """bf16 as f32 (exact, same order): NumPy's ufuncs and from_dtype know f32."""
     a = np.asarray(a)
     return a.astype(np.float32) if a.dtype.kind == "V" else a
+
+
+@dataclass(frozen=True)
+class SearchSortedAttrs:
+    right_mode: bool = False
+
+
+@register("SearchSorted", since=15, attrs=SearchSortedAttrs, category="sort")
+class SearchSorted15:
+    @staticmethod
+    def infer(attrs, sorted_sequence: TensorSpec, values: TensorSpec):
+        for name, spec in (("sorted_sequence", sorted_sequence), ("values", values)):
+            if spec.etype.kind not in ("float", "int", "uint"):
+                fail(f"{name} must be of a numeric type; got {spec.etype.name}")
+        if sorted_sequence.etype != values.etype:
+            # OpenVINO refuses two types; irrun compares them as Bucketize does.
+            warn(f"sorted_sequence ({sorted_sequence.etype.name}) and values "
+                 f"({values.etype.name}) have different element types, which OpenVINO "
+                 f"refuses; irrun compares them as Bucketize does")
+        seq, val = sorted_sequence.shape, values.shape
+        if seq is not None and len(seq) == 0:
+            fail("sorted_sequence cannot be a scalar")
+        if val is not None and len(val) == 0 and seq is not None and len(seq) != 1:
+            fail(f"values is a scalar, so sorted_sequence must be 1D; got shape "
+                 f"{format_shape(seq)}")
+        if seq is None or len(seq) == 1:
+            return [TensorSpec.make("i64", val)]
+        if val is None:
+            return [TensorSpec.make("i64", (*seq[:-1], None))]
+        if len(val) != len(seq):
+            fail(f"sorted_sequence {format_shape(seq)} has rank {len(seq)} > 1, so values "
+                 f"must have that rank; got {format_shape(val)}")
+        dims = []
+        for axis, (a, b) in enumerate(zip(seq[:-1], val[:-1])):
+            merged = a.merge(b)
+            if merged is None:
+                fail(f"dim {axis} of sorted_sequence ({a}) and of values ({b}) must match "
+                     f"(all dims but the last)")
+            dims.append(merged)
+        if sorted_sequence.value is not None:
+            try:
+                _check_boundaries(_plain(sorted_sequence.value), "sorted_sequence")
+            except OpProblem as e:
+                warn(f"constant {e.message}")
+        return [TensorSpec.make("i64", (*dims, val[-1]))]
+
+    @staticmethod
+    def run(attrs, sorted_sequence, values):
+        seq, val = np.asarray(sorted_sequence), np.asarray(values)
+        if seq.ndim == 0:
+            fail("sorted_sequence cannot be a scalar")
+        if seq.ndim > 1 and (val.ndim != seq.ndim or val.shape[:-1] != seq.shape[:-1]):
+            fail(f"values has shape {list(val.shape)}, expected [{', '.join(map(str, seq.shape[:-1]))}"
+                 f", ...] (sorted_sequence's dims but the last)")
+        seq, val = _plain(seq), _plain(val)
+        _check_boundaries(seq, "sorted_sequence")
+        # right_mode=false: the first i with values <= seq[i] (std::lower_bound), which is
+        # Bucketize's with_right_bound=true; right_mode=true: std::upper_bound.
+        return (search_sorted(seq, val, not attrs.right_mode, np.int64),)
