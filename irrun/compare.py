@@ -858,6 +858,17 @@ def _html_report(result: CompareResult, program) -> str:
     for t in result.tensors:
         by_layer.setdefault(t.layer_id, []).append(t)
     first = result.first_divergent
+    e = html.escape
+    # Each layer's tooltip (its SVG <title>) gets a line per compared port.
+    for lid, ts in by_layer.items():
+        head = f'<g class="node" id="L{e(lid)}"><title>'
+        lines = "".join(f"\n{e(t.label)}: " + ("agrees" if t.status == "agree" else
+                                               e(t.detail(result.other_name)))
+                        for t in ts)
+        at = svg.find(head)
+        end = svg.find("</title>", at) if at >= 0 else -1
+        if end >= 0:
+            svg = svg[:end] + lines + svg[end:]
     rules = []
     for lid, node in program.nodes.items():
         ts = by_layer.get(lid)
@@ -872,7 +883,6 @@ def _html_report(result: CompareResult, program) -> str:
     if first is not None:
         rules.append(f'g.node[id="L{_css(first.layer_id)}"] > rect {{ stroke: {FIRST_COLOR}; '
                      "stroke-width: 5px; stroke-dasharray: 8 3; }")
-    e = html.escape
     rows = "".join(
         f'<tr class="{t.status}"><td>{e(t.label)}</td><td>{e(t.op)}</td>'
         f"<td>{e(t.dtype + _shape(t.shape))}</td><td>{e(t.tolerance_text())}</td>"
