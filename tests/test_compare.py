@@ -164,6 +164,12 @@ def test_python_api(tmp_path):
     t = {t.layer: t for t in result.tensors}["ess"]
     assert t.shape == [3, 5] and t.dtype == "f32" and t.tolerance["etype"] == "f32"
     assert 0 < t.mismatches <= 15 and t.cosine < 1.0
+    # irrun's side is the spec's scatter-add: OpenVINO's is the wrong one.
+    mm = feed["x"] @ np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    truth = np.zeros((3, 5), np.float64)
+    np.add.at(truth, np.array([2, 0, 1, 0, 2, 1]), mm[[0, 1, 2, 3, 1, 0]])
+    assert t.irrun_value == pytest.approx(truth[tuple(t.worst_index)], rel=1e-5)
+    assert t.other_value != pytest.approx(truth[tuple(t.worst_index)], rel=1e-3)
     # Loosening the tolerance enough makes every tensor agree.
     assert irrun.compare(xml, feed, atol=100.0).ok
 
