@@ -1,0 +1,108 @@
+"""FakeQuantize-1: the spec's example and formula, rules, and differential tests against
+OpenVINO's CPU plugin."""
+import tempfile
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from irrun.errors import ShapeError
+from irrun.shapes import format_shape
+
+oracle = pytest.importorskip("oracle")
+ov = oracle.ov
+import openvino.opset1 as o1  # noqa: E402
+from test_ops_elementwise import S, infer, model, param, run_op  # noqa: E402
+
+
+def test_spec_example_shapes():
+    lim = [1, 64, 1, 1]
+    (y,) = infer("FakeQuantize", {"levels": "2"}, S("f32", [1, 64, 56, 56]),
+                 *[S("f32", lim)] * 2, S("f32", [1, 1, 1, 1]), S("f32", [1, 1, 1, 1]))
+    assert format_shape(y.shape) == "[1,64,56,56]"
+    (y,) = infer("FakeQuantize", {"levels": "256"}, S("f32", [None, 3, 4]), *[S("f32", [])] * 4)
+    assert format_shape(y.shape) == "[?,3,4]"
+    # Limits broadcast into X's shape; OpenVINO lets them grow it.
+    (y,) = infer("FakeQuantize", {"levels": "256"}, S("f32", [3, 1]), S("f32", [4]), *[S("f32", [])] * 3)
+    assert format_shape(y.shape) == "[3,4]"
+
+
+def test_spec_formula_and_branches():
+    x = np.array([-2.0, -1.0, -0.99, -0.34, 0.0, 0.2, 0.5, 0.99, 1.0, 1.5], np.float32)
+    il, ih, ol, oh = (np.float32(v) for v in (-1, 1, 0, 3))
+    (y,) = run_op("FakeQuantize", {"levels": "4"}, x, il, ih, ol, oh)
+    ref = []
+    for v in x.tolist():
+        if v <= -1:
+            ref.append(0.0)
+        elif v > 1:
+            ref.append(3.0)
+        else:
+            ref.append(round((v + 1) / 2 * 3) / 3 * 3)
+    np.testing.assert_allclose(y, ref, rtol=1e-6)
+    assert y.dtype == np.float32
+    # Half to even (std::nearbyint): (0 + 1) / 2 * 2 = 1.0 exactly, levels 3 -> 1; 0.5 -> 1.5 -> 2
+    (y,) = run_op("FakeQuantize", {"levels": "3"}, np.array([0.0, -0.5, 0.5], np.float32),
+                  il, ih, np.float32(0), np.float32(2))
+    assert y.tolist() == [1.0, 0.0, 2.0]     # -0.5 -> 0.25*2 = 0.5 -> 0 (to even)
+    # Binarization: input_low == input_high
+    (y,) = run_op("FakeQuantize", {"levels": "2"}, np.array([-1, 0, 0.1], np.float32),
+                  np.float32(0), np.float32(0), np.float32(-1), np.float32(1))
+    assert y.tolist() == [-1, -1, 1]
+
+
+def test_per_channel_limits_and_errors():
+    x = np.array([[[0, 3, 5], [4, 6, 10]]], np.float32)
+    il = np.zeros((1, 2, 1), np.float32)
+    ih = np.array([[[5.0], [10.0]]], np.float32)
+    (y,) = run_op("FakeQuantize", {"levels": "2"}, x, il, ih, il, ih)
+    assert y.tolist() == [[[0, 5, 5], [0, 10, 10]]]
+    with pytest.raises(ShapeError, match="levels >= 2, got levels=1"):
+        infer("FakeQuantize", {"levels": "1"}, *[S("f32", [2])] * 5)
+    with pytest.raises(ShapeError, match=r"output_high \(input 4\) must have X's element type f32, got f16"):
+        infer("FakeQuantize", {"levels": "3"}, *[S("f32", [2])] * 4, S("f16", [2]))
+    with pytest.raises(ShapeError, match="must be of a floating-point type, got i32"):
+        infer("FakeQuantize", {"levels": "3"}, *[S("i32", [2])] * 5)
+    with pytest.raises(ShapeError, match="shapes do not broadcast"):
+        infer("FakeQuantize", {"levels": "3"}, S("f32", [2, 3]), S("f32", [2]), *[S("f32", [])] * 3)
+    with pytest.raises(ShapeError, match="auto_broadcast='none' needs equal shapes"):
+        infer("FakeQuantize", {"levels": "3", "auto_broadcast": "none"}, S("f32", [2, 3]),
+              *[S("f32", [])] * 4)
+
+
+@pytest.mark.oracle
+@settings(max_examples=15)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), seed=st.integers(0, 2**32 - 1),
+       levels=st.sampled_from([2, 3, 16, 255, 256]), data=st.data())
+def test_fake_quantize_matches_openvino(tmp_path_factory, shape, seed, levels, data):
+    rng = np.random.default_rng(seed)
+    rank = len(shape)
+
+    def limit_shape():
+        kind = data.draw(st.sampled_from(["scalar", "channel", "full", "ones"]))
+        if kind == "scalar":
+            return []
+        if kind == "ones":
+            return [1] * rank
+        if kind == "full":
+            return list(shape)
+        return [1] + list(shape[1:2]) + [1] * max(rank - 2, 0) if rank > 1 else list(shape)
+
+    s_in, s_out = limit_shape(), limit_shape()
+    il = rng.uniform(-3, 0, s_in).astype(np.float32)
+    ih = (il + rng.uniform(0.5, 4, s_in)).astype(np.float32)
+    ol = rng.uniform(-2, 1, s_out).astype(np.float32)
+    oh = (ol + rng.uniform(-3, 3, s_out)).astype(np.float32)   # may be inverted
+    x = rng.uniform(-5, 5, shape).astype(np.float32)
+    # The CPU plugin folds the formula into scales and shifts: keep values a little away from
+    # the rounding boundaries between levels, where one ulp may pick the neighbour level.
+    t = (x.astype(np.float64) - il) / (ih.astype(np.float64) - il) * (levels - 1)
+    near = np.abs(t - np.floor(t) - 0.5) < 1e-3
+    x = np.where(near, np.broadcast_to(il, x.shape), x).astype(np.float32)
+    px = param("x", shape, "f32")
+    out = o1.fake_quantize(px, *(o1.constant(a) for a in (il, ih, ol, oh)), levels)
+    with tempfile.TemporaryDirectory(dir=tmp_path_factory.getbasetemp()) as d:
+        xml = oracle.save(model([out], [px]), d)
+        expected = oracle.ov_run(xml, {"x": x})
+        got = oracle.irrun_run(xml, {"x": x})
+    oracle.assert_same(got[0], expected[0], rtol=1e-5, atol=1e-5)
