@@ -99,6 +99,11 @@ def _crnn_feeds(folder, rng):
     return feeds
 
 
+def _torch_bilstm_ctc_feeds(folder, rng):
+    build = _build_module(folder)     # sample_inputs needs NumPy only (torch is imported lazily)
+    return [build.sample_inputs(rng, n, t) for n, t in ((1, 7), (3, 20), (2, 33))]
+
+
 def _perturbed_feeds(folder, rng):
     """For models without a generator here: the sample inputs with fresh float values (integer
     inputs keep their values, as they usually carry structure such as lengths or ids)."""
@@ -119,7 +124,7 @@ def _perturbed_feeds(folder, rng):
     return feeds
 
 
-FRESH = {"ctr_wide_deep": _ctr_feeds, "crnn": _crnn_feeds}
+FRESH = {"torch_bilstm_ctc": _torch_bilstm_ctc_feeds, "ctr_wide_deep": _ctr_feeds, "crnn": _crnn_feeds}
 
 
 @pytest.mark.oracle
