@@ -331,7 +331,7 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights):
 @click.option("--atol", type=float, help="Absolute tolerance for every float tensor.")
 @click.option("--precision", type=click.Choice(["f32", "as-compiled"]), default="f32",
               show_default=True, help="OpenVINO's inference precision: f32, or the device's "
-                                      "default (bf16/f16 tensors get looser tolerances).")
+                                      "default (f32 tensors are then held to its tolerance).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Report format.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False),
