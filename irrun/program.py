@@ -203,6 +203,7 @@ def _load_program(xml_path, weights, mmap=True) -> Program:
                        line=needing[0].layer.data_line, layer=needing[0].layer)
     program.weights, program.bin_path = wfile, bin_path
     infer_network(program, diag)
+    _check_variables(program, diag)
     checks.check_input_names(program.parameters, diag)
     # Report in file order, like a compiler (the passes find problems in their own order).
     diag.items.sort(key=lambda d: d.line or 0)
