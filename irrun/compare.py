@@ -477,38 +477,64 @@ def _tag(lid: str) -> str:
 def _read_tagged(core, program, ports):
     """OpenVINO's ov.Model of the file, with the op of each IR layer renamed to a unique tag.
 
-    Friendly names are the IR layer names; layers sharing a name are paired by op type, in
-    topological order, when both sides hold as many of that type. Returns the model,
+    Friendly names are the IR layer names: a name one layer has on each side pairs them;
+    then the tensor names of the output ports; then a shared name pairs layers of one op type
+    in topological order. Returns the model,
     {layer id: op} and the reasons some of `ports` have no counterpart.
     """
     om = core.read_model(program.path, _bin_of(program))
+    ordered = list(om.get_ordered_ops())      # one wrapper per op: ids below stay valid
     by_name: dict[str, list] = {}
-    for op in om.get_ordered_ops():
+    for op in ordered:
         by_name.setdefault(op.get_friendly_name(), []).append(op)
     ir_by_name: dict[str, list[str]] = {}
     for lid in program.order:
         ir_by_name.setdefault(program.nodes[lid].layer.name, []).append(lid)
-    op_of = {}
+    op_of: dict[str, object] = {}
     for name, lids in ir_by_name.items():
         ops = by_name.get(name, [])
-        if len(lids) > 1:
-            # A shared name: pair within each op type ("ReLU" in the IR is "Relu" in
-            # OpenVINO, "Const" is "Constant"), in topological order.
-            for kind in {_kind_key(program.nodes[lid].layer.type) for lid in lids}:
-                mine = [lid for lid in lids if _kind_key(program.nodes[lid].layer.type) == kind]
-                theirs = [op for op in ops if _kind_key(op.get_type_name()) == kind]
-                if len(mine) == len(theirs):
-                    op_of.update(zip(mine, theirs))
-        elif len(ops) == 1:
+        if len(lids) == 1 and len(ops) == 1:
             op_of[lids[0]] = ops[0]
+    # Then by the tensor names of the output ports, which OpenVINO keeps too.
+    taken = {id(op) for op in op_of.values()}
+    by_tensor: dict[tuple[str, int], object] = {}
+    for op in ordered:
+        if id(op) not in taken:
+            for out in op.outputs():
+                for n in out.get_names():
+                    by_tensor.setdefault((n, out.get_index()), op)
+    for lid in program.order:
+        if lid in op_of:
+            continue
+        found = {id(by_tensor[(n, i)]): by_tensor[(n, i)]
+                 for i, port in enumerate(program.nodes[lid].layer.outputs)
+                 for n in port.names or () if (n, i) in by_tensor}
+        if len(found) == 1:
+            (op,) = found.values()
+            if id(op) not in taken:
+                op_of[lid] = op
+                taken.add(id(op))
+    # Last, a name several layers share: pair within each op type ("ReLU" in the IR is
+    # "Relu" in OpenVINO, "Const" is "Constant") in topological order, when both sides
+    # hold as many.
+    for name, lids in ir_by_name.items():
+        rest = [lid for lid in lids if lid not in op_of]
+        ops = [op for op in by_name.get(name, []) if id(op) not in taken]
+        for kind in {_kind_key(program.nodes[lid].layer.type) for lid in rest}:
+            mine = [lid for lid in rest if _kind_key(program.nodes[lid].layer.type) == kind]
+            theirs = [op for op in ops if _kind_key(op.get_type_name()) == kind]
+            if len(mine) == len(theirs):
+                op_of.update(zip(mine, theirs))
+                taken.update(id(op) for op in theirs)
     for lid, op in op_of.items():
         op.set_friendly_name(_tag(lid))
     missing = {}
     for lid, port in ports:
         op = op_of.get(lid)
         if op is None:
-            missing[(lid, port)] = ("OpenVINO's model has no layer of this name (renamed or "
-                                    "removed when it read the file, or the name is not unique)")
+            missing[(lid, port)] = ("OpenVINO's model has no layer of this name or output "
+                                    "tensor name (renamed or removed when it read the file, "
+                                    "or the name is not unique)")
         elif port >= op.get_output_size():
             missing[(lid, port)] = f"OpenVINO's layer has {op.get_output_size()} outputs"
     return om, op_of, missing

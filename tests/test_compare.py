@@ -423,3 +423,22 @@ def test_json_is_strict_with_nan_and_inf(tmp_path):
     data = json.loads(result.output, parse_constant=refuse)
     t = data["tensors"][0]
     assert t["max_abs"] == "inf" and t["other_value"] == "nan" and t["worst_index"] == [0, 0]
+
+
+@pytest.mark.oracle
+def test_layers_sharing_a_name_pair_by_tensor_name(tmp_path):
+    ov = pytest.importorskip("openvino")
+    import openvino.opset13 as o
+
+    x = o.parameter([4], ov.Type.f32, name="x")
+    a = o.relu(x, name="dup")
+    a.output(0).set_names({"a"})
+    b = o.relu(o.negative(x, name="neg"), name="dup")
+    b.output(0).set_names({"b"})
+    c = o.multiply(b, o.constant(np.float32(2)), name="c")
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([c.output(0), a.output(0)], [x], "dup"), str(xml))
+    result = irrun.compare(xml, {"x": np.array([1, -2, 3, -4], np.float32)})
+    assert result.ok, result.report()
+    dups = [t for t in result.tensors if t.layer == "dup"]
+    assert sorted(t.names[0] for t in dups) == ["a", "b"] and not result.missing
