@@ -22,3 +22,4 @@ from . import attention, bitwise, classify, linalg, normalization  # noqa: F401,
 from . import control  # noqa: F401,E402
 from . import generation  # noqa: F401,E402
 from . import quantization, spatial  # noqa: F401,E402
+from . import type_promotion  # noqa: F401,E402
