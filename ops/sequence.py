@@ -1,4 +1,5 @@
-"""CTCGreedyDecoderSeqLen-6 (spec page: sequence/CTCGreedyDecoderSeqLen_6)."""
+"""CTCGreedyDecoder-1, CTCGreedyDecoderSeqLen-6 and CTCLoss-4 (spec pages:
+sequence/CTCGreedyDecoder_1, CTCGreedyDecoderSeqLen_6, CTCLoss_4)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,7 +7,7 @@ from typing import Literal
 
 import numpy as np
 
-from irrun.opkit import DYNAMIC, OpProblem, TensorSpec, fail, format_shape, register, warn
+from irrun.opkit import DYNAMIC, Dim, OpProblem, TensorSpec, fail, format_shape, register, warn
 
 _INDEX_DTYPES = {"i32": np.int32, "i64": np.int64}
 
@@ -135,3 +136,239 @@ class CTCGreedyDecoderSeqLen6:
         return greedy_decode(classes, lengths, blank, attrs.merge_repeated,
                              _INDEX_DTYPES[attrs.classes_index_type],
                              _INDEX_DTYPES[attrs.sequence_length_type])
+
+
+# ------------------------------------------------------------------ CTCGreedyDecoder-1
+
+@dataclass(frozen=True)
+class CTCGreedyDecoderAttrs:
+    ctc_merge_repeated: bool = True
+
+
+@register("CTCGreedyDecoder", since=1, attrs=CTCGreedyDecoderAttrs, category="sequence")
+class CTCGreedyDecoder1:
+    @staticmethod
+    def infer(attrs, data: TensorSpec, sequence_mask: TensorSpec):
+        for name, spec in (("data", data), ("sequence_mask", sequence_mask)):
+            if spec.etype.kind != "float":
+                fail(f"{name} must be of a floating-point type (f16, bf16, f32 or f64); "
+                     f"got {spec.etype.name}")
+        t, n = DYNAMIC, DYNAMIC
+        if data.shape is not None:
+            if len(data.shape) != 3:
+                fail(f"data must be 3-D [T, N, C]; got shape {format_shape(data.shape)}")
+            t, n = data.shape[0], data.shape[1]
+        if sequence_mask.shape is not None:
+            if len(sequence_mask.shape) != 2:
+                fail(f"sequence_mask must be 2-D [T, N]; got shape "
+                     f"{format_shape(sequence_mask.shape)}")
+            mt, mn = t.merge(sequence_mask.shape[0]), n.merge(sequence_mask.shape[1])
+            if mt is None or mn is None:
+                fail(f"sequence_mask {format_shape(sequence_mask.shape)} must be [T, N] = "
+                     f"[{t},{n}] (data's first two dims)")
+            t, n = mt, mn
+        return [TensorSpec(data.etype, (n, t, Dim.of(1), Dim.of(1)))]
+
+    @staticmethod
+    def run(attrs, data, sequence_mask):
+        t, n, c = data.shape
+        if sequence_mask.shape != (t, n):
+            fail(f"sequence_mask has shape {list(sequence_mask.shape)}, expected [{t}, {n}] "
+                 f"(data's T and N)")
+        # A sequence runs up to its first 0 in the mask (as the CPU plugin reads it): ones
+        # after a zero do not count.
+        zero = sequence_mask.T == 0
+        lengths = np.where(zero.any(axis=1), zero.argmax(axis=1), t)
+        if c == 0:
+            if lengths.any():
+                fail("data has no classes (C = 0) but sequence_mask asks for decoding")
+            classes = np.zeros((n, t), np.intp)
+        else:
+            classes = best_path(data.transpose(1, 0, 2))
+        decoded, _ = greedy_decode(classes, lengths, c - 1, attrs.ctc_merge_repeated,
+                                   data.dtype, np.int64)
+        return (decoded.reshape(n, t, 1, 1),)
+
+
+# ------------------------------------------------------------------ CTCLoss-4
+
+@dataclass(frozen=True)
+class CTCLossAttrs:
+    preprocess_collapse_repeated: bool = False
+    ctc_merge_repeated: bool = True
+    unique: bool = False
+
+
+def _merge_dim(n: Dim, spec: TensorSpec, axis: int, what: str) -> Dim:
+    merged = n.merge(spec.shape[axis])
+    if merged is None:
+        fail(f"{what} has {spec.shape[axis]} where {n} is expected (shape "
+             f"{format_shape(spec.shape)})")
+    return merged
+
+
+@register("CTCLoss", since=4, attrs=CTCLossAttrs, category="sequence")
+class CTCLoss4:
+    @staticmethod
+    def infer(attrs, logits: TensorSpec, logit_length: TensorSpec, labels: TensorSpec,
+              label_length: TensorSpec, blank_index: TensorSpec | None = None):
+        if logits.etype.kind != "float":
+            fail(f"logits must be of a floating-point type; got {logits.etype.name}")
+        for name, spec in (("logit_length", logit_length), ("labels", labels),
+                           ("label_length", label_length), ("blank_index", blank_index)):
+            if spec is not None and spec.etype.name not in ("i32", "i64"):
+                fail(f"{name} must be i32 or i64; got {spec.etype.name}")
+        n, t = DYNAMIC, DYNAMIC
+        if logits.shape is not None:
+            if len(logits.shape) != 3:
+                fail(f"logits must be 3-D [N, T, C]; got shape {format_shape(logits.shape)}")
+            n, t = logits.shape[0], logits.shape[1]
+        for name, spec, rank in (("logit_length", logit_length, 1), ("labels", labels, 2),
+                                 ("label_length", label_length, 1)):
+            if spec.shape is None:
+                continue
+            if len(spec.shape) != rank:
+                fail(f"{name} must be {rank}-D; got shape {format_shape(spec.shape)}")
+            n = _merge_dim(n, spec, 0, name)
+            if rank == 2:
+                t = _merge_dim(t, spec, 1, name)
+        if blank_index is not None and blank_index.shape is not None and len(blank_index.shape):
+            fail(f"blank_index must be a scalar; got shape {format_shape(blank_index.shape)}")
+        return [TensorSpec(logits.etype, (n,))]
+
+    @staticmethod
+    def run(attrs, logits, logit_length, labels, label_length, blank_index=None):
+        n, t, c = logits.shape
+        for name, a, shape in (("logit_length", logit_length, (n,)), ("labels", labels, (n, t)),
+                               ("label_length", label_length, (n,))):
+            if a.shape != shape:
+                fail(f"{name} has shape {list(a.shape)}, expected {list(shape)}")
+        blank = c - 1 if blank_index is None else int(np.asarray(blank_index).reshape(()))
+        if not 0 <= blank < c:
+            fail(f"blank_index is {blank}, expected in [0, {c}) (C, the classes)")
+        logit_len = logit_length.astype(np.int64)
+        label_len = label_length.astype(np.int64)
+        for b in np.flatnonzero((logit_len < 0) | (logit_len > t))[:1]:
+            fail(f"logit_length[{b}] is {logit_len[b]}, expected in [0, {t}] (T)")
+        for b in np.flatnonzero((label_len < 0) | (label_len > logit_len))[:1]:
+            fail(f"label_length[{b}] is {label_len[b]}, expected in [0, {logit_len[b]}] "
+                 f"(logit_length[{b}])")
+        used = np.arange(t) < label_len[:, None]
+        bad = np.argwhere(used & ((labels < 0) | (labels >= c) | (labels == blank)))
+        if bad.size:
+            b, i = map(int, bad[0])
+            fail(f"labels[{b}, {i}] is {labels[b, i]}, expected in [0, {c}) and not the "
+                 f"blank_index {blank}")
+        compute = np.float64 if logits.dtype == np.float64 else np.float32
+        loss = ctc_loss(logits.astype(compute, copy=False), logit_len,
+                        _decoded_targets(labels.astype(np.int64), used, attrs), blank,
+                        attrs.ctc_merge_repeated)
+        return (loss.astype(logits.dtype),)
+
+
+def _decoded_targets(labels: np.ndarray, used: np.ndarray, attrs) -> tuple[np.ndarray, np.ndarray]:
+    """The targets after the spec's decoding, left-aligned: ([N, L] labels, [N] lengths).
+
+    unique keeps the first occurrence of each label (and wins over
+    preprocess_collapse_repeated, as in OpenVINO); preprocess_collapse_repeated merges runs.
+    """
+    n, t = labels.shape
+    keep = used.copy()
+    if attrs.unique and t:
+        # A label is kept if no earlier used position of its row holds it.
+        order = np.lexsort((np.arange(t)[None, :].repeat(n, 0).ravel(),
+                            np.where(used, labels, -1).ravel(), np.repeat(np.arange(n), t)))
+        rows, values = np.repeat(np.arange(n), t)[order], np.where(used, labels, -1).ravel()[order]
+        first = np.ones(order.size, bool)
+        first[1:] = (rows[1:] != rows[:-1]) | (values[1:] != values[:-1])
+        flat_keep = np.zeros(order.size, bool)
+        flat_keep[order] = first
+        keep &= flat_keep.reshape(n, t)
+    elif attrs.preprocess_collapse_repeated and t > 1:
+        keep[:, 1:] &= labels[:, 1:] != labels[:, :-1]
+    lengths = keep.sum(axis=1)
+    width = int(lengths.max()) if n else 0
+    targets = np.zeros((n, width), np.int64)
+    rows, steps = np.nonzero(keep)
+    slots = np.cumsum(keep, axis=1)[rows, steps] - 1
+    targets[rows, slots] = labels[rows, steps]
+    return targets, lengths
+
+
+def ctc_loss(logits: np.ndarray, logit_len: np.ndarray, targets: tuple, blank: int,
+             merge_repeated: bool) -> np.ndarray:
+    """-ln of the summed probability of all alignments, by the forward recursion in log
+    space (no underflow however long the sequence), vectorised over the batch and the
+    extended-label states [N, 2L+1]; the loop runs over time steps only.
+
+    `logits` is [N, T, C] in the compute type (f32 or f64); targets = ([N, L], [N]).
+    """
+    labels, lengths = targets
+    n, t, c = logits.shape
+    states = 2 * labels.shape[1] + 1
+    dtype = logits.dtype
+    # The extended labels: blank, l1, blank, l2, ..., blank; states past a row's own
+    # 2 L_b + 1 get a log-probability of -inf, so no path reaches or leaves them.
+    ext = np.full((n, states), blank, np.int64)
+    ext[:, 1::2] = labels
+    valid = np.arange(states) < (2 * lengths + 1)[:, None]
+    minus_inf = dtype.type(-np.inf)
+    # Log-softmax only where needed: lse[n, t] and the logits of the states' classes.
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        top = logits.max(axis=2, keepdims=True) if c else np.zeros((n, t, 1), dtype)
+        lse = np.log(np.exp(logits - top).sum(axis=2)) + top[..., 0]
+        logp = np.take_along_axis(logits, np.broadcast_to(ext[:, None, :], (n, t, states)), axis=2)
+        logp -= lse[..., None]
+    logp[~np.broadcast_to(valid[:, None, :], logp.shape)] = minus_inf
+    # Transitions into state s: from s (stay: always with merge_repeated, else blanks only),
+    # s - 1, and s - 2 (a label state from the previous label when they differ, or always
+    # without merge_repeated).
+    zero = dtype.type(0)
+    stay = np.zeros(states, dtype)
+    if not merge_repeated:
+        stay[1::2] = minus_inf
+    skip = np.full((n, states), minus_inf, dtype)
+    if states > 3:
+        label_states = ext[:, 3::2]
+        allowed = np.ones(label_states.shape, bool) if not merge_repeated else             label_states != ext[:, 1:-2:2]
+        skip[:, 3::2] = np.where(allowed, zero, minus_inf)
+    alpha = np.full((n, states), minus_inf, dtype)
+    if t:
+        alpha[:, :2] = logp[:, 0, :2]
+    # Below any finite log-probability, so exp(x - floor) is 0 for x = -inf and a state
+    # set with no path stays -inf (a large finite floor avoids -inf - -inf).
+    floor = dtype.type(np.finfo(dtype).min / 4)
+    a, b, cc, m = (np.empty((n, states), dtype) for _ in range(4))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for step in range(1, t):
+            np.add(alpha, stay, out=a)
+            b[:, 0] = minus_inf
+            b[:, 1:] = alpha[:, :-1]
+            cc[:, :2] = minus_inf
+            np.add(alpha[:, :-2], skip[:, 2:], out=cc[:, 2:])
+            np.maximum(a, b, out=m)
+            np.maximum(m, cc, out=m)
+            np.maximum(m, floor, out=m)
+            a -= m
+            b -= m
+            cc -= m
+            np.exp(a, out=a)
+            np.exp(b, out=b)
+            np.exp(cc, out=cc)
+            a += b
+            a += cc
+            np.log(a, out=a)
+            a += m
+            a += logp[:, step]
+            active = step < logit_len
+            if active.all():
+                alpha, a = a, alpha
+            else:
+                alpha[active] = a[active]
+        rows = np.arange(n)
+        last = 2 * lengths
+        end = alpha[rows, last]
+        before = np.where(lengths > 0, alpha[rows, np.maximum(last - 1, 0)], minus_inf)
+        total = np.logaddexp(end, before)
+    # No time steps: the empty alignment, probability 1 (label_length is 0 then).
+    return np.where(logit_len == 0, zero, -total)
