@@ -62,8 +62,9 @@ def _origin(cls) -> tuple[str, int | None]:
     """(file, line) of a registering class, for registration errors."""
     try:
         return inspect.getsourcefile(cls) or "?", inspect.getsourcelines(cls)[1]
-    except (OSError, TypeError):
-        return getattr(cls, "__module__", "?"), None
+    except (OSError, TypeError):    # a class made at run time (make_unary): its module's file
+        module = sys.modules.get(getattr(cls, "__module__", ""))
+        return getattr(module, "__file__", None) or getattr(cls, "__module__", "?"), None
 
 
 def _at(where: tuple[str, int | None]) -> str:
@@ -120,7 +121,7 @@ class Registry:
             raise RegistrationError(
                 f"{op.label} is registered twice: here and at {_at(_origin(clash[0].impl))} "
                 "(pass replace=True to @irrun.register to override a registered version)",
-                file=origin[0], line=origin[1], op=op.label)
+                file=origin[0], line=origin[1])
 
     def add(self, op: OpDef) -> None:
         """Register `op`: a built-in kernel or an extension's (overlay), replacing its key."""
@@ -174,7 +175,7 @@ def register(type: str, since: int | tuple[int, ...] | None = None, *, attrs=NoA
     built-in kernel included). Mistakes raise RegistrationError naming the op and file.
     """
     caller = sys._getframe(1)
-    where = dict(file=caller.f_code.co_filename, line=caller.f_lineno, op=type)
+    where = dict(file=caller.f_code.co_filename, line=caller.f_lineno)
     if (since is None) == (version is None):
         raise RegistrationError(f"register('{type}') takes exactly one of since= and version=",
                                 **where)
@@ -199,8 +200,7 @@ def register(type: str, since: int | tuple[int, ...] | None = None, *, attrs=NoA
         for name in ("infer", "run"):
             if not callable(getattr(cls, name, None)):
                 raise RegistrationError(f"{cls.__name__} registered as '{type}' has no static "
-                                        f"{name}() method", file=origin[0], line=origin[1],
-                                        op=type)
+                                        f"{name}() method", file=origin[0], line=origin[1])
         for op in ops:
             REGISTRY.add(op)
         cls.opdef = ops[-1]
@@ -222,7 +222,7 @@ def load_extension(path) -> None:
     import os
     import sys
 
-    from .errors import ReadError
+    from .errors import IrrunError, ReadError
 
     path = os.path.abspath(os.fspath(path))
     if path in _EXTENSIONS:
@@ -248,7 +248,8 @@ def load_extension(path) -> None:
             tb = tb.tb_next
         if isinstance(e, SyntaxError) and e.lineno:
             line = e.lineno
-        raise ReadError(f"the extension failed to import: {type(e).__name__}: {e}",
+        detail = e.message if isinstance(e, IrrunError) else str(e)
+        raise ReadError(f"the extension failed to import: {type(e).__name__}: {detail}",
                         file=path, line=line) from e
     _EXTENSIONS[path] = module
 

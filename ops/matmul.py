@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from irrun.opkit import (
-    TensorSpec, as_dtype, broadcast_shapes, fail, format_shape, register, same_etype,
+    Dim, TensorSpec, as_dtype, broadcast_shapes, fail, format_shape, register, same_etype,
 )
 
 
@@ -24,7 +24,6 @@ class MatMulAttrs:
 def _matrix_shape(shape, transpose: bool, is_b: bool):
     """The shape as a matrix stack [..., rows, cols], and whether a dim was added."""
     if len(shape) == 1:
-        from irrun.shapes import Dim
         one = Dim.of(1)
         return ((shape[0], one) if is_b else (one, shape[0])), True
     if transpose:

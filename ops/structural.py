@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from irrun.opkit import (
     ElementTypeName, NoAttrs, PartialShapeText, TensorSpec, convert_array, element_type, fail,
-    parse_partial_shape, register,
+    parse_partial_shape, pass_elements, register,
 )
 
 
@@ -73,7 +73,7 @@ class Convert1:
             et = element_type(attrs.destination_type)
         except ValueError as e:
             fail(str(e))
-        from .shape import pass_elements  # keeps partial shape values flowing (ShapeOf chains)
+        # Partial shape values keep flowing (ShapeOf -> Convert -> Reshape chains).
         return [pass_elements(data, et, data.shape)]
 
     @staticmethod

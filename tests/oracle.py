@@ -122,3 +122,24 @@ def param(shape, dtype, name="x", dynamic=False):
 def i64(values):
     """An i64 Constant (opset8.constant refuses empty arrays; this does not)."""
     return ov.op.Constant(np.array(values, dtype=np.int64))
+
+
+_bf16_rounds = None
+
+
+def plugin_rounds_bf16() -> bool:
+    """Whether this machine's CPU plugin rounds f32 -> bf16 to nearest even.
+
+    It does on CPUs with AVX512-BF16 (and AMX); elsewhere it truncates the low 16 bits. The
+    probe converts 2570.0, whose neighbours in bf16 are 2560 (truncation) and 2576 (nearest).
+    """
+    global _bf16_rounds
+    if _bf16_rounds is None:
+        import openvino.opset8 as o
+        p = o.parameter([1], ov.Type.f32, name="x")
+        m = ov.Model([o.result(o.convert(o.convert(p, "bf16"), "f32"))], [p], "probe")
+        compiled = core().compile_model(m, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        out = compiled.create_infer_request().infer({0: np.array([2570.0], np.float32)})
+        _bf16_rounds = float(np.array(out[compiled.outputs[0]])[0]) == 2576.0
+    return _bf16_rounds
+

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import irrun
-from irrun.infer import fail
+from irrun.opkit import TensorSpec, fail, register
 
 
 @dataclass(frozen=True)
@@ -30,13 +29,13 @@ class ScaledTanhAttrs:           # the layer's <data> attributes; defaults make 
     beta: float = 1.0
 
 
-@irrun.register("ScaledTanh", version="extension", attrs=ScaledTanhAttrs, category="activation")
+@register("ScaledTanh", version="extension", attrs=ScaledTanhAttrs, category="activation")
 class ScaledTanh:
     @staticmethod
-    def infer(attrs, x: irrun.TensorSpec) -> list[irrun.TensorSpec]:    # the shape rule
+    def infer(attrs, x: TensorSpec) -> list[TensorSpec]:                # the shape rule
         if x.etype.kind != "float":
             fail(f"ScaledTanh takes a floating-point tensor, got {x.etype.name}")
-        return [irrun.TensorSpec(x.etype, x.shape)]
+        return [TensorSpec(x.etype, x.shape)]
 
     @staticmethod
     def run(attrs, x: np.ndarray) -> tuple[np.ndarray]:                   # the kernel
@@ -235,3 +234,108 @@ def test_cli_extension_file_errors(tmp_path, files):
                                                     "import: SyntaxError")
     r = invoke("--extension", tmp_path / "missing.py", xml)
     assert r.exit_code == 1 and "no such extension file" in r.stderr
+
+
+# ---------------------------------------------------------------- replacing a built-in kernel
+
+# An extension that replaces the built-in ReLU-1 with a "leaky" one, so the test can tell which
+# kernel ran.
+LEAKY_RELU = '''\
+import numpy as np
+
+from irrun.opkit import TensorSpec, register
+
+
+@register("ReLU", since=1, category="activation", replace=True)
+class LeakyReLU:
+    @staticmethod
+    def infer(attrs, x: TensorSpec) -> list[TensorSpec]:
+        return [TensorSpec(x.etype, x.shape)]
+
+    @staticmethod
+    def run(attrs, x: np.ndarray) -> tuple[np.ndarray]:
+        return (np.where(x > 0, x, x * 0.5).astype(x.dtype),)
+'''
+
+
+def relu_files(tmp_path):
+    xml = tmp_path / "relu.xml"
+    xml.write_text(model_xml(data="", version="opset1").replace('type="ScaledTanh"', 'type="ReLU"'))
+    ext = tmp_path / "leaky.py"
+    ext.write_text(LEAKY_RELU)
+    np.savez(tmp_path / "in.npz", x=X)
+    return xml, ext
+
+
+def test_replace_overrides_a_builtin_kernel_from_python(tmp_path):
+    xml, ext = relu_files(tmp_path)
+    builtin = irrun.read_model(xml).infer({"x": X})["y"]
+    np.testing.assert_array_equal(builtin, np.maximum(X, 0))
+    try:
+        registry.load_extension(ext)
+        np.testing.assert_array_equal(irrun.read_model(xml).infer({"x": X})["y"],
+                                      np.where(X > 0, X, X * 0.5))
+        assert registry.lookup("ReLU", "opset1").impl.__name__ == "LeakyReLU"
+    finally:
+        registry.unregister("ReLU", since=1)
+    # Unregistering the overlay brings the built-in back.
+    assert registry.lookup("ReLU", "opset1").impl.__module__ == "irrun.ops.activation"
+    np.testing.assert_array_equal(irrun.read_model(xml).infer({"x": X})["y"], np.maximum(X, 0))
+
+
+def test_replace_overrides_a_builtin_kernel_from_the_cli(tmp_path):
+    # A fresh process: there --extension is imported before any built-in kernel is, which is
+    # where an import-order registry used to fail ("ReLU-1 is registered twice").
+    import subprocess
+    import sys
+
+    xml, ext = relu_files(tmp_path)
+    out = tmp_path / "out.npz"
+    done = subprocess.run([sys.executable, "-m", "irrun", "--extension", str(ext), str(xml),
+                           "--inputs", str(tmp_path / "in.npz"), "--output", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    np.testing.assert_array_equal(np.load(out)["y"], np.where(X > 0, X, X * 0.5))
+
+
+def test_registering_a_builtin_version_without_replace_names_both_places(tmp_path):
+    ext = tmp_path / "clash.py"
+    ext.write_text(LEAKY_RELU.replace(", replace=True", ""))
+    with pytest.raises(irrun.IrrunError, match=r"ReLU-1 is registered twice: here and at "
+                       r".*activation\.py(:\d+)? \(pass replace=True") as info:
+        registry.load_extension(ext)
+    assert str(ext) in str(info.value)
+    assert registry.lookup("ReLU", "opset1").impl.__module__ == "irrun.ops.activation"
+
+
+def test_one_class_can_serve_several_versions():
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from irrun.opkit import NoAttrs, TensorSpec, register
+
+    @dataclass(frozen=True)
+    class NewAttrs:
+        k: int = 2
+        doubled: ClassVar[bool] = True
+
+    @register("ZzMulti", since=(2, 9), attrs=(NoAttrs, NewAttrs), version=None)
+    class ZzMulti:
+        @staticmethod
+        def infer(attrs, x):
+            return [TensorSpec(x.etype, x.shape)]
+
+        @staticmethod
+        def run(attrs, x):
+            return (x * (attrs.k if getattr(attrs, "doubled", False) else 1),)
+
+    try:
+        assert [o.label for o in registry.registered_versions("ZzMulti")] == ["ZzMulti-2",
+                                                                              "ZzMulti-9"]
+        assert registry.lookup("ZzMulti", "opset5").attrs is NoAttrs
+        assert registry.lookup("ZzMulti", "opset12").attrs is NewAttrs
+        assert registry.lookup("ZzMulti", "opset12").impl is ZzMulti
+    finally:
+        registry.unregister("ZzMulti", since=2)
+        registry.unregister("ZzMulti", since=9)
+

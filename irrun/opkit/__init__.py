@@ -131,6 +131,7 @@ __all__ = [
     "from_dtype", "int_spec", "ir_name", "is_static", "known_ints", "length", "make_unary",
     "max_tensor_bytes", "normalize_axis", "numeric", "output_shape", "parallel",
     "pass_elements", "register", "resolve_pads", "same_etype", "same_pads", "same_shapes",
-    "parse_partial_shape", "shape_dims", "shape_of", "static_values", "tap_slices", "unary_apply", "warn", "widened",
+    "parse_partial_shape", "shape_dims", "shape_of", "static_values", "tap_slices",
+    "unary_apply", "warn", "widened",
     "window_count", "window_dim", "workers",
 ]

@@ -1,6 +1,7 @@
 """Element-wise unary ops from a NumPy function: one call makes and registers the op class."""
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 import numpy as np
@@ -33,6 +34,10 @@ def make_unary(name: str, fn: Callable, int_mode: str, kinds, category: str, sin
     def run(attrs, x):
         return (unary_apply(name, fn, int_mode, x),)
 
+    # The class belongs to the module that asked for it (an ops module: a built-in kernel;
+    # an extension: an overlay), not to the kit.
+    module = sys._getframe(1).f_globals.get("__name__", __name__)
     cls = type(f"{name}{since}", (), {"infer": staticmethod(infer), "run": staticmethod(run),
-                                      "__doc__": f"{name}-{since}: element-wise."})
+                                      "__doc__": f"{name}-{since}: element-wise.",
+                                      "__module__": module})
     return register(name, since=since, attrs=NoAttrs, category=category)(cls)

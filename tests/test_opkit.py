@@ -1,0 +1,182 @@
+"""The op kit's contract: ops/ imports only irrun.opkit, settings are read in one place, the
+worker pool survives a fork, and errors are mapped by phase."""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import irrun
+from irrun import config as irrun_config
+from irrun.cli import cli
+from irrun.opkit import parallel
+
+OPS = Path(__file__).resolve().parent.parent / "ops"
+
+
+def _imports(path: Path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            yield node.lineno, ("." * node.level) + (node.module or ""), \
+                [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name, []
+
+
+@pytest.mark.parametrize("path", sorted(OPS.glob("*.py")), ids=lambda p: p.name)
+def test_ops_modules_import_only_the_kit(path):
+    if path.name == "__init__.py":
+        return
+    bad = []
+    for line, module, names in _imports(path):
+        if module.startswith(".") and path.name != "sparse.py":
+            bad.append(f"{path.name}:{line}: imports {module} (another ops module)")
+        elif module.startswith(".") and module != ".segment_sum_loop":
+            bad.append(f"{path.name}:{line}: imports {module}")
+        elif module.startswith("irrun") and module != "irrun.opkit":
+            bad.append(f"{path.name}:{line}: imports {module} (irrun internals)")
+        bad += [f"{path.name}:{line}: imports private {n} from {module}" for n in names
+                if n.startswith("_") and n != "__future__" and module != "__future__"]
+    assert not bad, "\n".join(bad)
+
+
+def test_kit_names_are_all_importable():
+    import irrun.opkit as kit
+
+    missing = [n for n in kit.__all__ if not hasattr(kit, n)]
+    assert not missing
+
+
+def test_bad_setting_is_one_usage_error(monkeypatch):
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "lots")
+    result = CliRunner().invoke(cli, ["ops"])
+    assert result.exit_code == 2
+    assert "IRRUN_MAX_BYTES='lots' is not a byte count" in result.output
+    assert result.output.count("IRRUN_MAX_BYTES") == 1
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "1G")
+    monkeypatch.setenv("IRRUN_THREADS", "0")
+    result = CliRunner().invoke(cli, ["ops"])
+    assert result.exit_code == 2 and "IRRUN_THREADS='0'" in result.output
+
+
+def test_settings_are_parsed_once_per_value(monkeypatch):
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "3M")
+    monkeypatch.setenv("IRRUN_THREADS", "2")
+    first = irrun_config.config()
+    assert first == irrun_config.Config(3 << 20, 2)
+    assert irrun_config.config() is first          # cached, not parsed again
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "4M")
+    assert irrun_config.config().max_bytes == 4 << 20
+
+
+def test_pool_runs_every_range_and_survives_fork():
+    assert parallel(lambda a, b: a + b, [(1, 2), (3, 4), (5, 6)]) == [3, 7, 11]
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    # A child forked after the pool exists must make its own pool, not wait on threads that
+    # do not exist in it.
+    script = ("import os, sys\n"
+              "from irrun.opkit import parallel\n"
+              "parallel(lambda a: a, [(1,), (2,)])\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n"
+              "    ok = parallel(lambda a: a * 2, [(1,), (2,), (3,)]) == [2, 4, 6]\n"
+              "    os._exit(0 if ok else 3)\n"
+              "_, status = os.waitpid(pid, 0)\n"
+              "sys.exit(os.waitstatus_to_exitcode(status))\n")
+    done = subprocess.run([sys.executable, "-c", script], timeout=60,
+                          env=dict(os.environ, IRRUN_THREADS="2"))
+    assert done.returncode == 0
+
+
+def test_python_bug_in_a_shape_rule_is_an_internal_error(tmp_path):
+    from irrun import registry
+    from irrun.opkit import TensorSpec, register
+
+    @register("ZzBuggy", version="extension")
+    class ZzBuggy:
+        @staticmethod
+        def infer(attrs, x):
+            return [TensorSpec(x.etype, (x.shape[5],))]     # IndexError: a bug, not a shape
+
+        @staticmethod
+        def run(attrs, x):
+            return (x,)
+
+    xml = tmp_path / "m.xml"
+    xml.write_text(_buggy_xml())
+    try:
+        problems = irrun.validate(xml)
+    finally:
+        registry.unregister("ZzBuggy", version="extension")
+    errors = [d for d in problems if d.severity == "error"]
+    assert len(errors) == 1 and errors[0].code == "internal"
+    assert "internal error in the shape rule of ZzBuggy-extension: IndexError" in errors[0].message
+    assert "test_opkit.py:" in errors[0].message and "an irrun bug" in errors[0].message
+
+
+def test_fail_is_an_op_error_at_run_time_and_a_located_shape_error_at_load(tmp_path):
+    from irrun import registry
+    from irrun.opkit import TensorSpec, fail, register
+
+    @register("ZzBuggy", version="extension")
+    class ZzFails:
+        @staticmethod
+        def infer(attrs, x):
+            if x.shape is not None and len(x.shape) == 1:
+                fail("ZzBuggy takes rank 2, got rank 1")
+            return [TensorSpec(x.etype, x.shape)]
+
+        @staticmethod
+        def run(attrs, x):
+            fail("the values are wrong", code="value")
+
+    xml = tmp_path / "m.xml"
+    xml.write_text(_buggy_xml())
+    try:
+        m = irrun.read_model(xml)
+        with pytest.raises(irrun.OpError) as info:
+            m.infer({"x": np.zeros((2, 3), np.float32)})
+        assert type(info.value) is irrun.OpError
+        assert str(info.value).startswith(f"{xml}:8: error: layer 'act' (ZzBuggy-extension): "
+                                          "the values are wrong")
+        rank1 = tmp_path / "m1.xml"
+        rank1.write_text(_buggy_xml("3", "<dim>3</dim>"))
+        with pytest.raises(irrun.ModelError) as info:
+            irrun.read_model(rank1)
+        assert str(info.value) == (f"{rank1}:8: error: layer 'act' (ZzBuggy-extension): "
+                                   "ZzBuggy takes rank 2, got rank 1")
+    finally:
+        registry.unregister("ZzBuggy", version="extension")
+
+
+def _buggy_xml(shape="2,3", dims="<dim>2</dim><dim>3</dim>"):
+    return f"""<?xml version="1.0"?>
+<net name="buggy" version="11">
+  <layers>
+    <layer id="0" name="x" type="Parameter" version="opset1">
+      <data shape="{shape}" element_type="f32"/>
+      <output><port id="0" precision="FP32" names="x">{dims}</port></output>
+    </layer>
+    <layer id="1" name="act" type="ZzBuggy" version="extension">
+      <input><port id="0" precision="FP32">{dims}</port></input>
+      <output><port id="1" precision="FP32" names="y">{dims}</port></output>
+    </layer>
+    <layer id="2" name="y" type="Result" version="opset1">
+      <input><port id="0" precision="FP32">{dims}</port></input>
+    </layer>
+  </layers>
+  <edges>
+    <edge from-layer="0" from-port="0" to-layer="1" to-port="0"/>
+    <edge from-layer="1" from-port="1" to-layer="2" to-port="0"/>
+  </edges>
+</net>
+"""
