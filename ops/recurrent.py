@@ -442,6 +442,8 @@ def _sequence_infer(attrs, x, states, lengths, w, r, b, gates, bias_size, state_
     ]
     env = _unify(entries)
     n, t = env.get("N", Dim()), env.get("T", Dim())
+    if lengths.value is not None and lengths.rank == 1 and t.is_static and n.is_static:
+        _check_lengths(lengths.value, n.lo, t.lo)     # constant lengths: the error at load
     y = TensorSpec(x.etype, (n, Dim.of(d), t, Dim.of(hs)))
     st = TensorSpec(x.etype, (n, Dim.of(d), Dim.of(hs)))
     return [y] + [st] * len(states)

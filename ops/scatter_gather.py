@@ -51,6 +51,16 @@ def _check_indices(idx: np.ndarray, size, negative_ok: bool, what: str = "indice
     return np.where(idx < 0, idx + size, idx) if negative_ok else idx
 
 
+def _check_constant(indices: TensorSpec, dims, what: str, negative_ok: bool, where) -> None:
+    """At load time: constant indices against static dims (the kernel's error, found early)."""
+    if indices.value is None or dims is None or not all(d.is_static for d in dims):
+        return
+    size = np.array([d.lo for d in dims], np.int64)
+    if size.size == 1:
+        size = size[0]
+    _check_indices(indices.value, size, negative_ok, what, where)
+
+
 def _merge(a: Dim, b: Dim, message: str) -> Dim:
     m = a.merge(b)
     if m is None:
@@ -137,6 +147,9 @@ class GatherND:
                 prod = prod * d
             batch = (prod,)
         shape = batch + indices.shape[b:-1] + data.shape[b + k:]
+        dims = data.shape[b:b + k]
+        _check_constant(indices, dims, "indices", True,
+                        lambda p: f" for data dim {b + p[-1]} of size {dims[p[-1]]}")
         return [TensorSpec(data.etype, shape)]
 
     @staticmethod
@@ -188,6 +201,9 @@ class GatherElements6:
             d, e, f"dim {i}: indices shape {format_shape(indices.shape)} and data shape "
                   f"{format_shape(data.shape)} must agree except on axis {ax}")
             for i, (e, d) in enumerate(zip(data.shape, indices.shape)))
+        n = data.shape[ax]
+        _check_constant(indices, (n,), "indices", True,
+                        lambda p: f" for data axis {ax} of size {n}")
         return [TensorSpec(data.etype, shape)]
 
     @staticmethod
@@ -275,15 +291,14 @@ class ReverseSequence1:
             shape[b] = _merge(data.shape[b], seq_lengths.shape[0],
                               f"seq_lengths has shape {format_shape(seq_lengths.shape)}, but "
                               f"data's batch dim {b} is {data.shape[b]}")
+        s = _reverse_axes(attrs, len(data.shape))[1]
+        t = data.shape[s]
+        if seq_lengths.value is not None and t.is_static and seq_lengths.rank == 1:
+            ReverseSequence1._check(seq_lengths.value, t.lo, s)
         return [TensorSpec(data.etype, tuple(shape))]
 
     @staticmethod
-    def run(attrs, data, seq_lengths):
-        b, s = _reverse_axes(attrs, data.ndim)
-        n, t = data.shape[b], data.shape[s]
-        if seq_lengths.shape != (n,):
-            fail(f"seq_lengths has shape {list(seq_lengths.shape)}, but data's batch dim {b} "
-                 f"is {n}: expected [{n}]")
+    def _check(seq_lengths: np.ndarray, t: int, s: int) -> np.ndarray:
         lengths = seq_lengths
         if lengths.dtype.kind == "f" or lengths.dtype.name == "bfloat16":
             # A float length is used as its integer part (C++ conversion toward zero).
@@ -293,7 +308,16 @@ class ReverseSequence1:
             i = int(bad[0])
             fail(f"seq_lengths[{i}] = {seq_lengths[i]} is out of range [0, {t}] (data's seq "
                  f"dim {s} has size {t})", code="value")
-        lengths = lengths.astype(np.int64)
+        return lengths.astype(np.int64)
+
+    @staticmethod
+    def run(attrs, data, seq_lengths):
+        b, s = _reverse_axes(attrs, data.ndim)
+        n, t = data.shape[b], data.shape[s]
+        if seq_lengths.shape != (n,):
+            fail(f"seq_lengths has shape {list(seq_lengths.shape)}, but data's batch dim {b} "
+                 f"is {n}: expected [{n}]")
+        lengths = ReverseSequence1._check(seq_lengths, t, s)
         steps = np.arange(t)
         src = np.where(steps < lengths[:, None], lengths[:, None] - 1 - steps, steps)  # [N, T]
         x = np.moveaxis(data, (b, s), (0, 1))
@@ -327,6 +351,9 @@ class ScatterUpdate3:
                         u.merge(w) is None for u, w in zip(updates.shape, want)):
                     fail(f"updates has shape {format_shape(updates.shape)}, expected "
                          f"{format_shape(want)} (data[:axis] + indices shape + data[axis+1:])")
+            n = data.shape[ax]
+            _check_constant(indices, (n,), "indices", False,
+                            lambda p: f" for data axis {ax} of size {n}")
         return [TensorSpec(data.etype, data.shape)]
 
     @staticmethod
@@ -458,6 +485,11 @@ class ScatterNDUpdate:
                         u.merge(w) is not None for u, w in zip(updates.shape, want))):
                 fail(f"updates has shape {format_shape(updates.shape)}, expected "
                      f"{format_shape(want)} (indices.shape[:-1] + data.shape[indices.shape[-1]:])")
+            k = indices.shape[-1].value
+            if k is not None:
+                dims = data.shape[:k]
+                _check_constant(indices, dims, "indices", True,
+                                lambda p: f" for data dim {p[-1]} of size {dims[p[-1]]}")
         return [TensorSpec(data.etype, data.shape)]
 
     @staticmethod
@@ -540,6 +572,10 @@ class ScatterElementsUpdate:
             if indices.shape is not None and updates.shape is not None:
                 _check_elements_shapes(attrs, data.shape, indices.shape, updates.shape, ax,
                                        format_shape)
+            if ax is not None:
+                n = data.shape[ax]
+                _check_constant(indices, (n,), "indices", True,
+                                lambda p: f" for data axis {ax} of size {n}")
         return [TensorSpec(data.etype, data.shape)]
 
     @staticmethod

@@ -134,6 +134,17 @@ def test_sequence_length_out_of_range_is_a_located_error(tmp_path):
         m.infer(feed)
 
 
+def test_constant_sequence_lengths_out_of_range_fail_at_load(tmp_path):
+    ps = [o8.parameter(s, ov.Type.f32, name=n) for s, n in [
+        ([2, 3, 1], "x"), ([2, 1, 2], "h"), ([1, 2, 1], "w"), ([1, 2, 2], "r"), ([1, 2], "b")]]
+    lengths = ov.op.Constant(np.array([3, -1], np.int32))
+    node = o5.rnn_sequence(ps[0], ps[1], lengths, *ps[2:], 2, "forward")
+    xml = oracle.save(ov.Model(node.outputs(), ps, "t"), tmp_path)
+    with pytest.raises(irrun.errors.ModelError, match=r"model\.xml:\d+: .*sequence_lengths\[1\] = -1 "
+                                                      r"is out of range \[0, 3\]"):
+        irrun.read_model(xml)
+
+
 # ---------------------------------------------------------------- the formulas, restated
 
 
@@ -243,7 +254,7 @@ common = dict(n=st.integers(1, 3), i=st.integers(1, 4), h=st.integers(1, 5),
 
 
 @pytest.mark.oracle
-@settings(max_examples=20)
+@settings(max_examples=12)
 @given(direction=st.sampled_from(DIRECTIONS), t=st.integers(1, 5),
        acts=st.lists(st.sampled_from(ACTS), min_size=3, max_size=3), **common)
 def test_lstm_sequence_matches_openvino(tmp_path_factory, direction, t, acts, n, i, h, clip, seed):
@@ -259,7 +270,7 @@ def test_lstm_sequence_matches_openvino(tmp_path_factory, direction, t, acts, n,
 
 
 @pytest.mark.oracle
-@settings(max_examples=20)
+@settings(max_examples=12)
 @given(direction=st.sampled_from(DIRECTIONS), t=st.integers(1, 5), lbr=st.booleans(),
        acts=st.lists(st.sampled_from(ACTS), min_size=2, max_size=2),
        lt=st.sampled_from(["i32", "i64"]), **common)
@@ -278,7 +289,7 @@ def test_gru_sequence_matches_openvino(tmp_path_factory, direction, t, lbr, acts
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(direction=st.sampled_from(DIRECTIONS), t=st.integers(1, 5),
        act=st.sampled_from(ACTS), **common)
 def test_rnn_sequence_matches_openvino(tmp_path_factory, direction, t, act, n, i, h, clip, seed):
@@ -293,7 +304,7 @@ def test_rnn_sequence_matches_openvino(tmp_path_factory, direction, t, act, n, i
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(v=st.sampled_from([1, 4]), peepholes=st.booleans(),
        acts=st.lists(st.sampled_from(ACTS), min_size=3, max_size=3), **common)
 def test_lstm_cell_matches_openvino(tmp_path_factory, v, peepholes, acts, n, i, h, clip, seed):
@@ -358,7 +369,7 @@ def test_lstm_cell1_warns_where_the_cpu_plugin_differs(tmp_path):
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(lbr=st.booleans(), acts=st.lists(st.sampled_from(ACTS), min_size=2, max_size=2),
        rnn_act=st.sampled_from(ACTS), **common)
 def test_gru_and_rnn_cells_match_openvino(tmp_path_factory, lbr, acts, rnn_act, n, i, h, clip,

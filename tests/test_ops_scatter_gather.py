@@ -130,7 +130,7 @@ idx_types = st.sampled_from(["i32", "i64"])
 
 
 @pytest.mark.oracle
-@settings(max_examples=20)
+@settings(max_examples=15)
 @given(v=st.sampled_from([5, 8]), dtype=st.sampled_from(["f32", "i32", "i64", "u8"]),
        it=idx_types, data=st.data())
 def test_gather_nd_matches_openvino(tmp_path_factory, v, dtype, it, data):
@@ -176,7 +176,7 @@ def test_gather_elements_spec_xml_shape_and_errors():
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=12)
 @given(dtype=st.sampled_from(["f32", "i32", "u8", "boolean"]), it=idx_types, data=st.data())
 def test_gather_elements_matches_openvino(tmp_path_factory, dtype, it, data):
     shape = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
@@ -208,7 +208,7 @@ def test_non_zero_spec_xml_shape_with_upper_bound():
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=12)
 @given(dtype=st.sampled_from(["f32", "i32", "u8", "boolean"]), out=st.sampled_from(["i32", "i64"]),
        shape=st.lists(st.integers(0, 4), min_size=0, max_size=3))
 def test_non_zero_matches_openvino(tmp_path_factory, dtype, out, shape):
@@ -242,7 +242,7 @@ def test_reverse_sequence_errors():
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=12)
 @given(dtype=st.sampled_from(["f32", "i32", "u8"]), lt=st.sampled_from(["i32", "i64", "f32"]),
        data=st.data())
 def test_reverse_sequence_matches_openvino(tmp_path_factory, dtype, lt, data):
@@ -282,7 +282,7 @@ def test_scatter_update_errors():
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=12)
 @given(dtype=st.sampled_from(["f32", "i32", "i64", "u8"]), it=idx_types, data=st.data())
 def test_scatter_update_matches_openvino(tmp_path_factory, dtype, it, data):
     shape = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
@@ -379,6 +379,16 @@ def test_scatter_nd_update_spec_xml_shape_and_errors():
                             np.zeros(3))
 
 
+def test_scatter_nd_update15_boolean_reductions_are_or_xor_and():
+    data = A([True, True, False, False])
+    idx = A([[0], [1], [1], [2], [3], [3]])
+    upd = A([True, True, True, False, True, True])
+    run = ScatterNDUpdate.run
+    assert run(snd("sum"), data, idx, upd)[0].tolist() == [True, True, False, True]
+    assert run(snd("sub"), data, idx, upd)[0].tolist() == [False, True, False, False]
+    assert run(snd("prod"), data, idx, upd)[0].tolist() == [True, True, False, False]
+
+
 def test_scatter_nd_update_duplicates_last_write_wins(tmp_path):
     """Reduction none with a repeated index: OpenVINO's reference and CPU plugin write in
     order, so the last update wins; irrun does the same (the spec leaves it undefined)."""
@@ -393,15 +403,17 @@ ND_REDUCTIONS = ["none", "sum", "sub", "prod", "min", "max"]
 
 
 @pytest.mark.oracle
-@settings(max_examples=25)
+@settings(max_examples=20)
 @given(v=st.sampled_from([4, 15]), reduction=st.sampled_from(ND_REDUCTIONS),
        dtype=st.sampled_from(["f32", "i32", "i64", "u8", "boolean"]), it=idx_types,
        data=st.data())
 def test_scatter_nd_update_matches_openvino(tmp_path_factory, v, reduction, dtype, it, data):
     if v == 4:
         reduction = "none"
-    if dtype == "boolean" and reduction in ("sum", "sub", "prod"):
-        reduction = "max"     # the CPU plugin's bool reductions are its own (see the page)
+    if dtype == "boolean" and reduction == "sub":
+        # The page's boolean sub is XOR; the CPU plugin subtracts bytes without making them
+        # booleans between repeated updates (0 - 1 - 0 - 1 is true there): tested on its own.
+        reduction = "max"
     shape = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
     k = data.draw(st.integers(1, len(shape)))
     lead = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=2))
@@ -483,7 +495,7 @@ SE_REDUCTIONS = ["none", "sum", "prod", "min", "max", "mean"]
 
 
 @pytest.mark.oracle
-@settings(max_examples=25)
+@settings(max_examples=20)
 @given(v=st.sampled_from([3, 12]), reduction=st.sampled_from(SE_REDUCTIONS),
        init=st.booleans(), dtype=st.sampled_from(["f32", "i32", "i64", "u8", "boolean"]),
        it=idx_types, data=st.data())
@@ -491,8 +503,8 @@ def test_scatter_elements_update_matches_openvino(tmp_path_factory, v, reduction
                                                   it, data):
     if v == 3:
         reduction, init = "none", True
-    if dtype == "boolean" and reduction in ("sum", "prod", "mean"):
-        reduction = "min"
+    if dtype == "boolean" and reduction == "mean":
+        reduction = "min"     # mean is not defined for booleans
     shape = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
     ax = axis % len(shape)
@@ -557,7 +569,7 @@ def test_one_hot_shape_rule_and_errors():
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=12)
 @given(v=st.sampled_from([1, 16]), mode=st.sampled_from(["ignore_negative", "normalize"]),
        it=idx_types, ot=st.sampled_from(["f32", "i32", "u8"]), data=st.data())
 def test_one_hot_matches_openvino(tmp_path_factory, v, mode, it, ot, data):
@@ -589,7 +601,24 @@ def test_identity_spec_example_and_value_passing(tmp_path):
     check(tmp_path, [o16.identity(p)], [p], {"x": np.arange(9, dtype=np.float32).reshape(3, 3)})
 
 
-# ---------------------------------------------------------------- located run-time errors
+# ---------------------------------------------------------------- located errors
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: o8.gather_nd(p, i64([[0, 3]])),
+    lambda p: o6.gather_elements(p, i64([[0, -4], [1, 1]]), 1),
+    lambda p: o3.scatter_update(p, i64([2]), ov.op.Constant(np.zeros((1, 3), np.float32)), i64(0)),
+    lambda p: o4.scatter_nd_update(p, i64([[1, 3]]), ov.op.Constant(np.zeros(1, np.float32))),
+    lambda p: o12.scatter_elements_update(p, i64([[3]]), ov.op.Constant(np.zeros((1, 1), np.float32)),
+                                          i64(1), "sum"),
+    lambda p: o1.reverse_sequence(p, i64([1, 4]), 0, 1),
+])
+def test_constant_indices_out_of_range_fail_at_load(tmp_path, make):
+    p = param([2, 3], "f32")
+    xml = oracle.save(ov.Model([make(p)], [p], "t"), tmp_path)
+    with pytest.raises(IrrunError, match=r"model\.xml:\d+: .*out of range"):
+        irrun.read_model(xml)
+
 
 
 def test_out_of_range_index_is_a_located_op_error(tmp_path):
