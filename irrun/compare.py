@@ -801,7 +801,7 @@ def compare(model_path, feed=None, *, reference=None, device: str = "CPU", layer
                 for i in range(len(node.specs or ()) or 1):
                     result.missing.append(Missing(node.layer.name, lid, i, node.layer.op_label,
                                                   node.layer.line, "no Result needs this layer, "
-                                                  "so neither runtime computes it"))
+                                                  "so irrun does not run it"))
     result.divergences = _divergences(program, result)
     return result
 
