@@ -442,3 +442,16 @@ def test_layers_sharing_a_name_pair_by_tensor_name(tmp_path):
     assert result.ok, result.report()
     dups = [t for t in result.tensors if t.layer == "dup"]
     assert sorted(t.names[0] for t in dups) == ["a", "b"] and not result.missing
+
+
+@pytest.mark.oracle
+def test_errors_are_one_located_line(tmp_path):
+    xml = _ess_model(tmp_path)
+    result = invoke(xml, "--device", "NOPE")
+    assert result.exit_code == 1
+    assert result.output.startswith(f"{xml}: error: OpenVINO cannot compile the model for NOPE")
+    result = invoke(tmp_path / "nosuch.xml")
+    assert result.exit_code == 1 and "no such model file" in result.output
+    np.savez(tmp_path / "bad.npz", y=np.zeros(3, np.float32))
+    result = invoke(xml, "--inputs", tmp_path / "bad.npz")
+    assert result.exit_code == 1 and "'y'" in result.output and "x: f32[4,3]" in result.output
