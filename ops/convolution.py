@@ -1,5 +1,6 @@
-"""Convolution-1 and GroupConvolution-1 (spec pages: convolution/convolution-1,
-convolution/group-convolution-1), plus the sliding-window geometry shared with pooling.py."""
+"""Convolution-1, GroupConvolution-1, ConvolutionBackpropData-1 and
+GroupConvolutionBackpropData-1 (spec pages: convolution/convolution-1, group-convolution-1,
+convolution-backprop-data-1, group-convolution-backprop-data-1)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, AutoPad, Dim, TensorSpec, check_spatial_rank, check_window_attrs, compute_dtype,
-    dilated, fail, fixed_pads, numeric, register, resolve_pads, tap_slices, window_count,
-    window_dim,
+    DYNAMIC, AutoPad, Dim, TensorSpec, check_alloc, check_integer, check_spatial_rank,
+    check_window_attrs, compute_dtype, dilated, elements, fail, fixed_pads, numeric, register,
+    resolve_pads, tap_slices, window_count, window_dim,
 )
 
 # ---------------------------------------------------------------- window geometry
@@ -137,3 +138,199 @@ class GroupConvolution1:
     @staticmethod
     def run(attrs, data, filters):
         return (_conv_run(attrs, data, filters),)
+
+
+# ---------------------------------------------------------------- transposed convolution
+# Spec pages: convolution/convolution-backprop-data-1, group-convolution-backprop-data-1.
+
+
+@dataclass(frozen=True)
+class BackpropAttrs:
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads_begin: tuple[int, ...] = ()
+    pads_end: tuple[int, ...] = ()
+    auto_pad: AutoPad = "explicit"
+    output_padding: tuple[int, ...] = ()
+
+
+def _output_padding(attrs, n: int) -> tuple[int, ...]:
+    op = tuple(attrs.output_padding) or (0,) * n
+    if len(op) != n:
+        fail(f"attribute output_padding has {len(op)} values ({','.join(map(str, op))}) "
+             f"but the input has {n} spatial axes")
+    if any(v < 0 for v in op):
+        fail(f"attribute output_padding={','.join(map(str, op))} has a negative value")
+    return op
+
+
+def _backprop_pads(attrs, sizes, kernel, out_sizes, out_pad):
+    """(pads_begin, pads_end) as OpenVINO resolves them (its shape inference and CPU plugin).
+
+    With an output_shape input, same_upper/same_lower split max(total, 0) for total =
+    stride * (X - 1) + dilated kernel - output + output_padding (the odd one at the begin for
+    same_upper); explicit keeps the attribute pads and valid uses zeros. The page says pads
+    are always computed from the output_shape; OpenVINO (and so irrun) does so only for same_*.
+    Without output_shape every mode but explicit uses zero pads.
+    """
+    n = len(sizes)
+    if attrs.auto_pad in ("same_upper", "same_lower") and out_sizes is not None:
+        pb, pe = [], []
+        for i in range(n):
+            total = max((sizes[i] - 1) * attrs.strides[i] + dilated(kernel[i], attrs.dilations[i])
+                        - out_sizes[i] + out_pad[i], 0)
+            small = total // 2
+            b, e = (total - small, small) if attrs.auto_pad == "same_upper" else (small, total - small)
+            pb.append(b)
+            pe.append(e)
+        return tuple(pb), tuple(pe)
+    if attrs.auto_pad == "explicit" or attrs.auto_pad == "notset":
+        return fixed_pads("explicit", n, attrs.pads_begin, attrs.pads_end)
+    return (0,) * n, (0,) * n
+
+
+def _backprop_infer(attrs, data: TensorSpec, filters: TensorSpec, out_shape: TensorSpec | None,
+                    grouped: bool):
+    check_spatial_rank(data, "the data input")
+    numeric(data, "the data input")
+    lead = 3 if grouped else 2
+    if data.etype != filters.etype:
+        fail(f"the data ({data.etype.name}) and the filters ({filters.etype.name}) must have "
+             "the same element type")
+    if filters.rank is not None and filters.rank - lead not in (1, 2, 3):
+        fail(f"the filters must have rank {lead + 1}, {lead + 2} or {lead + 3} "
+             f"({'GROUPS, ' if grouped else ''}C_IN, C_OUT and 1 to 3 spatial axes); got {filters}")
+    if data.rank is not None and filters.rank is not None and filters.rank != data.rank + lead - 2:
+        fail(f"the filters must have rank {data.rank + lead - 2} for data of rank {data.rank}; "
+             f"got {filters}")
+    if data.rank is not None:
+        n = data.rank - 2
+    elif filters.rank is not None:
+        n = filters.rank - lead
+    else:
+        n = len(attrs.strides)
+    check_window_attrs(n, strides=attrs.strides, dilations=attrs.dilations,
+                       pads_begin=attrs.pads_begin, pads_end=attrs.pads_end)
+    out_pad = _output_padding(attrs, n)
+    d = data.shape if data.shape is not None else (DYNAMIC,) * (n + 2)
+    f = filters.shape if filters.shape is not None else (DYNAMIC,) * (n + lead)
+    c_in, c_out = (f[0] * f[1], f[0] * f[2]) if grouped else (f[0], f[1])
+    if not d[1].compatible(c_in):
+        what = "groups x the filters' input channels" if grouped else "the filters' input channels (dim 0)"
+        fail(f"the data has {d[1]} channels but {what} give {c_in} (data {data}, filters {filters})")
+    if out_shape is not None:
+        check_integer(out_shape, "output_shape (input 2)")
+        if out_shape.rank is not None and out_shape.rank != 1:
+            fail(f"output_shape (input 2) must be 1-D, got {out_shape}")
+        if out_shape.shape is not None and out_shape.shape[0].is_static and out_shape.shape[0].value != n:
+            fail(f"output_shape (input 2) must hold {n} spatial dims, got {out_shape.shape[0].value}")
+        el = elements(out_shape)
+        if el is not None and len(el) == n:
+            for i, v in enumerate(el):
+                if v.is_static and v.value < 0:
+                    fail(f"output_shape (input 2) has the negative dim {v.value} at position {i}")
+            spatial = tuple(v if v.lo >= 0 else DYNAMIC for v in el)
+        else:
+            spatial = (DYNAMIC,) * n
+        return [TensorSpec(data.etype, (d[0], c_out) + spatial)]
+    pb, pe = _backprop_pads(attrs, [0] * n, [1] * n, None, out_pad)
+    spatial = []
+    for i in range(n):
+        x, k = d[2 + i], f[lead + i]
+        if not (k.is_static and x.is_static):
+            extra = out_pad[i] - pb[i] - pe[i]
+            if k.is_static:
+                lo = max((max(x.lo, 1) - 1) * attrs.strides[i] + dilated(k.value, attrs.dilations[i]) + extra, 0)
+                hi = None if x.hi is None else max((x.hi - 1) * attrs.strides[i]
+                                                   + dilated(k.value, attrs.dilations[i]) + extra, 0)
+                spatial.append(Dim(lo, hi))
+            else:
+                spatial.append(DYNAMIC)
+            continue
+        size = ((x.value - 1) * attrs.strides[i] + dilated(k.value, attrs.dilations[i])
+                - pb[i] - pe[i] + out_pad[i])
+        if size < 0:
+            fail(f"the output would have the negative size {size} at spatial axis {i} "
+                 f"(input {x.value}, kernel {k.value}, stride {attrs.strides[i]}, pads {pb[i]},{pe[i]})")
+        spatial.append(Dim.of(size))
+    return [TensorSpec(data.etype, (d[0], c_out) + tuple(spatial))]
+
+
+def _backprop_run(attrs, x: np.ndarray, w: np.ndarray, out_shape) -> np.ndarray:
+    """Transposed grouped convolution: every input pixel scatters kernel x its channels into
+    the full output (size stride*(X-1) + dilated kernel per axis), one batched matmul per
+    kernel tap (no loop over pixels); the result is the window [pads_begin, +output) of it,
+    zeros where that runs past its end (output_padding, a large output_shape).
+
+    x is [N, G*Cg, *X]; w is [G, Cg, Og, *K]."""
+    n, c = x.shape[:2]
+    g, cg, og = w.shape[:3]
+    sizes, kernel = x.shape[2:], w.shape[3:]
+    ns = len(sizes)
+    if c != g * cg:
+        fail(f"the data has {c} channels but the filters expect {g * cg} ({g} group(s) x {cg})")
+    out_pad = _output_padding(attrs, ns)
+    out_sizes = None
+    if out_shape is not None:
+        out_sizes = [int(v) for v in np.asarray(out_shape).reshape(-1)]
+        if len(out_sizes) != ns:
+            fail(f"output_shape (input 2) must hold {ns} spatial dims, got {len(out_sizes)}")
+        if any(v < 0 for v in out_sizes):
+            fail(f"output_shape (input 2) has a negative dim: {out_sizes}")
+    pb, pe = _backprop_pads(attrs, sizes, kernel, out_sizes, out_pad)
+    full = [(s - 1) * st + dilated(k, d) for s, k, st, d in zip(sizes, kernel, attrs.strides, attrs.dilations)]
+    if out_sizes is None:
+        out_sizes = [f - b - e + p for f, b, e, p in zip(full, pb, pe, out_pad)]
+        for i, v in enumerate(out_sizes):
+            if v < 0:
+                fail(f"the output would have the negative size {v} at spatial axis {i}")
+    acc_t = compute_dtype(x.dtype)
+    check_alloc([n, g * og] + out_sizes, x.dtype, "the ConvolutionBackpropData output")
+    check_alloc([g, n] + full + [og], acc_t, "the ConvolutionBackpropData accumulator")
+    acc = np.zeros((g, n) + tuple(full) + (og,), dtype=acc_t)
+    if x.size and w.size:
+        # [N, G, Cg, *X] -> [G, N*X, Cg]
+        xs = np.moveaxis(x.astype(acc_t, copy=False).reshape((n, g, cg) + tuple(sizes)), (1, 2), (0, -1))
+        xs = xs.reshape(g, -1, cg)
+        wt = w.astype(acc_t, copy=False)
+        for tap in np.ndindex(*kernel):
+            contrib = np.matmul(xs, wt[(slice(None), slice(None), slice(None)) + tap])   # [G, N*X, Og]
+            offsets = [t * d for t, d in zip(tap, attrs.dilations)]
+            view = acc[(slice(None), slice(None)) + tap_slices(offsets, attrs.strides, sizes)]
+            view += contrib.reshape(view.shape)
+    # The output window of the full result.
+    out = np.zeros((g, n) + tuple(out_sizes) + (og,), dtype=acc_t)
+    src, dst = [], []
+    for f, b, o in zip(full, pb, out_sizes):
+        length = max(min(o, f - b), 0)
+        src.append(slice(b, b + length))
+        dst.append(slice(0, length))
+    out[(slice(None), slice(None)) + tuple(dst)] = acc[(slice(None), slice(None)) + tuple(src)]
+    out = np.moveaxis(out, (0, -1), (1, 2)).reshape((n, g * og) + tuple(out_sizes))
+    return np.ascontiguousarray(out).astype(x.dtype, copy=False)
+
+
+@register("ConvolutionBackpropData", since=1, attrs=BackpropAttrs, category="convolution")
+class ConvolutionBackpropData1:
+    """Filters [C_IN, C_OUT, k...]; optional output_shape (spatial dims only)."""
+
+    @staticmethod
+    def infer(attrs, data: TensorSpec, filters: TensorSpec, output_shape: TensorSpec | None = None):
+        return _backprop_infer(attrs, data, filters, output_shape, grouped=False)
+
+    @staticmethod
+    def run(attrs, data, filters, output_shape=None):
+        return (_backprop_run(attrs, data, filters[np.newaxis], output_shape),)
+
+
+@register("GroupConvolutionBackpropData", since=1, attrs=BackpropAttrs, category="convolution")
+class GroupConvolutionBackpropData1:
+    """Filters [GROUPS, C_IN/GROUPS, C_OUT/GROUPS, k...]."""
+
+    @staticmethod
+    def infer(attrs, data: TensorSpec, filters: TensorSpec, output_shape: TensorSpec | None = None):
+        return _backprop_infer(attrs, data, filters, output_shape, grouped=True)
+
+    @staticmethod
+    def run(attrs, data, filters, output_shape=None):
+        return (_backprop_run(attrs, data, filters, output_shape),)
