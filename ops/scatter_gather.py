@@ -17,8 +17,20 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, Dim, NoAttrs, TensorSpec, check_alloc, check_integer, check_rank, fail,
-    format_shape, known_ints, length, normalize_axis, register, shape_dims,
+    DYNAMIC,
+    Dim,
+    NoAttrs,
+    TensorSpec,
+    check_alloc,
+    check_integer,
+    check_rank,
+    fail,
+    format_shape,
+    known_ints,
+    length,
+    normalize_axis,
+    register,
+    shape_dims,
 )
 
 # ---------------------------------------------------------------- shared helpers
@@ -497,10 +509,10 @@ class ScatterNDUpdate:
         _scatter_nd_shapes(shape_dims(data.shape), shape_dims(indices.shape), None)
         k = indices.shape[-1]
         want = indices.shape[:-1] + data.shape[k:]
-        if updates.shape != want:
-            if not (want == () and updates.size == 1):   # a 1-element updates for a 0-D one
-                fail(f"updates has shape {list(updates.shape)}, expected {list(want)} "
-                     f"(indices.shape[:-1] + data.shape[indices.shape[-1]:])")
+        # A 1-element updates may stand for a 0-D one (the page says so).
+        if updates.shape != want and not (want == () and updates.size == 1):
+            fail(f"updates has shape {list(updates.shape)}, expected {list(want)} "
+                 f"(indices.shape[:-1] + data.shape[indices.shape[-1]:])")
         dims = data.shape[:k]
         idx = _check_indices(indices, np.array(dims, np.int64), True, "indices",
                              lambda p: f" for data dim {p[-1]} of size {dims[p[-1]]}")

@@ -11,18 +11,28 @@ import irrun
 from irrun.errors import OpError
 from irrun.opkit import Dim, OpProblem, TensorSpec
 from irrun.ops.recurrent import (
-    GRUCell3, GRUCellAttrs, GRUSequence5, GRUSequenceAttrs, LSTMCell, LSTMCell4Attrs,
-    LSTMCellAttrs, LSTMSequence5, LSTMSequenceAttrs, RNNCell1, RNNCellAttrs, RNNSequence5,
+    GRUCell3,
+    GRUCellAttrs,
+    GRUSequence5,
+    GRUSequenceAttrs,
+    LSTMCell,
+    LSTMCell4Attrs,
+    LSTMCellAttrs,
+    LSTMSequence5,
+    LSTMSequenceAttrs,
+    RNNCell1,
+    RNNCellAttrs,
+    RNNSequence5,
     RNNSequenceAttrs,
 )
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
-import openvino.opset1 as o1  # noqa: E402
-import openvino.opset3 as o3  # noqa: E402
-import openvino.opset4 as o4  # noqa: E402
-import openvino.opset5 as o5  # noqa: E402
-import openvino.opset8 as o8  # noqa: E402
+import openvino.opset1 as o1
+import openvino.opset3 as o3
+import openvino.opset4 as o4
+import openvino.opset5 as o5
+import openvino.opset8 as o8
 
 
 def spec(shape, etype="f32"):
@@ -86,17 +96,18 @@ def test_sequence_shape_rule_binds_dynamic_dims():
                                     spec([-1, 2, 4]), spec([-1], "i32"), spec([2, 16, 2]),
                                     spec([2, 16, 4]), spec([2, 16]))
     assert y.shape == (Dim.of(5), Dim.of(2), Dim(3, 9), Dim.of(4))
-    assert ho.shape == dims(5, 2, 4)
+    assert ho.shape == co.shape == dims(5, 2, 4)
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"w": [1, 16, 3]}, r"W \(input 4\) has shape \[1,16,3\]: dim 2 \(input_size\) is 3, "
-                        r"but elsewhere I is 2"),
-    ({"h": [5, 2, 4]}, r"initial_hidden_state \(input 1\) has shape \[5,2,4\], expected "
-                       r"\[batch_size, num_directions, hidden_size\]: dim 1 \(num_directions\) is 2, not 1"),
+    ({"w": [1, 16, 3]}, (r"W \(input 4\) has shape \[1,16,3\]: dim 2 \(input_size\) is 3, "
+                         r"but elsewhere I is 2")),
+    ({"h": [5, 2, 4]}, (r"initial_hidden_state \(input 1\) has shape \[5,2,4\], expected "
+                        r"\[batch_size, num_directions, hidden_size\]: dim 1 "
+                        r"\(num_directions\) is 2, not 1")),
     ({"b": [1, 12]}, r"B \(input 6\) .* dim 1 \(bias size\) is 12, not 16"),
-    ({"s": [4]}, r"sequence_lengths \(input 3\) has shape \[4\]: dim 0 \(batch_size\) is 4, "
-                 r"but elsewhere N is 5"),
+    ({"s": [4]}, (r"sequence_lengths \(input 3\) has shape \[4\]: dim 0 \(batch_size\) "
+                  r"is 4, but elsewhere N is 5")),
 ])
 def test_sequence_shape_errors(change, message):
     shapes = {"x": [5, 3, 2], "h": [5, 1, 4], "c": [5, 1, 4], "s": [5], "w": [1, 16, 2],
@@ -193,7 +204,7 @@ def test_sequence_lengths_zero_outputs_and_last_valid_state():
     x = rng.standard_normal((2, 4, 1)).astype(np.float32)
     h0 = np.zeros((2, 1, 3), np.float32)
     w, r, b = (rng.standard_normal(s).astype(np.float32) for s in ((1, 3, 1), (1, 3, 3), (1, 3)))
-    full_y, full_h = RNNSequence5.run(RNNSequenceAttrs(3), x, h0, np.array([4, 4]), w, r, b)
+    full_y, _ = RNNSequence5.run(RNNSequenceAttrs(3), x, h0, np.array([4, 4]), w, r, b)
     y, ho = RNNSequence5.run(RNNSequenceAttrs(3), x, h0, np.array([4, 2]), w, r, b)
     np.testing.assert_array_equal(y[1, 0, 2:], 0)
     np.testing.assert_allclose(y[1, 0, :2], full_y[1, 0, :2], rtol=1e-6)
@@ -249,8 +260,8 @@ def check(tmp_path, model, feed, edit=None):
         oracle.assert_same(g, e, rtol=2e-5, atol=1e-6)
 
 
-common = dict(n=st.integers(1, 3), i=st.integers(1, 4), h=st.integers(1, 5),
-              clip=st.sampled_from([0.0, 0.5, 2.0]), seed=st.integers(0, 2 ** 16))
+common = {"n": st.integers(1, 3), "i": st.integers(1, 4), "h": st.integers(1, 5),
+          "clip": st.sampled_from([0.0, 0.5, 2.0]), "seed": st.integers(0, 2 ** 16)}
 
 
 @pytest.mark.oracle

@@ -10,27 +10,41 @@ import irrun
 from irrun.errors import IrrunError, OpError
 from irrun.opkit import Dim, OpProblem, TensorSpec
 from irrun.ops.scatter_gather import (
-    GatherElements6, GatherElementsAttrs, GatherND, GatherND8Attrs, GatherNDAttrs, Identity16,
-    NonZero3, NonZeroAttrs, OneHot, OneHot16Attrs, OneHotAttrs, ReverseSequence1,
-    ReverseSequenceAttrs, ScatterElementsUpdate, ScatterElementsUpdate12Attrs,
-    ScatterElementsUpdateAttrs, ScatterNDUpdate, ScatterNDUpdate15Attrs, ScatterNDUpdateAttrs,
+    GatherElements6,
+    GatherElementsAttrs,
+    GatherND,
+    GatherND8Attrs,
+    GatherNDAttrs,
+    Identity16,
+    NonZero3,
+    NonZeroAttrs,
+    OneHot,
+    OneHot16Attrs,
+    OneHotAttrs,
+    ReverseSequence1,
+    ReverseSequenceAttrs,
+    ScatterElementsUpdate,
+    ScatterElementsUpdate12Attrs,
+    ScatterElementsUpdateAttrs,
+    ScatterNDUpdate,
+    ScatterNDUpdate15Attrs,
+    ScatterNDUpdateAttrs,
     ScatterUpdate3,
 )
 from irrun.registry import NoAttrs
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
-import openvino.opset1 as o1  # noqa: E402
-import openvino.opset3 as o3  # noqa: E402
-import openvino.opset4 as o4  # noqa: E402
-import openvino.opset5 as o5  # noqa: E402
-import openvino.opset6 as o6  # noqa: E402
-import openvino.opset8 as o8  # noqa: E402
-import openvino.opset12 as o12  # noqa: E402
-import openvino.opset15 as o15  # noqa: E402
-import openvino.opset16 as o16  # noqa: E402
-
-from oracle import NP_TYPE, OV_TYPE, i64, param  # noqa: E402
+import openvino.opset1 as o1
+import openvino.opset3 as o3
+import openvino.opset4 as o4
+import openvino.opset5 as o5
+import openvino.opset6 as o6
+import openvino.opset8 as o8
+import openvino.opset12 as o12
+import openvino.opset15 as o15
+import openvino.opset16 as o16
+from oracle import NP_TYPE, i64, param
 
 A = np.array
 
@@ -354,7 +368,7 @@ def test_scatter_nd_update15_spec_misprints(tmp_path):
     expect = {"none": [50, 40, 20, 4], "prod": [500, 2400, 60, 4]}
     for reduction, want in expect.items():
         p, q, u = param([4], "i32"), param([5, 1], "i64", "i"), param([5], "i32", "u")
-        got, ref = check(tmp_path, [o15.scatter_nd_update(p, q, u, reduction)], [p, q, u],
+        got, _ = check(tmp_path, [o15.scatter_nd_update(p, q, u, reduction)], [p, q, u],
                          {"x": data, "i": idx, "u": upd})
         assert got[0].tolist() == want
     p, q, u = param([8], "i32"), param([6, 1], "i64", "i"), param([6], "i32", "u")
