@@ -848,7 +848,7 @@ def _divergences(program, result: CompareResult) -> list[Divergence]:
     found = []
     for lid in program.order:
         node = program.nodes[lid]
-        if node.kind in ("parameter", "const", "result"):
+        if node.kind == "result":
             continue
         inputs = [tuple(s) for s in node.inputs]
         bad_in = [s for s in inputs if s in tainted]
