@@ -124,7 +124,14 @@ def _perturbed_feeds(folder, rng):
     return feeds
 
 
-FRESH = {"torch_bilstm_ctc": _torch_bilstm_ctc_feeds, "ctr_wide_deep": _ctr_feeds, "crnn": _crnn_feeds}
+def _keras_gru_feeds(folder, rng):
+    build = _build_module(folder)
+    # One token; a batch of 5 with padding; a long batch (the Loop runs 20 steps).
+    return [build.sample_inputs(rng, batch, time) for batch, time in ((1, 1), (5, 7), (3, 20))]
+
+
+FRESH = {"torch_bilstm_ctc": _torch_bilstm_ctc_feeds, "ctr_wide_deep": _ctr_feeds, "crnn": _crnn_feeds,
+         "keras_gru_classifier": _keras_gru_feeds}
 
 
 @pytest.mark.oracle
