@@ -267,15 +267,20 @@ common = {"n": st.integers(1, 3), "i": st.integers(1, 4), "h": st.integers(1, 5)
 @pytest.mark.oracle
 @settings(max_examples=12)
 @given(direction=st.sampled_from(DIRECTIONS), t=st.integers(1, 5),
-       acts=st.lists(st.sampled_from(ACTS), min_size=3, max_size=3), **common)
-def test_lstm_sequence_matches_openvino(tmp_path_factory, direction, t, acts, n, i, h, clip, seed):
+       acts=st.lists(st.sampled_from(ACTS), min_size=3, max_size=3), dynamic=st.booleans(),
+       **common)
+def test_lstm_sequence_matches_openvino(tmp_path_factory, direction, t, acts, dynamic, n, i, h,
+                                        clip, seed):
     d = 2 if direction == "bidirectional" else 1
-    ps = [f32([n, t, i], "x"), f32([n, d, h], "h"), f32([n, d, h], "c"),
-          o8.parameter([n], ov.Type.i32, name="s"), f32([d, 4 * h, i], "w"),
+    bn, bt = (-1, -1) if dynamic else (n, t)     # dynamic batch and time in the IR
+    ps = [f32([bn, bt, i], "x"), f32([bn, d, h], "h"), f32([bn, d, h], "c"),
+          o8.parameter([bn], ov.Type.i32, name="s"), f32([d, 4 * h, i], "w"),
           f32([d, 4 * h, h], "r"), f32([d, 4 * h], "b")]
     node = o5.lstm_sequence(*ps, h, direction, activations=acts, clip=clip)
     rng = np.random.default_rng(seed)
-    feed = feed_of(ps, rng)
+    shapes = {"x": [n, t, i], "h": [n, d, h], "c": [n, d, h]}
+    feed = {k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}
+    feed.update({k: v for k, v in feed_of(ps[4:], rng).items()})
     feed["s"] = rng.integers(0, t + 1, n).astype(np.int32)
     check(tmp_path_factory.mktemp("ls"), ov.Model(node.outputs(), ps, "t"), feed)
 
