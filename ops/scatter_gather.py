@@ -492,7 +492,9 @@ class ScatterNDUpdate:
                  f"{data.etype.name}")
         if data.shape is not None and indices.shape is not None:
             want = _scatter_nd_shapes(data.shape, indices.shape, updates.shape)
-            if want is not None and updates.shape is not None and not (
+            single = want == () and updates.shape is not None and all(
+                d.merge(Dim.of(1)) is not None for d in updates.shape)   # may stand for 0-D
+            if want is not None and updates.shape is not None and not single and not (
                     len(updates.shape) == len(want) and all(
                         u.merge(w) is not None for u, w in zip(updates.shape, want))):
                 fail(f"updates has shape {format_shape(updates.shape)}, expected "

@@ -53,6 +53,10 @@ def spec(shape, etype="f32", value=None):
     return TensorSpec.make(etype, shape, value)
 
 
+def dims(*xs):
+    return tuple(Dim.of(x) for x in xs)
+
+
 def check(tmp_path, results, params, feed):
     return oracle.compare(ov.Model(results, params, "t"), feed, tmpdir=tmp_path)
 
@@ -385,6 +389,11 @@ def test_scatter_nd_update_spec_xml_shape_and_errors():
     with pytest.raises(OpProblem, match=r"updates has shape \[25,125,16\], expected \[25,125,15\]"):
         ScatterNDUpdate.infer(snd(), spec([1000, 256, 10, 15]), spec([25, 125, 3], "i32"),
                               spec([25, 125, 16]))
+    # A 1-element updates may stand for a 0-D one.
+    assert ScatterNDUpdate.infer(snd(), spec([2, 3]), spec([2], "i32"), spec([1]))[0].shape == \
+        dims(2, 3)
+    out = ScatterNDUpdate.run(snd(), np.zeros((2, 3)), A([1, 2]), A([7.0]))[0]
+    assert out.tolist() == [[0, 0, 0], [0, 0, 7]]
     with pytest.raises(OpProblem, match="must be i32 or i64"):
         ScatterNDUpdate.infer(snd(), spec([4]), spec([2, 1], "u8"), spec([2]))
     with pytest.raises(OpProblem, match=r"indices\[2,1\] = 3 is out of range \[-3, 2\] for "
