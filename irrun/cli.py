@@ -58,9 +58,11 @@ def cli(ctx, traceback, extensions):
     irrun ops
     irrun graph MODEL.xml -o model.svg|model.dot|model.html
     irrun compare MODEL.xml [--inputs INPUTS.npz] [--html report.html]
+    irrun batch MODEL.xml SHARD... --out DIR [--scheduler threads|processes|ADDRESS]
     """
     ctx.ensure_object(dict)
     ctx.obj["traceback"] = traceback
+    ctx.obj["extension_paths"] = tuple(os.path.abspath(p) for p in extensions)
     _check_config()
     _load_extensions(ctx, extensions)
 
@@ -368,6 +370,68 @@ def compare_cmd(ctx, model, inputs_path, device, layers, rtol, atol, precision, 
     result = _guard(ctx, go)
     ctx.exit(0 if result.ok else 1)
 
+
+
+@cli.command("batch")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.argument("shards", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for <shard>.npz outputs and manifest.json (made if missing).")
+@click.option("--scheduler", default="threads", show_default=True,
+              metavar="threads|processes|ADDRESS",
+              help="A local Dask cluster of threads or processes, or the address of a running "
+                   "dask.distributed scheduler (tcp://host:8786).")
+@click.option("--workers", type=click.IntRange(min=1),
+              help="Workers of the local cluster (default: the cores, at most 4).")
+@click.option("--batch-axis", type=click.IntRange(min=0), default=0, show_default=True,
+              help="The axis along which a Parquet shard's rows are stacked.")
+@click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
+              help="How often a failing shard is tried again before it is recorded as failed.")
+@click.option("--segment-ids", "segment_ids", multiple=True, metavar="INPUT=COLUMN",
+              help="Parquet: fill INPUT with the row index of each element of the list "
+                   "column COLUMN (ragged inputs such as EmbeddingSegmentsSum's); repeatable.")
+@click.option("--progress/--no-progress", default=None,
+              help="A progress bar (default: when stderr is a terminal).")
+@click.pass_context
+def batch_cmd(ctx, model, shards, out_dir, scheduler, workers, batch_axis, retries, segment_ids,
+              progress):
+    """Score every SHARD (.npz of inputs, or .parquet) through MODEL on Dask.
+
+    Outputs go to OUT/<shard>.npz, written atomically; OUT/manifest.json records each shard's
+    status, time and input digest. Run the same command again to finish an interrupted batch:
+    shards already done with the same digest are skipped. Exit 1 when a shard failed.
+    """
+    from .batch import batch
+
+    mapping = {}
+    for item in segment_ids:
+        target, sep, column = item.partition("=")
+        if not sep or not target or not column:
+            raise click.BadParameter(f"'{item}' is not INPUT=COLUMN", param_hint="--segment-ids")
+        mapping[target] = column
+    show = sys.stderr.isatty() if progress is None else progress
+
+    def go():
+        bar = click.progressbar(length=len(shards), label="shards", file=sys.stderr) \
+            if show else None
+        try:
+            if bar is not None:
+                bar.__enter__()
+            return batch(model, list(shards), out_dir, scheduler=scheduler, workers=workers,
+                         batch_axis=batch_axis, retries=retries, segment_ids=mapping or None,
+                         extensions=ctx.find_root().obj.get("extension_paths", ()),
+                         on_result=(lambda name, entry: bar.update(1)) if bar else None)
+        finally:
+            if bar is not None:
+                bar.__exit__(None, None, None)
+
+    result = _guard(ctx, go)
+    for name in result.failed:
+        click.echo(f"{name}: failed: {result.manifest['shards'][name].get('error')}", err=True)
+    manifest = os.path.join(out_dir, "manifest.json")
+    click.echo(f"{len(shards)} shards: {len(result.done)} done, {len(result.skipped)} already "
+               f"done, {len(result.failed)} failed; manifest: {manifest}")
+    ctx.exit(0 if result.ok else 1)
 
 def _diag_counts(diags):
     e = sum(d.severity == "error" for d in diags)
