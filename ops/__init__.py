@@ -21,5 +21,6 @@ from . import recurrent, scatter_gather  # noqa: F401,E402
 from . import attention, bitwise, classify, linalg, normalization  # noqa: F401,E402
 from . import control  # noqa: F401,E402
 from . import generation  # noqa: F401,E402
-from . import quantization, spatial  # noqa: F401,E402
+from . import image, quantization, spatial  # noqa: F401,E402
 from . import type_promotion  # noqa: F401,E402
+from . import movement_extra  # noqa: F401,E402
