@@ -47,16 +47,23 @@ class Layer:
         return f"{self.type or '?'}-{self.version or '?'}"
 
     def input_position(self, port_id: int) -> int | None:
-        for p in self.inputs:
-            if p.id == port_id:
-                return p.index
-        return None
+        return _position(self, "inputs", port_id)
 
     def output_position(self, port_id: int) -> int | None:
-        for p in self.outputs:
-            if p.id == port_id:
-                return p.index
-        return None
+        return _position(self, "outputs", port_id)
+
+
+def _position(layer: Layer, which: str, port_id) -> int | None:
+    """The position of the first port with this id, from a dict built once per layer (a scan
+    per edge was quadratic: a Concat with 40,000 inputs took a minute to read)."""
+    ports = getattr(layer, which)
+    cached = layer.__dict__.get("_index_" + which)    # not a field: eq and repr ignore it
+    if cached is None or cached[0] is not ports or cached[1] != len(ports):
+        table: dict = {}
+        for p in ports:
+            table.setdefault(p.id, p.index)
+        cached = layer.__dict__["_index_" + which] = (ports, len(ports), table)
+    return cached[2].get(port_id)
 
 
 @dataclass

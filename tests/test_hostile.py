@@ -473,3 +473,26 @@ def test_split_output_count_is_checked_against_the_budget(tmp_path, monkeypatch)
 def test_split_into_many_empty_outputs_still_runs(tmp_path):
     m = irrun.read_model(split_model(tmp_path, 1000))
     assert m.infer({"x": np.zeros((0, 4), np.float32)})["out"].shape == (0, 4)
+
+
+def test_port_lookup_reads_each_port_once_not_once_per_edge(monkeypatch):
+    from irrun import reader
+
+    reads = [0]
+
+    class CountingPort(reader.Port):
+        @property
+        def id(self):
+            reads[0] += 1
+            return self.__dict__["_id"]
+
+        @id.setter
+        def id(self, value):
+            self.__dict__["_id"] = value
+
+    n = 3000
+    layer = reader.Layer("1", "c", "Concat", "opset1", 1)
+    layer.inputs = [CountingPort(i, i, "FP32", [1], [], 1) for i in range(n)]
+    assert [layer.input_position(i) for i in range(n)] == list(range(n))
+    assert layer.input_position(n) is None
+    assert reads[0] <= 2 * n          # a scan per lookup read n * n / 2 ids
