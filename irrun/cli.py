@@ -196,7 +196,7 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, no_mmap, profile, rep
         tracer = inspect.Tracer(lambda line: click.echo(line, err=True), verbose, m.program) \
             if verbose else None
         dumper = inspect.Dumper(dump_dir, dump_patterns) if dump_dir else None
-        profiler = inspect.Profiler() if profile else None
+        profiler = inspect.Profiler(per_body=verbose >= 2) if profile else None
         # The trace already shows progress; a bar would garble it.
         progress = None if verbose else inspect.Progress(len(m.run_order(until)), err)
         nan_check = inspect.FiniteCheck(model) if check_nan else None

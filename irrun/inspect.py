@@ -216,12 +216,52 @@ class Profiler:
     layer keeps its best (smallest) time, as timing tools usually report.
     """
 
-    def __init__(self):
+    def __init__(self, per_body: bool = False):
         self._rows: dict[str, dict] = {}
+        # per_body (-vv --profile): also each layer inside a Loop/TensorIterator/If body, its
+        # time summed over the iterations of a run (and already part of its layer's time).
+        self.per_body = per_body
+        self._body_rows: dict[tuple, dict] = {}
+        self._pending: dict[tuple, dict] = {}
+
+    def for_body(self, program):
+        if not self.per_body:
+            return None
+        owner = program.owner
+        role = program.doc.name.rsplit("/", 1)[-1] if program.doc is not None else "body"
+        top = owner     # the top-level layer the body is (maybe deeply) inside: its report
+        while top.program is not None and top.program.owner is not None:   # closes a run
+            top = top.program.owner
+
+        def listen(node, outputs, seconds):
+            if node.kind != "op":
+                return
+            key = (id(owner), role, node.layer.id)
+            row = self._pending.get(key)
+            if row is None:
+                layer = node.layer
+                ports = _ports(node, outputs)
+                self._pending[key] = row = dict(
+                    name=f"{owner.layer.name}/{role}/{layer.name}", id=layer.id,
+                    type=layer.type, version=layer.version, op=layer.op_label, line=layer.line,
+                    outputs=ports, dtype=ports[0]["dtype"] if ports else None,
+                    shape=ports[0]["shape"] if ports else None, seconds=0.0, runs=0,
+                    body=owner.layer.name, owner=id(top))
+            row["seconds"] += seconds
+            row["runs"] += 1
+        listen.for_body = self.for_body     # bodies inside bodies
+        return listen
 
     def __call__(self, node, outputs, seconds):
         if node.kind != "op":
             return
+        if self._pending:
+            # The layer's bodies ran before it reports: a run's sums, best of the runs.
+            for key in [k for k, r in self._pending.items() if r["owner"] == id(node)]:
+                row = self._pending.pop(key)
+                old = self._body_rows.get(key)
+                if old is None or row["seconds"] < old["seconds"]:
+                    self._body_rows[key] = row
         row = self._rows.get(node.layer.id)
         if row is not None:
             row["seconds"] = min(row["seconds"], seconds)
@@ -236,10 +276,18 @@ class Profiler:
             seconds=seconds)
 
     def rows(self) -> list[dict]:
-        """One dict per layer, slowest first, with `share` of the total (0..1)."""
+        """One dict per layer, slowest first, with `share` of the total (0..1).
+
+        With per_body, the layers inside bodies follow, slowest first, with `body` naming
+        the layer whose body they are in and `runs` how often they ran (their time is part
+        of that layer's and not counted in the total again)."""
         rows = sorted(self._rows.values(), key=lambda r: (-r["seconds"], r["name"]))
         total = sum(r["seconds"] for r in rows)
-        return [dict(r, share=(r["seconds"] / total if total > 0 else 0.0)) for r in rows]
+        out = [dict(r, share=(r["seconds"] / total if total > 0 else 0.0)) for r in rows]
+        inner = sorted(self._body_rows.values(), key=lambda r: (-r["seconds"], r["name"]))
+        out += [dict({k: v for k, v in r.items() if k != "owner"},
+                     share=(r["seconds"] / total if total > 0 else 0.0)) for r in inner]
+        return out
 
 
 def totals_by_type(rows: list[dict]) -> list[dict]:
@@ -271,6 +319,8 @@ def profile_table(rows: list[dict], wall_seconds: float | None = None, runs: int
     its best time over `runs` runs; `wall_seconds`, the best wall time of a run."""
     if not rows:
         return "profile: no layer ran a kernel"
+    inner = [r for r in rows if r.get("body") is not None]
+    rows = [r for r in rows if r.get("body") is None]
     body = []
     for r in rows:
         outs = "; ".join(f"{p['dtype']}[{','.join(map(str, p['shape']))}]" for p in r["outputs"])
@@ -286,6 +336,13 @@ def profile_table(rows: list[dict], wall_seconds: float | None = None, runs: int
     lines += _table(["op type", "layers", "time ms", "share"],
                     [[g["type"], str(g["layers"]), f"{g['seconds'] * 1e3:.3f}",
                       f"{g['share'] * 100:.1f}%"] for g in by_type], {1, 2, 3})
+    if inner:
+        lines.append("")
+        lines.append("inside bodies (part of their layer's time above; summed over iterations):")
+        lines += _table(["layer", "type-version", "runs", "time ms", "share"],
+                        [[_clip(r["name"], 60), r["op"], str(r["runs"]),
+                          f"{r['seconds'] * 1e3:.3f}", f"{r['share'] * 100:.1f}%"]
+                         for r in inner], {2, 3, 4})
     if wall_seconds is not None:
         lines.append("")
         lines.append(f"wall time of the run: {wall_seconds * 1e3:.3f} ms" if runs == 1 else

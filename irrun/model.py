@@ -191,15 +191,18 @@ class Model:
 
     __call__ = infer
 
-    def profile(self, feed=None, *, repeat: int = 1, until: str | None = None) -> list[dict]:
+    def profile(self, feed=None, *, repeat: int = 1, until: str | None = None,
+                bodies: bool = False) -> list[dict]:
         """Per-layer timings as data, slowest first: one dict per layer that runs a kernel.
 
         Keys: name, id, type, version, op ("Type-opsetN"), line, outputs ([{dtype, shape}]),
         dtype and shape (of output 0), seconds (best of `repeat` runs) and share (0..1).
+        A Loop's, TensorIterator's or If's time includes its body's; with bodies=True the
+        layers inside bodies follow, with `body` (the layer they are in) and `runs`.
         """
         from .inspect import Profiler
 
-        profiler = Profiler()
+        profiler = Profiler(per_body=bodies)
         for _ in range(max(1, repeat)):
             self.infer(feed, until=until, listener=profiler)
         return profiler.rows()

@@ -140,6 +140,11 @@ class Body:
         self._plan = None    # the specs changed: plan again at the next run
         return out
 
+    @property
+    def results(self) -> tuple[TensorSpec | None, ...]:
+        """The Results' specs from the last infer() (what every iteration's values fit)."""
+        return tuple(self._result_spec(rid) for rid in self.result_ids)
+
     def _result_spec(self, rid):
         node = self.program.nodes[rid]
         if not node.inputs or node.inputs[0] is None:

@@ -137,6 +137,22 @@ def _concat(parts: list[np.ndarray], rule, reverse: bool) -> np.ndarray:
     return np.concatenate(parts, axis=axis)
 
 
+def _empty_scan(spec: TensorSpec | None, rule) -> np.ndarray:
+    shape = spec.shape if spec is not None else None
+    if shape is not None and not shape:
+        shape = (Dim(1, 1),)
+    if shape is None:
+        fail(f"concatenated output {rule.position}: the loop ran no iteration and the body's "
+             "Result has a dynamic rank, so the empty output has no shape")
+    axis = normalize_axis(rule.axis, len(shape), f"concatenated output {rule.position}: axis")
+    dims = [0 if i == axis else d.value for i, d in enumerate(shape)]
+    if None in dims:
+        fail(f"concatenated output {rule.position}: the loop ran no iteration and the body's "
+             f"Result shape {format_shape(shape)} is not static, so the empty output has no "
+             "shape")
+    return np.zeros(dims, spec.etype.dtype)
+
+
 def _infer_iterated(view, specs: list, count: int | None, outer: list[TensorSpec]):
     """Infer the body until the back edges stop changing Parameter shapes."""
     body = view.body
@@ -275,8 +291,11 @@ class Loop5:
         for k, rule in enumerate(view.outputs):
             if rule.axis is not None:
                 if not scans[k]:
-                    fail(f"concatenated output {rule.position}: the loop ran no iteration")
-                result[rule.position] = _concat(scans[k], rule, reverse=False)
+                    # No iteration: an empty concatenation (length 0 on the axis) of parts
+                    # of the body Result's shape, as OpenVINO's CPU plugin gives.
+                    result[rule.position] = _empty_scan(body.results[rule.result], rule)
+                else:
+                    result[rule.position] = _concat(scans[k], rule, reverse=False)
             elif last is not None:
                 result[rule.position] = last[rule.result]
             else:

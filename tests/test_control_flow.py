@@ -188,6 +188,70 @@ def test_loop_plan_is_built_once(tmp_path):
     assert body._plan is plan
 
 
+def build_sliced_loop():
+    """A Loop over axis 1 of x (a sliced input), summing into a back edge; the trip count and
+    the initial condition are inputs."""
+    x = _f32((2, 4, 3), "x")
+    c = o8.parameter([], bool, name="c")
+    t = o8.parameter([], np.int64, name="t")
+    bx = _f32((2, 1, 3), "bx")
+    bs = _f32((2, 3), "bs")
+    s = o8.add(bs, o8.squeeze(bx, o8.constant([1])))
+    r, rs = o8.result(s), o8.result(o8.unsqueeze(s, o8.constant([0])))
+    rc = o8.result(o8.constant(True))
+    loop = o8.loop(t, c)
+    loop.set_function(ov.Model([r, rs, rc], [bx, bs]))
+    loop.set_special_body_ports([-1, 2])
+    loop.set_sliced_input(bx, x.output(0), 0, 1, 1, -1, 1)
+    loop.set_merged_input(bs, o8.reduce_sum(x, [1], False).output(0), r.output(0))
+    return ov.Model([loop.get_iter_value(r.output(0), -1),
+                     loop.get_concatenated_slices(rs.output(0), 0, 1, 1, -1, 0)], [x, c, t])
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("cond,trip", [(True, 4), (True, 2), (False, 3)])
+def test_loop_sliced_input_and_zero_iterations_match_openvino(tmp_path, cond, trip):
+    x = np.random.default_rng(trip).standard_normal((2, 4, 3)).astype(np.float32)
+    m, _ = _compare(build_sliced_loop(), {"x": x, "c": np.array(cond), "t": np.int64(trip)},
+                    tmp_path)
+    got = list(m.infer({"x": x, "c": np.array(cond), "t": np.int64(trip)}).values())
+    # No iteration: the back edge's Parameter keeps its initial value, the scan is empty.
+    assert got[1].shape == ((trip, 2, 3) if cond else (0, 2, 3))
+
+
+def build_nested():
+    """A Loop whose body holds an If on the iteration number: +1 on even, *2 on odd."""
+    x = _f32((3,), "x")
+    bacc = _f32((3,), "bacc")
+    it = o8.parameter([], np.int64, name="it")
+    even = o8.equal(o8.floor_mod(it, o8.constant(np.int64(2))), o8.constant(np.int64(0)))
+    tp = _f32((3,), "tp")
+    then = ov.Model([o8.result(o8.add(tp, o8.constant(np.float32(1))))], [tp])
+    ep = _f32((3,), "ep")
+    other = ov.Model([o8.result(o8.multiply(ep, o8.constant(np.float32(2))))], [ep])
+    node = o8.if_op(even.output(0))
+    node.set_then_body(then)
+    node.set_else_body(other)
+    node.set_input(bacc.output(0), tp, ep)
+    v = node.set_output(then.get_results()[0], other.get_results()[0])
+    r, rc = o8.result(v), o8.result(o8.constant(True))
+    loop = o8.loop(o8.constant(np.int64(5)), o8.constant(True))
+    loop.set_function(ov.Model([r, rc], [bacc, it]))
+    loop.set_special_body_ports([1, 1])
+    loop.set_merged_input(bacc, x.output(0), r.output(0))
+    return ov.Model([loop.get_iter_value(r.output(0), -1)], [x])
+
+
+@pytest.mark.oracle
+def test_if_inside_a_loop_matches_openvino(tmp_path):
+    x = np.array([1, 2, 3], np.float32)
+    m, xml = _compare(build_nested(), {"x": x}, tmp_path)
+    np.testing.assert_array_equal(m.infer({"x": x})[m.outputs[0].name], [11, 15, 19])
+    from click.testing import CliRunner
+    r = CliRunner().invoke(cli, ["graph", xml])
+    assert r.output.count('subgraph "cluster_') == 3   # the Loop's body and the If's two
+
+
 # ---------------------------------------------------------------- TensorIterator
 
 @pytest.mark.oracle
@@ -241,8 +305,19 @@ def test_trace_and_profile_attribute_body_time_to_the_loop(tmp_path):
     assert not any(row["type"] == "Multiply" for row in rows)   # body layers are not rows
     r = CliRunner().invoke(cli, ["run", xml, "-i", str(tmp_path / "in.npz"), "-vv"])
     assert r.exit_code == 0, r.output
-    # -vv traces the body's layers too, once per iteration, under the Loop.
-    assert r.output.count("Multiply") >= 3
+    # -vv traces the body's layers too, once per iteration, marked as inside the Loop.
+    assert len([line for line in r.output.splitlines()
+                if line.startswith("  | Multiply-opset1")]) == 3
+    # With --profile -vv, each body layer's time summed over the iterations (3 runs).
+    rows = irrun.read_model(xml).profile({"x": np.ones((2, 3), np.float32)}, bodies=True)
+    inner = [row for row in rows if row.get("body") is not None]
+    assert inner and all(row["runs"] == 3 and row["name"].startswith(row["body"] + "/body/")
+                         for row in inner)
+    assert {row["type"] for row in inner} >= {"Multiply", "Add", "Convert"}
+    r = CliRunner().invoke(cli, ["run", xml, "-i", str(tmp_path / "in.npz"), "-vv",
+                                 "--profile"])
+    assert r.exit_code == 0, r.output
+    assert "inside bodies" in r.output
 
 
 def test_graph_draws_bodies_as_clusters(tmp_path):
