@@ -489,20 +489,25 @@ def info_cmd(ctx, model):
     from .model import read_model
 
     def go():
+        from .program import all_nodes
+
         m = read_model(model)
         doc = m.program.doc
-        click.echo(f"model: {model} (IR v{doc.version}, {len(doc.layers)} layers)")
+        nodes = list(all_nodes(m.program))     # with the layers inside Loop/If bodies
+        inner = len(nodes) - len(doc.layers)
+        more = f", {inner} more inside bodies" if inner else ""
+        click.echo(f"model: {model} (IR v{doc.version}, {len(doc.layers)} layers{more})")
         click.echo("inputs:")
         for i in m.inputs:
             click.echo(f"  {i}")
         click.echo("outputs:")
         for o in m.outputs:
             click.echo(f"  {o}")
-        counts = Counter(f"{n.op.label}" for n in m.program.nodes.values() if n.op is not None)
+        counts = Counter(f"{n.op.label}" for n in nodes if n.op is not None)
         click.echo("ops:")
         for label, c in sorted(counts.items()):
             click.echo(f"  {label:32s} {c}")
-        opsets = sorted({layer.version for layer in doc.layers if layer.version},
+        opsets = sorted({n.layer.version for n in nodes if n.layer.version},
                         key=lambda v: (len(v), v))
         click.echo(f"opsets: {', '.join(opsets)}")
 
