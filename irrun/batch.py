@@ -27,6 +27,7 @@ from .errors import IrrunError, ReadError
 from .etypes import element_type
 
 MANIFEST = "manifest.json"
+MANIFEST_EVERY = 0.5     # seconds between manifest rewrites while shards finish
 _SCHEDULERS = ("threads", "processes")
 
 
@@ -276,20 +277,29 @@ def batch(model_path, shards, out_dir, *, scheduler: str = "threads", workers: i
                               segment_ids, key=f"irrun-shard-{name}-{entries[name]['digest'][:12]}",
                               retries=retries, pure=False)
             futures[f] = name
-        for f in as_completed(futures):
-            name = futures[f]
-            entry = entries[name]
-            if f.status == "finished":
-                entry.update(f.result(), status="done")
-                entry.pop("error", None)
-                result.done.append(name)
-            else:
-                entry["status"] = "failed"
-                entry["error"] = _one_line(f.exception())
-                result.failed.append(name)
+        # Results are gathered in batches and the manifest rewritten at most every
+        # MANIFEST_EVERY seconds (and at the end, also after an interruption): a shard
+        # finished since the last write runs again on resume, which rewrites the same output.
+        last_write = time.monotonic()
+        try:
+            for f, value in as_completed(futures, with_results=True, raise_errors=False):
+                name = futures[f]
+                entry = entries[name]
+                if f.status == "finished":
+                    entry.update(value, status="done")
+                    entry.pop("error", None)
+                    result.done.append(name)
+                else:
+                    entry["status"] = "failed"
+                    entry["error"] = _one_line(f.exception())
+                    result.failed.append(name)
+                if time.monotonic() - last_write >= MANIFEST_EVERY:
+                    _write_manifest(out_dir, manifest)
+                    last_write = time.monotonic()
+                if on_result is not None:
+                    on_result(name, entry)
+        finally:
             _write_manifest(out_dir, manifest)
-            if on_result is not None:
-                on_result(name, entry)
     finally:
         if own is not None:
             client.close()
