@@ -449,19 +449,35 @@ class Dumper:
     def __call__(self, node, outputs, seconds):
         if not self.wanted(node):
             return
+        self._dump(node, outputs, node.layer.name, {})
+
+    def _dump(self, node, outputs, name: str, extra: dict, stem: str | None = None) -> None:
         layer = node.layer
         for i, a in enumerate(outputs):
             etype = _etype_name(node, i, a)
-            file = self._file_for(layer, i)
+            file = self._file_for(_Named(stem or name, layer.id), i)
             stored = a.astype(np.float32) if a.dtype.kind == "V" else a
             self._write(file, lambda f: np.lib.format.write_array(f, np.asanyarray(stored),
                                                                   allow_pickle=False))
-            entry = dict(layer=layer.name, id=layer.id, port=i, file=file, dtype=etype,
+            entry = dict(layer=name, id=layer.id, port=i, file=file, dtype=etype,
                          shape=[int(d) for d in a.shape], type_version=layer.op_label,
-                         line=layer.line)
+                         line=layer.line, **extra)
             if stored is not a:
                 entry["stored_as"] = "f32"
             self.entries.append(entry)
+
+    def for_body(self, program, outer: str = ""):
+        """Layers inside bodies are written only when a --dump-layers pattern names them
+        as `<layer>/<body>/<body layer>` (a Loop may run its body thousands of times): one
+        file per iteration, `<layer>_<body>_<body layer>.iter<k>.<port>.npy`."""
+        if not self.patterns:
+            return None
+        role = program.doc.name.rsplit("/", 1)[-1] if program.doc is not None else "body"
+        prefix = f"{outer}{program.owner.layer.name}/{role}/"
+        runs = self._runs = getattr(self, "_runs", {})
+        k = runs.get(prefix, 0)
+        runs[prefix] = k + 1
+        return _BodyDump(self, prefix, k)
 
     def close(self) -> str:
         """Write index.json (also after a failed run: it lists what was written)."""
@@ -473,6 +489,31 @@ class Dumper:
                 os.close(self._dir_fd)
                 self._dir_fd = None
         return os.path.join(self.directory, "index.json")
+
+
+@dataclass
+class _Named:
+    name: str
+    id: str
+
+
+class _BodyDump:
+    """The Dumper's listener for one run of one body (iteration `k`)."""
+
+    def __init__(self, dumper: Dumper, prefix: str, k: int):
+        self.dumper, self.prefix, self.k = dumper, prefix, k
+
+    def __call__(self, node, outputs, seconds):
+        if node.kind == "result":
+            return
+        name = self.prefix + node.layer.name
+        if any(fnmatch.fnmatchcase(name, p) for p in self.dumper.patterns):
+            self.dumper._dump(node, outputs, name,
+                              {"body": self.prefix.rstrip("/"), "iteration": self.k},
+                              stem=f"{name}.iter{self.k}")
+
+    def for_body(self, program):
+        return self.dumper.for_body(program, self.prefix)
 
 
 # ---------------------------------------------------------------- progress

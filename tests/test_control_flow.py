@@ -427,3 +427,32 @@ def test_missing_output_in_port_map(tmp_path):
     os.link(os.path.splitext(xml)[0] + ".bin", tmp_path / "bad.bin")
     diags = [d for d in irrun.validate(bad) if d.severity == "error"]
     assert any("is not in the body's port map" in d.message for d in diags), diags
+
+
+def test_dump_writes_body_layers_per_iteration_when_named(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    xml = save(build_loop(trip=3), tmp_path)
+    np.savez(tmp_path / "in.npz", x=np.ones((2, 3), np.float32))
+    m = irrun.read_model(xml)
+    loop = next(n for n in m.program.nodes.values() if n.layer.type == "Loop").layer.name
+    mul = next(n for n in m.program.nodes.values() if n.layer.type == "Loop").bodies[0]
+    mul = next(n.layer.name for n in mul.nodes.values() if n.layer.type == "Multiply")
+    # Without a pattern naming them, body layers are not written (bodies may run often).
+    r = CliRunner().invoke(cli, ["run", xml, "-i", str(tmp_path / "in.npz"), "--dump",
+                                 str(tmp_path / "all")])
+    assert r.exit_code == 0, r.output
+    index = json.loads((tmp_path / "all" / "index.json").read_text())
+    assert not any("iteration" in e for e in index) and any(e["layer"] == loop for e in index)
+    r = CliRunner().invoke(cli, ["run", xml, "-i", str(tmp_path / "in.npz"), "--dump",
+                                 str(tmp_path / "body"), "--dump-layers", f"{loop}/body/{mul}"])
+    assert r.exit_code == 0, r.output
+    index = json.loads((tmp_path / "body" / "index.json").read_text())
+    assert [(e["layer"], e["iteration"]) for e in index] == \
+        [(f"{loop}/body/{mul}", k) for k in range(3)]
+    # x * (i + 1) with x = 1: the Multiply of iteration k holds k + 1.
+    for e in index:
+        np.testing.assert_array_equal(np.load(tmp_path / "body" / e["file"]),
+                                      np.full((2, 3), e["iteration"] + 1, np.float32))
