@@ -6,6 +6,7 @@ report all of them in one pass.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 
@@ -186,13 +187,30 @@ def doctype_line(content: bytes) -> int | None:
     return None
 
 
-def _int(text, what, line, diag, layer=None, code="bad-number"):
-    try:
-        return int(str(text).strip())
-    except (TypeError, ValueError):
-        problem = "is missing" if text is None else f"'{text}' is not an integer"
+# OpenVINO reads ids and ports with std::stoll and then insists the whole text was used:
+# leading C whitespace, an optional sign, ASCII digits, nothing after, within int64.
+# Python's int() also takes `1_6`, Arabic-Indic or full-width digits and trailing blanks.
+_OV_INT = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)\Z")
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def ov_int(text) -> int | None:
+    """The integer OpenVINO reads from an attribute, or None where it refuses the text."""
+    m = _OV_INT.match(text) if isinstance(text, str) else None
+    if m is None:
+        return None
+    value = int(m.group(1))
+    return value if _INT64[0] <= value <= _INT64[1] else None
+
+
+def _int(text, what, line, diag, layer=None, code="bad-number", unsigned=False):
+    value = ov_int(text)
+    if value is None or (unsigned and value < 0):
+        problem = "is missing" if text is None else \
+            f"'{text}' is not {'a non-negative' if unsigned else 'an'} integer"
         diag.error(code, f"{what} {problem}", line=line, layer=layer)
         return None
+    return value
 
 
 def _first_children(el, tags: tuple[str, ...]) -> dict:
@@ -380,6 +398,15 @@ def _network(layer_els, edges_el, path: str, version: int, diag: Collector):
     for el in layer_els:
         lid, ltype, lversion = el.get("id"), el.get("type"), el.get("version")
         name = el.get("name", "")
+        if lid is not None and lid.strip():
+            number = ov_int(lid)
+            if number is None or number < 0:
+                diag.error("bad-layer", f"layer id '{lid}' is not a non-negative integer "
+                           "(OpenVINO reads ids as unsigned 64-bit integers)",
+                           line=el.sourceline, layer=Layer(lid, name, ltype or "", lversion,
+                                                           el.sourceline))
+            else:
+                lid = str(number)    # as OpenVINO compares them: "07" is layer 7
         layer = Layer(lid or "", name, ltype or "", lversion, el.sourceline)
         # An empty attribute is as good as a missing one (fuzzing found type="" slipping by).
         missing = [a for a, v in (("id", lid), ("type", ltype), ("version", lversion))
@@ -414,6 +441,18 @@ def _network(layer_els, edges_el, path: str, version: int, diag: Collector):
     edges: list[Edge] = []
     for el in (edges_el.iterchildren("edge") if edges_el is not None else ()):
         attrs = {a: el.get(a) for a in ("from-layer", "from-port", "to-layer", "to-port")}
+        bad_ref = False
+        for a in ("from-layer", "to-layer"):
+            if attrs[a] is not None:
+                number = ov_int(attrs[a])
+                if number is None or number < 0:
+                    diag.error("bad-edge", f"edge {a}='{attrs[a]}' is not a non-negative "
+                               "integer", line=el.sourceline,
+                               layer=seen.get(attrs["to-layer"] or "") or
+                               seen.get(attrs["from-layer"] or ""))
+                    bad_ref = True
+                else:
+                    attrs[a] = str(number)
         # Name the layer the edge feeds (else the one it leaves) when the file has it.
         named = seen.get((attrs["to-layer"] or "").strip()) or \
             seen.get((attrs["from-layer"] or "").strip())
@@ -429,7 +468,8 @@ def _network(layer_els, edges_el, path: str, version: int, diag: Collector):
         # A broken edge is kept so that the graph does not report the port it was meant to
         # feed as a second problem.
         edges.append(Edge((attrs["from-layer"] or "").strip(), fp, (attrs["to-layer"] or "").strip(),
-                          tp, el.sourceline, broken=bool(missing) or fp is None or tp is None))
+                          tp, el.sourceline,
+                          broken=bool(missing) or bad_ref or fp is None or tp is None))
 
     return layers, edges
 

@@ -13,6 +13,7 @@ from .errors import ConfigError, ReadError, ResourceError, UnsupportedError
 from .etypes import ElementType, decode, element_type, nbytes
 
 INT64_MAX = (1 << 63) - 1
+MAX_RANK = 64          # NumPy's limit on ndarray dims (numpy.core's NPY_MAXDIMS)
 
 
 def max_tensor_bytes() -> int:
@@ -57,6 +58,9 @@ def check_alloc(shape, dtype, what: str) -> int:
     adds the layer). A negative dim or a count that overflows int64 is refused too.
     """
     dims = [int(d) for d in shape]
+    if len(dims) > MAX_RANK:
+        raise ResourceError(f"{what}: shape of rank {len(dims)}; irrun's arrays (NumPy's) hold "
+                            f"at most {MAX_RANK} dims")
     if any(d < 0 for d in dims):
         raise ResourceError(f"{what}: shape {dims} has a negative dimension")
     count = 1

@@ -496,3 +496,46 @@ def test_port_lookup_reads_each_port_once_not_once_per_edge(monkeypatch):
     assert [layer.input_position(i) for i in range(n)] == list(range(n))
     assert layer.input_position(n) is None
     assert reads[0] <= 2 * n          # a scan per lookup read n * n / 2 ids
+
+
+# ------------------------------------------------------------------ errors that lie
+
+def test_const_of_rank_65_is_a_located_error(tmp_path):
+    dims = (1,) * 65
+    xml = write_ir(tmp_path, [const(0, "c", "f32", dims, 0, 4), result(1, "out", dims=dims)],
+                   [edge(0, 1)], b"\0" * 4)
+    errors = [d for d in irrun.validate(xml) if d.severity == "error"]   # never raises
+    assert [(d.line, d.layer_name) for d in errors] == [(line_of(xml, 'name="c"'), "c")]
+    assert "rank 65" in errors[0].message and "at most 64 dims" in errors[0].message
+    with pytest.raises(ModelError, match="rank 65"):
+        irrun.read_model(xml)
+
+
+def test_parameter_of_rank_65_is_a_located_error(tmp_path):
+    dims = (1,) * 65
+    xml = write_ir(tmp_path, [parameter(0, "p", dims=dims), result(1, "out", dims=dims)],
+                   [edge(0, 1)])
+    errors = [d for d in irrun.validate(xml) if d.severity == "error"]
+    assert errors and errors[0].layer_name == "p" and "rank 65" in errors[0].message
+
+
+@pytest.mark.parametrize("lid", ["1_6", "\u0661\u0666", "\uff11\uff16", "1.5", "16 ", "0x10",
+                                 "-3", "99999999999999999999", "1e3"])
+def test_layer_ids_follow_openvinos_integer_grammar(tmp_path, lid):
+    xml = write_ir(tmp_path, [parameter(0, "x"), result(lid, "out")], [edge(0, lid)])
+    errors = [d for d in irrun.validate(xml) if d.severity == "error"]
+    assert any(f"layer id '{lid}' is not a non-negative integer" in d.message for d in errors)
+    assert any(f"edge to-layer='{lid}' is not a non-negative integer" in d.message for d in errors)
+
+
+@pytest.mark.parametrize("lid", ["16", " 16", "+16", "016"])
+def test_ids_openvino_reads_are_accepted_as_the_number(tmp_path, lid):
+    xml = write_ir(tmp_path, [parameter(0, "x"), result(lid, "out")], [edge(0, 16)])
+    assert [d for d in irrun.validate(xml) if d.severity == "error"] == []
+
+
+def test_port_ids_follow_the_grammar_too(tmp_path):
+    xml = write_ir(tmp_path, [parameter(0, "x"), result(1, "out")], [edge(0, 1)])
+    Path(xml).write_text(Path(xml).read_text().replace('to-port="0"', 'to-port="0_0"'))
+    errors = [d for d in irrun.validate(xml) if d.severity == "error"]
+    assert any("edge to-port '0_0' is not an integer" in d.message for d in errors)
