@@ -1,5 +1,5 @@
-"""The compiled loop of the embedding ops (ops/sparse.py): EmbeddingSegmentsSum-3 and the
-EmbeddingBag family share it. Numba, because summing weighted table rows bag by bag is a
+"""The compiled loops of the sparse ops (ops/sparse.py): EmbeddingSegmentsSum-3 and the
+EmbeddingBag family share one, SegmentMax-16 has its own. Numba, because summing weighted table rows bag by bag is a
 loop over lookups that NumPy can only express with an [n, d] gather (the intermediate the
 specs promise to avoid) or a slower sparse product.
 
@@ -150,6 +150,28 @@ def _segment_bounds(segment_ids, segments, bounds):
 
 
 segment_bounds = _cached_loop(_segment_bounds)
+
+
+def _segment_max(out, data, bounds, first, last):
+    """out[s] = the elementwise fmax of data[bounds[s]:bounds[s+1]] for s in first..last
+    (rows of empty segments are left as they are). fmax: a NaN is passed over unless the
+    segment holds only NaN there."""
+    for s in range(first, last):
+        lo, hi = bounds[s], bounds[s + 1]
+        if lo == hi:
+            continue
+        for c in range(data.shape[1]):
+            out[s, c] = data[lo, c]
+        for j in range(lo + 1, hi):
+            for c in range(data.shape[1]):
+                v = data[j, c]
+                cur = out[s, c]
+                if v > cur or cur != cur:
+                    out[s, c] = v
+    return last
+
+
+segment_max = _cached_loop(_segment_max)
 
 
 def _divide(x, count):

@@ -59,6 +59,18 @@ def test_nan_and_minus_infinity():
     assert out[0] == 1 and out[1] == -np.inf and np.isnan(out[2])
 
 
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16", np.float64, np.uint64])
+def test_other_types(dtype):
+    import ml_dtypes
+    dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+    data = np.array([[1, 5], [2, 3], [7, 0]]).astype(dtype)
+    out = segment_max(LOWEST, data, np.array([0, 0, 2]))
+    assert out.dtype == np.dtype(dtype)
+    lowest = ml_dtypes.finfo(dtype).min if dtype == ml_dtypes.bfloat16 else (
+        np.finfo(dtype).min if np.dtype(dtype).kind == "f" else 0)
+    assert out.astype(np.float64).tolist() == [[2, 5], [float(lowest)] * 2, [7, 0]]
+
+
 def test_empty_ids():
     out = segment_max(ZERO, np.zeros((0, 3), np.float32), np.zeros(0, np.int32))
     assert out.shape == (0, 3)
