@@ -36,6 +36,7 @@ from irrun.opkit import (
     parse_partial_shape,
     register,
     static_values,
+    warn,
 )
 
 # Body inference runs again while a back edge changes a Parameter's shape; every round
@@ -227,6 +228,10 @@ class Loop5:
         if trip is not None and trip[0] >= 0:
             limits.append(trip[0])
         count = None
+        if always and trip is not None and trip[0] < 0 and not counts and not (
+                condition.value is not None and not bool(condition.value.reshape(-1)[0])):
+            warn("the loop never ends: the trip count is -1 and the body's condition is "
+                 "constantly true (OpenVINO runs it forever too)")
         if condition.value is not None and not bool(condition.value.reshape(-1)[0]):
             count = 0
         elif (always and trip is not None and condition.value is not None and limits
