@@ -130,8 +130,20 @@ def _keras_gru_feeds(folder, rng):
     return [build.sample_inputs(rng, batch, time) for batch, time in ((1, 1), (5, 7), (3, 20))]
 
 
+def _token_feeds(folder, rng):
+    build = _build_module(folder)     # sample_inputs needs NumPy only (frameworks load lazily)
+    # One short sequence; a padded batch; the longest the 16 positions allow.
+    return [build.sample_inputs(rng, batch, seq) for batch, seq in ((1, 5), (3, 8), (2, 16))]
+
+
+def _wav2vec2_feeds(folder, rng):
+    build = _build_module(folder)
+    return [build.sample_inputs(rng, batch, n) for batch, n in ((1, 400), (2, 800), (1, 1603))]
+
+
 FRESH = {"torch_bilstm_ctc": _torch_bilstm_ctc_feeds, "ctr_wide_deep": _ctr_feeds, "crnn": _crnn_feeds,
-         "keras_gru_classifier": _keras_gru_feeds}
+         "keras_gru_classifier": _keras_gru_feeds, "tiny_bert": _token_feeds, "tiny_gpt2": _token_feeds,
+         "tiny_wav2vec2": _wav2vec2_feeds}
 
 
 @pytest.mark.oracle
