@@ -1,0 +1,444 @@
+"""Image resampling: Interpolate-1, Interpolate-4 and Interpolate-11 (spec pages:
+image/interpolate-1, interpolate-4, interpolate-11).
+
+Every mode is separable, so the kernel resamples one axis at a time with a [out, in] weight
+matrix (nearest: an index gather), never looping over elements. Coordinates and weights are
+computed in f32 with the formulas of OpenVINO's reference (so ties in the nearest modes fall
+the same way); sums run in f32 (f64 for f64 data).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from irrun.opkit import (
+    DYNAMIC, Dim, TensorSpec, check_alloc, check_integer, elements, fail, format_shape,
+    known_ints, register,
+)
+
+F32 = np.float32
+Mode4 = Literal["nearest", "linear", "linear_onnx", "cubic"]
+Mode11 = Literal["nearest", "linear", "linear_onnx", "cubic", "bilinear_pillow", "bicubic_pillow"]
+Transform = Literal["half_pixel", "pytorch_half_pixel", "asymmetric", "tf_half_pixel_for_nn",
+                    "align_corners"]
+Nearest = Literal["round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple"]
+
+
+@dataclass(frozen=True)
+class Interpolate1Attrs:
+    axes: tuple[int, ...]
+    mode: Literal["nearest", "linear", "cubic", "area", "linear_onnx"]
+    align_corners: bool = False
+    antialias: bool = False
+    pads_begin: tuple[int, ...] = (0,)
+    pads_end: tuple[int, ...] = (0,)
+
+
+@dataclass(frozen=True)
+class Interpolate4Attrs:
+    mode: Mode4
+    shape_calculation_mode: Literal["sizes", "scales"]
+    coordinate_transformation_mode: Transform = "half_pixel"
+    nearest_mode: Nearest = "round_prefer_floor"
+    antialias: bool = False
+    pads_begin: tuple[int, ...] = (0,)
+    pads_end: tuple[int, ...] = (0,)
+    cube_coeff: float = -0.75
+    v11: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class Interpolate11Attrs(Interpolate4Attrs):
+    mode: Mode11 = "nearest"
+    shape_calculation_mode: Literal["sizes", "scales"] = "sizes"
+    v11: ClassVar[bool] = True
+
+
+# ---------------------------------------------------------------- one axis
+
+
+def _source_coords(mode: str, n_out: int, n_in: int, scale) -> np.ndarray:
+    """The input coordinate (f32) of every output position along one axis."""
+    x = np.arange(n_out, dtype=F32)
+    s = F32(scale)
+    if s == F32(1) or n_out == n_in:       # OpenVINO's reference: the identity then
+        return x
+    with np.errstate(all="ignore"):
+        if mode == "pytorch_half_pixel":
+            return (x + F32(0.5)) / s - F32(0.5) if n_out > 1 else np.zeros(n_out, F32)
+        if mode == "asymmetric":
+            return x / s
+        if mode == "tf_half_pixel_for_nn":
+            return (x + F32(0.5)) / s
+        if mode == "align_corners":
+            if n_out == 1:
+                return np.zeros(1, F32)
+            return x * F32(n_in - 1) / F32(n_out - 1)
+        return (x + F32(0.5)) / s - F32(0.5)          # half_pixel
+
+
+def _round_half_away(c: np.ndarray) -> np.ndarray:
+    return np.where(c >= 0, np.floor(c + F32(0.5)), np.ceil(c - F32(0.5)))
+
+
+def _nearest_index(c: np.ndarray, mode: str, downsample: bool, n_in: int) -> np.ndarray:
+    if mode == "round_prefer_ceil":
+        i = _round_half_away(c)
+    elif mode == "floor":
+        i = np.floor(c)
+    elif mode == "ceil":
+        i = np.ceil(c)
+    elif mode == "simple":
+        i = np.ceil(c) if downsample else np.trunc(c)
+    else:   # round_prefer_floor: a true half goes down
+        i = np.where(c == np.trunc(c) + F32(0.5), np.floor(c), _round_half_away(c))
+    return np.clip(i, 0, n_in - 1).astype(np.int64)
+
+
+def _cubic_coeffs(s: np.ndarray, a: float) -> np.ndarray:
+    """The four Keys weights for fractional offsets s (OpenVINO's formulation), [len, 4]."""
+    a = F32(a)
+    s = np.abs(s).astype(F32)
+    one, two = F32(1), F32(2)
+    c0 = ((a * (s + one) - 5 * a) * (s + one) + 8 * a) * (s + one) - 4 * a
+    c1 = ((a + two) * s - (a + 3)) * s * s + one
+    c2 = ((a + two) * (one - s) - (a + 3)) * (one - s) * (one - s) + one
+    c3 = ((a * (two - s) - 5 * a) * (two - s) + 8 * a) * (two - s) - 4 * a
+    return np.stack([c0, c1, c2, c3], axis=1)
+
+
+def _pillow_weights(n_in: int, n_out: int, support: float, kernel, a: float) -> np.ndarray:
+    """Pillow's resampling coefficients (Resample.c's precompute_coeffs), as a [out, in] matrix."""
+    scale = n_in / n_out
+    fscale = max(scale, 1.0)
+    sup = support * fscale
+    center = (np.arange(n_out) + 0.5) * scale
+    xmin = np.maximum((center - sup + 0.5).astype(np.int64), 0)
+    xmax = np.minimum((center + sup + 0.5).astype(np.int64), n_in)
+    j = np.arange(n_in)[None, :]
+    inside = (j >= xmin[:, None]) & (j < xmax[:, None])
+    w = np.where(inside, kernel((j - center[:, None] + 0.5) / fscale, a), 0.0)
+    total = w.sum(axis=1, keepdims=True)
+    return np.where(total != 0, w / np.where(total == 0, 1, total), w)
+
+
+def _bilinear(x, a):
+    x = np.abs(x)
+    return np.where(x < 1, 1 - x, 0.0)
+
+
+def _bicubic(x, a):
+    x = np.abs(x)
+    return np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
+                    np.where(x < 2, (((x - 5) * x + 8) * x - 4) * a, 0.0))
+
+
+def _axis_weights(attrs, mode, n_in, n_out, scale, antialias_a):
+    """The [n_out, n_in] weight matrix of one axis."""
+    check_alloc([n_out, n_in], np.float64, "the Interpolate weights of one axis")
+    w = np.zeros((n_out, n_in), dtype=F32)
+    rows = np.arange(n_out)
+    if mode in ("bilinear_pillow", "bicubic_pillow"):
+        if mode == "bilinear_pillow":
+            return _pillow_weights(n_in, n_out, 1.0, _bilinear, attrs.cube_coeff)
+        return _pillow_weights(n_in, n_out, 2.0, _bicubic, attrs.cube_coeff)
+    c = _source_coords(attrs.coordinate_transformation_mode, n_out, n_in, scale)
+    if mode == "linear_onnx":
+        c = np.clip(c, F32(0), F32(n_in - 1))
+        i1 = np.minimum(c.astype(np.int64), n_in - 1)
+        i2 = np.minimum(i1 + 1, n_in - 1)
+        d1 = np.abs(c - i1.astype(F32))
+        d2 = np.abs(c - i2.astype(F32))
+        same = i1 == i2
+        d1 = np.where(same, F32(0.5), d1)
+        d2 = np.where(same, F32(0.5), d2)
+        np.add.at(w, (rows, i1), d2)         # a point's weight is its distance to the other one
+        np.add.at(w, (rows, i2), d1)
+        return w
+    if mode == "cubic":
+        base = np.floor(c).astype(np.int64)
+        coeff = _cubic_coeffs(c - base.astype(F32), attrs.cube_coeff)
+        for k in range(4):      # the 4 taps of the cubic kernel (a fixed small number)
+            np.add.at(w, (rows, np.clip(base + k - 1, 0, n_in - 1)), coeff[:, k])
+        return w
+    # linear: a triangle filter, widened by 1/a when anti-aliasing a downsample
+    a = F32(antialias_a)
+    r = 2 if scale > 1.0 else int(np.ceil(F32(2) / a))
+    centre = _round_half_away(c).astype(np.int64)
+    j = np.arange(n_in)[None, :]
+    near = (j >= centre[:, None] - r) & (j <= centre[:, None] + r)
+    dz = c[:, None] - j.astype(F32)
+    tri = np.maximum(F32(0), F32(1) - np.abs(a * dz)).astype(F32)
+    return np.where(near, a * tri, F32(0)).astype(F32)
+
+
+def _apply(x: np.ndarray, axis: int, w: np.ndarray) -> np.ndarray:
+    """y[..., o, ...] = sum_i w[o, i] x[..., i, ...] along `axis`."""
+    y = np.tensordot(x, w.astype(x.dtype, copy=False), axes=([axis], [1]))
+    return np.moveaxis(y, -1, axis)
+
+
+def interpolate(attrs, mode: str, x: np.ndarray, axes, out_sizes, scales, antialias: bool):
+    """Resample the padded x along `axes` to `out_sizes`, with the given per-axis scales."""
+    out_dtype = x.dtype
+    work = np.float64 if x.dtype == np.float64 else F32
+    if mode == "nearest":
+        y = x
+        for axis, n_out, s in zip(axes, out_sizes, scales):
+            n_in = y.shape[axis]
+            c = _source_coords(attrs.coordinate_transformation_mode, n_out, n_in, s)
+            idx = _nearest_index(c, attrs.nearest_mode, F32(s) < 1, n_in)
+            y = np.take(y, idx, axis=axis)
+        return np.ascontiguousarray(y)
+    y = x.astype(work, copy=False)
+    downsample = any(F32(s) < 1 for s in scales)
+    linear_norm = mode == "linear"
+    order = list(zip(axes, out_sizes, scales))
+    if mode in ("bilinear_pillow", "bicubic_pillow"):
+        order = order[::-1]            # Pillow resamples the second (W) axis first
+    for axis, n_out, s in order:
+        n_in = y.shape[axis]
+        a = F32(s) if (linear_norm and antialias and downsample) else F32(1)
+        w = _axis_weights(attrs, mode, n_in, n_out, s, a)
+        if linear_norm:
+            total = w.sum(axis=1, keepdims=True)
+            # A row without any weight gives 0, as OpenVINO's wsum == 0 branch does.
+            w = np.where(total == 0, F32(0), w / np.where(total == 0, F32(1), total))
+        y = _apply(y, axis, w)
+        if mode in ("bilinear_pillow", "bicubic_pillow") and out_dtype.kind in "iu":
+            info = np.iinfo(out_dtype)
+            y = np.clip(_round_half_away(y), info.min, info.max)   # Pillow rounds each pass
+    if out_dtype.kind in "iu":
+        if mode == "linear":
+            y = _round_half_away(y)
+        else:
+            y = np.trunc(y)          # the reference's static_cast
+        info = np.iinfo(out_dtype)
+        y = np.clip(y, info.min, info.max)
+    return np.ascontiguousarray(y).astype(out_dtype)
+
+
+# ---------------------------------------------------------------- shapes
+
+
+def _pads(attrs, rank: int):
+    def fit(p):
+        p = list(p)
+        return (p + [0] * rank)[:rank]
+    pb, pe = fit(attrs.pads_begin), fit(attrs.pads_end)
+    if any(v < 0 for v in pb + pe):
+        fail(f"Interpolate pads must be non-negative, got pads_begin={attrs.pads_begin} "
+             f"pads_end={attrs.pads_end}")
+    return pb, pe
+
+
+def _scaled_dim(d: Dim, scale: float) -> Dim:
+    def f(v):
+        # In f32, with the small epsilon OpenVINO adds (0.299999 * 10 gives 3, 0.29999 * 10 gives 2).
+        return int(np.floor(F32(F32(v) * F32(scale)) + F32(1e-5)))
+    return Dim(f(d.lo), None if d.hi is None else f(d.hi))
+
+
+def _axes_of(axes: TensorSpec | None, rank: int | None, n_values: int | None):
+    """The interpolated axes: the axes input's values, or all axes when it is absent."""
+    if axes is None:
+        if rank is None:
+            return None
+        return list(range(rank))
+    check_integer(axes, "Interpolate axes")
+    vals = known_ints(axes)
+    if vals is None:
+        return None
+    if rank is not None:
+        for i, v in enumerate(vals):
+            if not -rank <= v < rank:
+                fail(f"Interpolate axes has {v} at position {i}, out of range for rank {rank}")
+        vals = [v + rank if v < 0 else v for v in vals]
+    if len(set(vals)) != len(vals):
+        fail(f"Interpolate axes must be distinct, got {vals}")
+    return vals
+
+
+def _infer(attrs, x: TensorSpec, sizes: TensorSpec | None, scales: TensorSpec | None,
+           axes_list, mode: str):
+    if x.etype.kind == "bool":
+        fail("Interpolate does not accept boolean data")
+    if x.shape is None:
+        return [TensorSpec(x.etype, None)]
+    rank = len(x.shape)
+    pb, pe = _pads(attrs, rank)
+    padded = [d + (b + e) for d, b, e in zip(x.shape, pb, pe)]
+    if axes_list is None:
+        return [TensorSpec(x.etype, (DYNAMIC,) * rank)]
+    n = len(axes_list)
+    out = list(padded)
+    if mode == "sizes":
+        el = elements(sizes)
+        if sizes.shape is not None and sizes.rank == 1 and sizes.shape[0].is_static \
+                and sizes.shape[0].value != n:
+            fail(f"Interpolate sizes has {sizes.shape[0].value} values but there are {n} axes")
+        for i, axis in enumerate(axes_list):
+            if el is not None and len(el) == n:
+                d = el[i]
+                if d.hi is not None and d.hi < 0:
+                    fail(f"Interpolate sizes has the negative value {d.hi} at position {i}")
+                out[axis] = d if d.lo >= 0 else DYNAMIC
+            else:
+                out[axis] = DYNAMIC
+    else:
+        vals = None if scales.value is None else [float(v) for v in scales.value.reshape(-1)]
+        if vals is not None and len(vals) != n:
+            fail(f"Interpolate scales has {len(vals)} values but there are {n} axes")
+        for i, axis in enumerate(axes_list):
+            if vals is None:
+                out[axis] = DYNAMIC
+            else:
+                if not vals[i] > 0:
+                    fail(f"Interpolate scales must be positive, got {vals[i]} at position {i}")
+                out[axis] = _scaled_dim(padded[axis], vals[i])
+    return [TensorSpec(x.etype, tuple(out))]
+
+
+def _run(attrs, mode: str, x, sizes, scales, axes, shape_mode: str, antialias: bool):
+    rank = x.ndim
+    pb, pe = _pads(attrs, rank)
+    if axes is None:
+        axes = list(range(rank))
+    else:
+        axes = [int(v) for v in np.asarray(axes).reshape(-1)]
+        for i, v in enumerate(axes):
+            if not -rank <= v < rank:
+                fail(f"Interpolate axes has {v} at position {i}, out of range for rank {rank}")
+        axes = [v + rank if v < 0 else v for v in axes]
+        if len(set(axes)) != len(axes):
+            fail(f"Interpolate axes must be distinct, got {axes}")
+    padded_shape = [s + b + e for s, b, e in zip(x.shape, pb, pe)]
+    if shape_mode == "sizes":
+        out_sizes = [int(v) for v in np.asarray(sizes).reshape(-1)]
+        if len(out_sizes) != len(axes):
+            fail(f"Interpolate sizes has {len(out_sizes)} values but there are {len(axes)} axes")
+        if any(v < 0 for v in out_sizes):
+            fail(f"Interpolate sizes must be non-negative, got {out_sizes}")
+        sc = [float(F32(o) / F32(padded_shape[a])) if padded_shape[a] else 0.0
+              for o, a in zip(out_sizes, axes)]
+    else:
+        sc = [float(v) for v in np.asarray(scales, dtype=np.float64).reshape(-1)]
+        if len(sc) != len(axes):
+            fail(f"Interpolate scales has {len(sc)} values but there are {len(axes)} axes")
+        if any(not s > 0 for s in sc):
+            fail(f"Interpolate scales must be positive, got {sc}")
+        out_sizes = [_scaled_dim(Dim.of(padded_shape[a]), s).lo for a, s in zip(axes, sc)]
+    out_shape = list(padded_shape)
+    for a, o in zip(axes, out_sizes):
+        out_shape[a] = o
+    check_alloc(out_shape, x.dtype, "the Interpolate output")
+    check_alloc(padded_shape, x.dtype, "the padded Interpolate input")
+    if mode in ("bilinear_pillow", "bicubic_pillow") and len(axes) != 2:
+        fail(f"Interpolate {mode} resamples exactly two axes (H, W), got axes {axes}")
+    if any(pb) or any(pe):
+        x = np.pad(x, list(zip(pb, pe)))
+    if 0 in out_shape or x.size == 0:
+        if x.size == 0 and 0 not in out_shape:
+            fail(f"Interpolate cannot resample the empty input {list(x.shape)} to {out_shape}")
+        return np.zeros(out_shape, x.dtype)
+    a_, o_, s_ = (list(axes), out_sizes, sc)
+    return interpolate(attrs, mode, x, a_, o_, s_, antialias)
+
+
+# ---------------------------------------------------------------- the op versions
+
+
+@register("Interpolate", since=(4, 11), attrs=(Interpolate4Attrs, Interpolate11Attrs),
+          category="image")
+class Interpolate4:
+    """Interpolate-4: data, sizes, scales, axes (optional). Interpolate-11: data,
+    scales_or_sizes, axes (optional); adds the Pillow modes."""
+
+    @staticmethod
+    def infer(attrs, x: TensorSpec, *rest: TensorSpec):
+        sizes, scales, axes = _inputs(attrs, rest)
+        if sizes is not None:
+            check_integer(sizes, "Interpolate sizes")
+        if attrs.shape_calculation_mode == "scales" and scales is not None and not scales.etype.is_float:
+            fail(f"Interpolate scales must be of a floating-point type, got {scales.etype.name}")
+        given = sizes if attrs.shape_calculation_mode == "sizes" else scales
+        if given is None:
+            fail(f"Interpolate with shape_calculation_mode='{attrs.shape_calculation_mode}' "
+                 f"needs the {attrs.shape_calculation_mode} input")
+        if given.rank is not None and given.rank != 1:
+            fail(f"Interpolate {attrs.shape_calculation_mode} must be 1-D, got {format_shape(given.shape)}")
+        n = given.shape[0].value if given.shape is not None else None
+        axes_list = _axes_of(axes, x.rank, n)
+        return _infer(attrs, x, sizes, scales, axes_list, attrs.shape_calculation_mode)
+
+    @staticmethod
+    def run(attrs, x, *rest):
+        sizes, scales, axes = _inputs(attrs, rest)
+        return (_run(attrs, attrs.mode, x, sizes, scales, axes, attrs.shape_calculation_mode,
+                     attrs.antialias),)
+
+
+def _inputs(attrs, rest):
+    """(sizes, scales, axes) of either version's inputs."""
+    if attrs.v11:
+        if not 1 <= len(rest) <= 2:
+            fail(f"Interpolate-11 takes 2 or 3 inputs, got {1 + len(rest)}")
+        given, axes = rest[0], rest[1] if len(rest) > 1 else None
+        if attrs.shape_calculation_mode == "sizes":
+            return given, None, axes
+        return None, given, axes
+    if not 2 <= len(rest) <= 3:
+        fail(f"Interpolate-4 takes 3 or 4 inputs, got {1 + len(rest)}")
+    return rest[0], rest[1], rest[2] if len(rest) > 2 else None
+
+
+@dataclass(frozen=True)
+class _V1As4:
+    """Interpolate-1 seen as Interpolate-4, as OpenVINO's reference converts it."""
+    coordinate_transformation_mode: str
+    nearest_mode: str = "simple"
+    cube_coeff: float = -0.75
+    pads_begin: tuple[int, ...] = (0,)
+    pads_end: tuple[int, ...] = (0,)
+
+
+def _v1_as_v4(attrs, rank: int):
+    if attrs.mode == "area":
+        # OpenVINO has no kernel for it either: its reference and CPU plugin refuse 'area'.
+        fail("Interpolate-1 mode='area' is not computable (OpenVINO refuses it too)")
+    mode = attrs.mode
+    if mode == "linear":
+        if rank > 5:
+            fail(f"Interpolate-1 mode='linear' takes data of rank at most 5, got rank {rank}")
+        mode = "linear_onnx" if rank < 5 else "linear"
+    ctm = "asymmetric"
+    if attrs.align_corners:
+        ctm = "align_corners"
+    elif mode in ("linear_onnx", "linear") and not any(attrs.pads_begin) and not any(attrs.pads_end) \
+            and not (rank == 4 and sorted(attrs.axes) == [2, 3]):
+        ctm = "half_pixel"
+    return mode, _V1As4(ctm, pads_begin=attrs.pads_begin, pads_end=attrs.pads_end)
+
+
+@register("Interpolate", since=1, attrs=Interpolate1Attrs, category="image")
+class Interpolate1:
+    """Interpolate-1: data and the target sizes of attribute `axes`."""
+
+    @staticmethod
+    def infer(attrs, x: TensorSpec, sizes: TensorSpec):
+        check_integer(sizes, "Interpolate target_spatial_shape (input 1)")
+        if x.rank is not None:
+            _v1_as_v4(attrs, x.rank)
+            for a in attrs.axes:
+                if not 0 <= a < x.rank:
+                    fail(f"Interpolate-1 attribute axes has {a}, out of range for rank {x.rank}")
+        if len(set(attrs.axes)) != len(attrs.axes):
+            fail(f"Interpolate-1 attribute axes must be distinct, got {list(attrs.axes)}")
+        return _infer(attrs, x, sizes, None, list(attrs.axes), "sizes")
+
+    @staticmethod
+    def run(attrs, x, sizes):
+        mode, a4 = _v1_as_v4(attrs, x.ndim)
+        return (_run(a4, mode, x, sizes, None, np.array(attrs.axes), "sizes", attrs.antialias),)
