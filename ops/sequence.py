@@ -313,58 +313,63 @@ def ctc_loss(logits: np.ndarray, logit_len: np.ndarray, targets: tuple, blank: i
     ext[:, 1::2] = labels
     valid = np.arange(states) < (2 * lengths + 1)[:, None]
     minus_inf = dtype.type(-np.inf)
-    # Log-softmax only where needed: lse[n, t] and the logits of the states' classes.
+    zero = dtype.type(0)
+    # Log-softmax only where needed: lse[n, t], and at each step the logits of the
+    # states' classes, gathered from the flat logits (no [N, T, states] array).
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         top = logits.max(axis=2, keepdims=True) if c else np.zeros((n, t, 1), dtype)
         lse = np.log(np.exp(logits - top).sum(axis=2)) + top[..., 0]
-        logp = np.take_along_axis(logits, np.broadcast_to(ext[:, None, :], (n, t, states)), axis=2)
-        logp -= lse[..., None]
-    logp[~np.broadcast_to(valid[:, None, :], logp.shape)] = minus_inf
+    flat = logits.reshape(-1)
+    where = ext + (np.arange(n) * (t * c))[:, None]
+    outside = np.where(valid, zero, minus_inf)
+
+    def logp(step: int) -> np.ndarray:
+        lp = flat.take(where + step * c) if c else np.full((n, states), minus_inf, dtype)
+        lp -= lse[:, step, None]
+        lp += outside
+        return lp
+
     # Transitions into state s: from s (stay: always with merge_repeated, else blanks only),
     # s - 1, and s - 2 (a label state from the previous label when they differ, or always
-    # without merge_repeated).
-    zero = dtype.type(0)
+    # without merge_repeated). As additive 0 / -inf masks.
     stay = np.zeros(states, dtype)
     if not merge_repeated:
         stay[1::2] = minus_inf
     skip = np.full((n, states), minus_inf, dtype)
     if states > 3:
         label_states = ext[:, 3::2]
-        allowed = np.ones(label_states.shape, bool) if not merge_repeated else             label_states != ext[:, 1:-2:2]
+        allowed = np.ones(label_states.shape, bool) if not merge_repeated else \
+            label_states != ext[:, 1:-2:2]
         skip[:, 3::2] = np.where(allowed, zero, minus_inf)
     alpha = np.full((n, states), minus_inf, dtype)
     if t:
-        alpha[:, :2] = logp[:, 0, :2]
+        alpha[:, :2] = logp(0)[:, :2]
     # Below any finite log-probability, so exp(x - floor) is 0 for x = -inf and a state
     # set with no path stays -inf (a large finite floor avoids -inf - -inf).
     floor = dtype.type(np.finfo(dtype).min / 4)
-    a, b, cc, m = (np.empty((n, states), dtype) for _ in range(4))
+    # The three predecessors of every state side by side, so each step is a few ufunc
+    # calls over [3, N, states]: stay, from s - 1, from s - 2.
+    terms = np.full((3, n, states), minus_inf, dtype)
+    m = np.empty((n, states), dtype)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for step in range(1, t):
-            np.add(alpha, stay, out=a)
-            b[:, 0] = minus_inf
-            b[:, 1:] = alpha[:, :-1]
-            cc[:, :2] = minus_inf
-            np.add(alpha[:, :-2], skip[:, 2:], out=cc[:, 2:])
-            np.maximum(a, b, out=m)
-            np.maximum(m, cc, out=m)
+            np.add(alpha, stay, out=terms[0])
+            terms[1, :, 1:] = alpha[:, :-1]
+            np.add(alpha[:, :-2], skip[:, 2:], out=terms[2, :, 2:])
+            np.max(terms, axis=0, out=m)
             np.maximum(m, floor, out=m)
-            a -= m
-            b -= m
-            cc -= m
-            np.exp(a, out=a)
-            np.exp(b, out=b)
-            np.exp(cc, out=cc)
-            a += b
-            a += cc
-            np.log(a, out=a)
-            a += m
-            a += logp[:, step]
+            terms -= m
+            np.exp(terms, out=terms)
+            new = np.log(terms.sum(axis=0))
+            new += m
+            new += logp(step)
             active = step < logit_len
             if active.all():
-                alpha, a = a, alpha
+                alpha = new
             else:
-                alpha[active] = a[active]
+                alpha[active] = new[active]
+            terms[1, :, 0] = minus_inf
+            terms[2, :, :2] = minus_inf
         rows = np.arange(n)
         last = 2 * lengths
         end = alpha[rows, last]
