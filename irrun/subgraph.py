@@ -363,6 +363,14 @@ def _view(node, role, sub, prog, reserved, diag):
                                       e.part_size))
         if e.axis is not None and e.stride == 0:
             bad(f"port map <{e.kind}> stride=0: a slice stride must not be 0", e.line)
+    if ok:
+        for pnode in prog.parameters:
+            index = params[pnode.id]
+            if index not in fed and index != cur:
+                diag.error("bad-port-map", f"body Parameter '{pnode.layer.name}' (id {pnode.id}) "
+                           f"is not in {where}'s port map: nothing gives it a value",
+                           line=pnode.layer.line, layer=layer)
+                ok = False
     back = []
     back_ids = []
     targets: dict[int, int] = {}
