@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import click
@@ -12,11 +13,29 @@ from .errors import Diagnostic, FeedError, IrrunError, ModelError
 from .feed import check_output_path, load_npz, output_clashes, save_npz
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """Text with terminal control characters escaped (`\x1b` for ESC, ...): a layer or npz
+    member name cannot move the cursor, retitle the window or hide what follows."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def _echo(message="", **kwargs):
+    click.echo(printable(str(message)), **kwargs)
+
+
+class Interrupted(BaseException):
+    """Ctrl-C: raised by main()'s SIGINT handler. Not a KeyboardInterrupt, so click does not
+    turn it into "Aborted!" (exit 1), and no `except Exception` on the way swallows it."""
+
+
 class _Fail(click.ClickException):
     """One or more compiler-style lines on stderr, exit 1, no traceback."""
 
     def show(self, file=None):
-        click.echo(self.message, err=True)
+        _echo(self.message, err=True)
 
 
 def _fail_from(e: IrrunError):
@@ -97,8 +116,23 @@ def _guard(ctx, fn, *args, **kwargs):
     except Exception as e:   # an irrun bug: still one line, the stack only on request
         if ctx.find_root().obj.get("traceback"):
             raise
+        ordinary = _ordinary_error(e)
+        if ordinary is not None:
+            raise _Fail(ordinary) from None
         raise _Fail(f"error: internal error: {type(e).__name__}: {e} "
                     "(an irrun bug; --traceback shows where)") from None
+
+
+def _ordinary_error(e: Exception) -> str | None:
+    """The line for a failure of the machine rather than of irrun: I/O, memory."""
+    if isinstance(e, OSError):
+        where = e.filename if e.filename is not None else "irrun"
+        return f"{where}: error: {e.strerror or e}"
+    if isinstance(e, MemoryError) or (isinstance(e, ValueError) and (
+            "array is too big" in str(e) or "Maximum allowed size exceeded" in str(e))):
+        return (f"error: out of memory ({e}); IRRUN_MAX_BYTES sets the budget irrun checks "
+                "before allocating") if str(e) else "error: out of memory"
+    return None
 
 
 def sample_inputs_for(model_path: str) -> str | None:
@@ -193,7 +227,7 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, no_mmap, profile, rep
                                 "one (print them without --output, or use --until)", file=model)
             check_output_path(output_path)
         err = sys.stderr     # read now: CliRunner swaps it while a command runs
-        tracer = inspect.Tracer(lambda line: click.echo(line, err=True), verbose, m.program) \
+        tracer = inspect.Tracer(lambda line: _echo(line, err=True), verbose, m.program) \
             if verbose else None
         dumper = inspect.Dumper(dump_dir, dump_patterns) if dump_dir else None
         profiler = inspect.Profiler(per_body=verbose >= 2) if profile else None
@@ -215,8 +249,9 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, no_mmap, profile, rep
             if dumper is not None:
                 dumper.close()
                 n = len(dumper.entries)
-                click.echo(f"dumped {n} tensor{'s' if n != 1 else ''} to {dump_dir} "
-                           f"(index.json lists them)", err=True)
+                if not isinstance(sys.exc_info()[1], Interrupted):   # Ctrl-C: one line only
+                    _echo(f"dumped {n} tensor{'s' if n != 1 else ''} to {dump_dir} "
+                          f"(index.json lists them)", err=True)
         # The first run pays first-call costs (numba loading its compiled loop, caches
         # warming up); later runs are timed alone, with only the profiler listening.
         for _ in range(repeat - 1):
@@ -225,17 +260,17 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, no_mmap, profile, rep
             walls.append(time.perf_counter() - start)
         if output_path:
             save_npz(output_path, outputs)   # atomic; any name (np.savez takes keywords)
-            click.echo(f"wrote {len(outputs)} output{'s' if len(outputs) != 1 else ''} "
+            _echo(f"wrote {len(outputs)} output{'s' if len(outputs) != 1 else ''} "
                        f"to {output_path}")
         else:
             for name, a in outputs.items():
-                click.echo(f"{name}: {a.dtype}{list(a.shape)}")
-                click.echo("  " + _preview(a))
+                _echo(f"{name}: {a.dtype}{list(a.shape)}")
+                _echo("  " + _preview(a))
         if profiler is not None:
-            click.echo("")
-            click.echo(inspect.profile_table(profiler.rows(), min(walls), runs=repeat))
+            _echo("")
+            _echo(inspect.profile_table(profiler.rows(), min(walls), runs=repeat))
         if repeat > 1:
-            click.echo(f"{repeat} runs: best {min(walls) * 1e3:.3f} ms, median "
+            _echo(f"{repeat} runs: best {min(walls) * 1e3:.3f} ms, median "
                        f"{float(np.median(walls)) * 1e3:.3f} ms, first {walls[0] * 1e3:.3f} ms",
                        err=True)
 
@@ -258,14 +293,14 @@ def _run_session(m, feed, steps, pairs, listener, output_path, progress):
             else:   # steps of different shapes cannot stack: one array per step
                 stacked.update({f"{name}.step{k}": r[name] for k, r in enumerate(results)})
         save_npz(output_path, stacked)
-        click.echo(f"wrote {len(results[0])} output{'s' if len(results[0]) != 1 else ''} of "
+        _echo(f"wrote {len(results[0])} output{'s' if len(results[0]) != 1 else ''} of "
                    f"{steps} steps to {output_path}")
         return
     for k, outputs in enumerate(results):
-        click.echo(f"step {k}:")
+        _echo(f"step {k}:")
         for name, a in outputs.items():
-            click.echo(f"  {name}: {a.dtype}{list(a.shape)}")
-            click.echo("    " + _preview(a))
+            _echo(f"  {name}: {a.dtype}{list(a.shape)}")
+            _echo("    " + _preview(a))
 
 
 @cli.command("graph")
@@ -305,7 +340,7 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights):
         except RuntimeError as e:   # dot missing or failing
             raise _Fail(f"{model}: error: {e}") from None
         if not output_path:
-            click.echo(text, nl=False)
+            _echo(text, nl=False)
             return
         with open(output_path, "w", encoding="utf-8") as f:
             f.write(text)
@@ -314,7 +349,7 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights):
         note = (f"; {len(errors)} error{'s' if len(errors) != 1 else ''}, {marked} layer"
                 f"{'s' if marked != 1 else ''} highlighted; `irrun validate` lists them"
                 if errors else "")
-        click.echo(f"wrote {output_path} ({len(program.doc.layers)} layers{note})")
+        _echo(f"wrote {output_path} ({len(program.doc.layers)} layers{note})")
 
     _guard(ctx, go)
 
@@ -360,11 +395,11 @@ def compare_cmd(ctx, model, inputs_path, device, layers, rtol, atol, precision, 
             with open(html_path, "w", encoding="utf-8") as f:
                 f.write(result.html())
         if fmt == "json":
-            click.echo(result.to_json())
+            _echo(result.to_json())
         else:
-            click.echo(result.report())
+            _echo(result.report())
             if html_path:
-                click.echo(f"wrote {html_path}")
+                _echo(f"wrote {html_path}")
         return result
 
     result = _guard(ctx, go)
@@ -427,9 +462,9 @@ def batch_cmd(ctx, model, shards, out_dir, scheduler, workers, batch_axis, retri
 
     result = _guard(ctx, go)
     for name in result.failed:
-        click.echo(f"{name}: failed: {result.manifest['shards'][name].get('error')}", err=True)
+        _echo(f"{name}: failed: {result.manifest['shards'][name].get('error')}", err=True)
     manifest = os.path.join(out_dir, "manifest.json")
-    click.echo(f"{len(shards)} shards: {len(result.done)} done, {len(result.skipped)} already "
+    _echo(f"{len(shards)} shards: {len(result.done)} done, {len(result.skipped)} already "
                f"done, {len(result.failed)} failed; manifest: {manifest}")
     ctx.exit(0 if result.ok else 1)
 
@@ -440,7 +475,7 @@ def _diag_counts(diags):
 
 
 @cli.command("validate")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--strict", is_flag=True, help="Treat warnings as errors.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Output format.")
@@ -455,6 +490,9 @@ def validate_cmd(ctx, files, strict, fmt, weights):
         raise click.UsageError("--weights goes with a single model file")
     all_diags = []
     for f in files:
+        if os.path.isdir(f):    # reported like any unreadable file; the others still run
+            all_diags.append(Diagnostic("is a directory, not an IR .xml file", "error", "read", f))
+            continue
         try:
             diags = validate(f, weights)
         except Exception as e:   # an irrun bug: report it and go on with the other files
@@ -468,13 +506,13 @@ def validate_cmd(ctx, files, strict, fmt, weights):
         all_diags.extend(diags)
     errors, warnings = _diag_counts(all_diags)
     if fmt == "json":
-        click.echo(json.dumps({"files": list(files), "errors": errors, "warnings": warnings,
+        _echo(json.dumps({"files": list(files), "errors": errors, "warnings": warnings,
                                "diagnostics": [d.as_dict() for d in all_diags]}, indent=2))
     else:
         for d in all_diags:
-            click.echo(str(d))
+            _echo(str(d))
         n = len(files)
-        click.echo(f"{n} file{'s' if n != 1 else ''}: {errors} error{'s' if errors != 1 else ''}, "
+        _echo(f"{n} file{'s' if n != 1 else ''}: {errors} error{'s' if errors != 1 else ''}, "
                    f"{warnings} warning{'s' if warnings != 1 else ''}")
     ctx.exit(1 if errors else 0)
 
@@ -496,29 +534,44 @@ def info_cmd(ctx, model):
         nodes = list(all_nodes(m.program))     # with the layers inside Loop/If bodies
         inner = len(nodes) - len(doc.layers)
         more = f", {inner} more inside bodies" if inner else ""
-        click.echo(f"model: {model} (IR v{doc.version}, {len(doc.layers)} layers{more})")
-        click.echo("inputs:")
+        _echo(f"model: {model} (IR v{doc.version}, {len(doc.layers)} layers{more})")
+        _echo("inputs:")
         for i in m.inputs:
-            click.echo(f"  {i}")
-        click.echo("outputs:")
+            _echo(f"  {i}")
+        _echo("outputs:")
         for o in m.outputs:
-            click.echo(f"  {o}")
+            _echo(f"  {o}")
         counts = Counter(f"{n.op.label}" for n in nodes if n.op is not None)
-        click.echo("ops:")
+        _echo("ops:")
         for label, c in sorted(counts.items()):
-            click.echo(f"  {label:32s} {c}")
+            _echo(f"  {label:32s} {c}")
         opsets = sorted({n.layer.version for n in nodes if n.layer.version},
                         key=lambda v: (len(v), v))
-        click.echo(f"opsets: {', '.join(opsets)}")
+        _echo(f"opsets: {', '.join(opsets)}")
 
     _guard(ctx, go)
 
 
 @cli.command("ops")
 @click.option("--markdown", is_flag=True, help="Print the README's op table.")
-def ops_cmd(markdown):
+@click.option("--coverage", is_flag=True,
+              help="Count the op versions of opsets 1-16 irrun has and list the missing ones.")
+def ops_cmd(markdown, coverage):
     """List the supported ops and versions."""
-    click.echo(ops_table(markdown))
+    _echo(coverage_report() if coverage else ops_table(markdown))
+
+
+def coverage_report() -> str:
+    from . import ops  # noqa: F401
+    from .opset_table import TOTAL, coverage
+    from .registry import all_ops
+
+    have, missing = coverage({op.label for op in all_ops()})
+    lines = [f"{have} of {TOTAL} op versions of opsets 1-16"]
+    if missing:
+        lines.append(f"missing ({len(missing)}):")
+        lines += [f"  {category:16s} {label}" for category, label in missing]
+    return "\n".join(lines)
 
 
 def ops_table(markdown: bool = False) -> str:
@@ -539,8 +592,23 @@ def ops_table(markdown: bool = False) -> str:
 
 
 def main(argv=None):
+    """The console entry point: Ctrl-C exits 130 (128 + SIGINT) with one line on stderr;
+    what was being written is removed (--output, --dump write to temporary or exclusive files)."""
+    import signal
+
+    def interrupted(signum, frame):
+        raise Interrupted()
+
+    if threading_main():
+        signal.signal(signal.SIGINT, interrupted)
     try:
         cli.main(args=argv, prog_name="irrun", standalone_mode=True)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
+    except (Interrupted, KeyboardInterrupt):
+        _echo("irrun: interrupted", err=True)
         sys.exit(130)
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
