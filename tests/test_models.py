@@ -141,9 +141,14 @@ def _wav2vec2_feeds(folder, rng):
     return [build.sample_inputs(rng, batch, n) for batch, n in ((1, 400), (2, 800), (1, 1603))]
 
 
+def _keras_mha_feeds(folder, rng):
+    build = _build_module(folder)
+    return [build.sample_inputs(rng, batch, time) for batch, time in ((1, 1), (3, 6), (2, 13))]
+
+
 FRESH = {"torch_bilstm_ctc": _torch_bilstm_ctc_feeds, "ctr_wide_deep": _ctr_feeds, "crnn": _crnn_feeds,
          "keras_gru_classifier": _keras_gru_feeds, "tiny_bert": _token_feeds, "tiny_gpt2": _token_feeds,
-         "tiny_wav2vec2": _wav2vec2_feeds}
+         "tiny_wav2vec2": _wav2vec2_feeds, "keras_mha_block": _keras_mha_feeds}
 
 
 @pytest.mark.oracle
