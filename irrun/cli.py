@@ -78,6 +78,8 @@ def cli(ctx, traceback, extensions):
     irrun graph MODEL.xml -o model.svg|model.dot|model.html
     irrun compare MODEL.xml [--inputs INPUTS.npz] [--html report.html]
     irrun batch MODEL.xml SHARD... --out DIR [--scheduler threads|processes|ADDRESS]
+    irrun extract MODEL.xml --outputs L[:PORT] [--inputs L[:PORT]] -o sub.xml
+    irrun reduce MODEL.xml -i x.npz --until diverges|openvino-fails -o repro/
     """
     ctx.ensure_object(dict)
     ctx.obj["traceback"] = traceback
@@ -405,6 +407,90 @@ def compare_cmd(ctx, model, inputs_path, device, layers, rtol, atol, precision, 
     result = _guard(ctx, go)
     ctx.exit(0 if result.ok else 1)
 
+
+
+def _split_list(values) -> list[str]:
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+@cli.command("extract")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--outputs", "outputs", multiple=True, required=True, metavar="L[:PORT],...",
+              help="The tensors the subgraph computes: layer names (and output port "
+                   "positions) or tensor names; comma-separated or repeated.")
+@click.option("--inputs", "cuts", multiple=True, metavar="L[:PORT],...",
+              help="Cut points: each becomes a Parameter of the right type and shape.")
+@click.option("--inputs-data", "inputs_data", type=click.Path(dir_okay=False),
+              help="Inputs of the full model: the values at the cut are computed with them and "
+                   "saved beside the subgraph as <stem>.inputs.npz.")
+@click.option("-o", "--output", "output_path", required=True, type=click.Path(dir_okay=False),
+              help="The subgraph's .xml (its .bin is written beside it).")
+@click.pass_context
+def extract_cmd(ctx, model, outputs, cuts, inputs_data, output_path):
+    """Write the subgraph of MODEL that computes --outputs from --inputs as a new IR."""
+    from .extract import extract
+    from .model import read_model
+
+    def go():
+        m = read_model(model)
+        feed = load_npz(inputs_data, m.inputs) if inputs_data else None
+        xml, values = extract(m, _split_list(outputs), _split_list(cuts), output_path, feed)
+        click.echo(f"wrote {xml} and {os.path.splitext(xml)[0]}.bin")
+        if values is not None:
+            path = os.path.splitext(xml)[0] + ".inputs.npz"
+            save_npz(path, values)
+            click.echo(f"wrote {path} ({', '.join(values)})")
+
+    _guard(ctx, go)
+
+
+@cli.command("reduce")
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--inputs", "-i", "inputs_path", type=click.Path(dir_okay=False),
+              help="Inputs of MODEL (default: the sample inputs beside it).")
+@click.option("--until", "until", type=click.Choice(["diverges", "openvino-fails"]),
+              help="The problem to keep: irrun and OpenVINO disagree on the outputs, or "
+                   "OpenVINO fails to compile or run the model (run in a subprocess).")
+@click.option("--command", "command",
+              help="Instead of --until: a shell command that fails (exits non-zero) while the "
+                   "problem is there; {model} and {inputs} are replaced by the candidate's "
+                   "paths.")
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for the reproducer: model.xml/.bin, inputs.npz, outputs, "
+                   "README.txt.")
+@click.option("--rtol", type=float, help="With --until diverges: the relative tolerance.")
+@click.option("--atol", type=float, help="With --until diverges: the absolute tolerance.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not print each try.")
+@click.pass_context
+def reduce_cmd(ctx, model, inputs_path, until, command, out_dir, rtol, atol, quiet):
+    """Shrink MODEL to a small subgraph that still shows a problem, and write a reproducer."""
+    from .extract import Condition, reduce, write_repro
+    from .model import read_model
+
+    if (until is None) == (command is None):
+        raise click.UsageError("give exactly one of --until diverges|openvino-fails and "
+                               "--command 'CMD {model}'")
+    inputs_path = inputs_path or sample_inputs_for(model)
+    if inputs_path is None:
+        raise click.UsageError("no --inputs and no inputs.npz beside the model")
+
+    def go():
+        m = read_model(model)
+        feed = load_npz(inputs_path, m.inputs)
+        condition = Condition(until or "command", command, rtol, atol)
+        log = None if quiet else (lambda msg: click.echo(msg, err=True))
+        reduced = reduce(m, feed, condition, out_dir, log=log)
+        shown = (f"irrun compare {reduced.xml} --inputs {reduced.inputs} --layers outputs"
+                 if until == "diverges" else
+                 f"python -c \"import numpy as np, openvino as ov; c = ov.Core().compile_model("
+                 f"'{reduced.xml}', 'CPU'); c({{k: v for k, v in np.load('{reduced.inputs}')"
+                 f".items()}})\"" if until == "openvino-fails" else
+                 command.replace("{model}", reduced.xml).replace("{inputs}", reduced.inputs))
+        write_repro(out_dir, reduced, shown)
+        click.echo(f"wrote {out_dir}/: {reduced.layers} op layers after {reduced.tries} tries "
+                   f"(see {out_dir}/README.txt)")
+
+    _guard(ctx, go)
 
 
 @cli.command("batch")

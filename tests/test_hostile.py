@@ -539,3 +539,103 @@ def test_port_ids_follow_the_grammar_too(tmp_path):
     Path(xml).write_text(Path(xml).read_text().replace('to-port="0"', 'to-port="0_0"'))
     errors = [d for d in irrun.validate(xml) if d.severity == "error"]
     assert any("edge to-port '0_0' is not an integer" in d.message for d in errors)
+
+
+SELF_INTERRUPT = '''\
+import os, signal, time
+from dataclasses import dataclass
+from irrun.opkit import TensorSpec, register
+
+
+@dataclass(frozen=True)
+class NoAttrs:
+    pass
+
+
+@register("CtrlC", version="extension", attrs=NoAttrs, category="activation")
+class CtrlC:
+    @staticmethod
+    def infer(attrs, x):
+        return [TensorSpec(x.etype, x.shape)]
+
+    @staticmethod
+    def run(attrs, x):
+        os.kill(os.getpid(), signal.SIGINT)     # the user presses Ctrl-C mid-run
+        time.sleep(30)
+        return (x,)
+'''
+
+
+def test_ctrl_c_exits_130_with_one_line_and_no_partial_files(tmp_path):
+    import subprocess
+    import sys
+
+    layers = [parameter(0, "x"), op(1, "relu", "Relu", 1),
+              op(2, "stop", "CtrlC", 1, version="extension"), result(3, "out")]
+    xml = write_ir(tmp_path, layers, [edge(0, 1), edge(1, 2, fp=1), edge(2, 3, fp=1)])
+    ext = tmp_path / "ctrlc.py"
+    ext.write_text(SELF_INTERRUPT)
+    inputs = feed_file(tmp_path, {"x": np.array([-1, 2], np.float32)})
+    out = tmp_path / "out.npz"
+    r = subprocess.run([sys.executable, "-m", "irrun", "run", str(xml), "--extension", str(ext),
+                        "-i", str(inputs), "-o", str(out), "--dump", str(tmp_path / "dump")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.splitlines() == ["irrun: interrupted"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ctrlc.py", "dump", "in.npz", "model.bin", "model.xml"]   # no out.npz, no temp file
+    index = json.loads((tmp_path / "dump" / "index.json").read_text())
+    assert sorted(os.listdir(tmp_path / "dump")) == sorted([e["file"] for e in index]
+                                                           + ["index.json"])
+
+
+def test_a_directory_in_validates_file_list_is_reported_and_the_run_goes_on(tmp_path):
+    good = passthrough(tmp_path, ["x"])
+    (tmp_path / "adir").mkdir()
+    r = run_cli("validate", tmp_path / "adir", good)
+    assert r.exit_code == 1
+    lines = r.output.splitlines()
+    assert lines[0] == f"{tmp_path / 'adir'}: error: is a directory, not an IR .xml file"
+    assert lines[-1] == "2 files: 1 error, 0 warnings"
+
+
+def test_io_failures_are_ordinary_errors_naming_the_path(tmp_path, monkeypatch):
+    xml = passthrough(tmp_path, ["x"])
+    inputs = feed_file(tmp_path, {"x": np.zeros(2, np.float32)})
+    import irrun.cli
+
+    def broken_read(*args, **kwargs):
+        raise OSError(5, "Input/output error", str(xml))
+
+    monkeypatch.setattr(irrun.cli, "load_npz", broken_read)
+    r = run_cli(xml, "--inputs", inputs)
+    assert r.exit_code == 1
+    assert r.output.strip() == f"{xml}: error: Input/output error"
+
+    def too_big(*args, **kwargs):
+        raise ValueError("array is too big; `arr.size * arr.dtype.itemsize` is larger than "
+                         "the maximum possible size.")
+
+    monkeypatch.setattr(irrun.cli, "load_npz", too_big)
+    r = run_cli(xml, "--inputs", inputs)
+    assert r.exit_code == 1
+    assert r.output.startswith("error: out of memory") and "irrun bug" not in r.output
+
+
+def test_terminal_escape_codes_in_names_are_escaped(tmp_path):
+    xml = passthrough(tmp_path, ["x"])
+    evil = "\x1b]0;owned\x07\x1b[2J"
+    path = feed_file(tmp_path, {evil: np.zeros(2, np.float32)})
+    r = run_cli(xml, "--inputs", path)
+    assert r.exit_code == 1
+    assert "\x1b" not in r.output and "\x07" not in r.output
+    assert "\\x1b]0;owned\\x07\\x1b[2J" in r.output
+    # XML cannot hold ESC, but it can hold the C1 control CSI (U+009B, ESC [ on many
+    # terminals) and a right-to-left override that reorders what follows.
+    name = "\u009b2J\u202eevil"
+    bad = write_ir(tmp_path, [parameter(0, "x"), f'<layer id="1" name="{name}"'
+                              ' type="Nope" version="opset1"/>', result(2, "out")],
+                   [edge(0, 2)], name="bad")
+    r = run_cli("validate", bad)
+    assert "layer '\\x9b2J\\u202eevil'" in r.output
+    assert "\u009b" not in r.output and "\u202e" not in r.output
