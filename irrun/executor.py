@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import IrrunError, OpError, OpProblem, ShapeError
+from .errors import IrrunError, OpError, OpProblem, ResourceError, ShapeError
 from .graph import ancestors_and_self
 from .infer import FOLD_MAX_ELEMENTS, _where
 from .subgraph import current_listener
@@ -203,6 +203,12 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
             raise OpError("out of memory while running this layer").locate(
                 **_location(program, node)) from None
         except Exception as e:  # a kernel bug: still say where it happened
+            if isinstance(e, ValueError) and ("array is too big" in str(e)
+                                              or "Maximum allowed size exceeded" in str(e)):
+                # NumPy refusing a size (before the memory budget could see it): a resource
+                # limit, not a bug.
+                raise ResourceError(f"NumPy cannot allocate this layer's result ({e})").locate(
+                    **_location(program, node)) from None
             raise OpError(f"internal error in the kernel: {type(e).__name__}: {e} "
                           f"({_where(e)}; an irrun bug, please report it)").locate(
                 **_location(program, node)) from e

@@ -639,3 +639,27 @@ def test_terminal_escape_codes_in_names_are_escaped(tmp_path):
     r = run_cli("validate", bad)
     assert "layer '\\x9b2J\\u202eevil'" in r.output
     assert "\u009b" not in r.output and "\u202e" not in r.output
+
+
+def test_numpy_array_is_too_big_in_a_kernel_is_a_located_resource_error(tmp_path):
+    from irrun import registry
+    from irrun.opkit import TensorSpec, register
+
+    @register("TooBig", version="extension", category="activation")
+    class TooBig:
+        @staticmethod
+        def infer(attrs, x):
+            return [TensorSpec(x.etype, x.shape)]
+
+        @staticmethod
+        def run(attrs, x):
+            return (np.empty((1 << 62, 1 << 62), np.float32),)
+
+    try:
+        xml = write_ir(tmp_path, [parameter(0, "x"), op(1, "big", "TooBig", 1, version="extension"),
+                                  result(2, "out")], [edge(0, 1), edge(1, 2, fp=1)])
+        with pytest.raises(ResourceError) as e:
+            irrun.read_model(xml).infer({"x": np.zeros(2, np.float32)})
+        assert e.value.diagnostic.layer_name == "big" and "internal" not in str(e.value)
+    finally:
+        registry.unregister("TooBig", version="extension")
