@@ -456,3 +456,47 @@ def test_dump_writes_body_layers_per_iteration_when_named(tmp_path):
     for e in index:
         np.testing.assert_array_equal(np.load(tmp_path / "body" / e["file"]),
                                       np.full((2, 3), e["iteration"] + 1, np.float32))
+
+
+def build_ti_axis(shape, axis, stride, out_stride, out_axis):
+    """h' = 0.5 h + x_part over `axis` of x (parts keep the axis with length 1); the parts of
+    every iteration concatenated on `out_axis`."""
+    x = _f32(shape, "x")
+    part = list(shape)
+    part[axis] = 1
+    h0 = _f32(part, "h0")
+    xi, hi = _f32(part, "xi"), _f32(part, "hi")
+    nh = o8.add(o8.multiply(hi, o8.constant(np.float32(0.5))), xi)
+    rh, ro = o8.result(nh), o8.result(o8.sigmoid(nh))
+    ti = o8.tensor_iterator()
+    ti.set_body(ov.Model([rh, ro], [xi, hi]))
+    start, end = (0, -1) if stride > 0 else (-1, 0)
+    ti.set_sliced_input(xi, x.output(0), start, stride, 1, end, axis)
+    ti.set_merged_input(hi, h0.output(0), rh.output(0))
+    o_start, o_end = (0, -1) if out_stride > 0 else (-1, 0)
+    return ov.Model([ti.get_iter_value(rh.output(0), -1),
+                     ti.get_concatenated_slices(ro.output(0), o_start, out_stride, 1, o_end,
+                                                out_axis)], [x, h0])
+
+
+@pytest.mark.oracle
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), data=st.data(),
+       stride=st.sampled_from([1, -1]), out_stride=st.sampled_from([1, -1]),
+       seed=st.integers(0, 2**16))
+@settings(max_examples=10)
+def test_tensor_iterator_axes_and_strides_match_openvino(tmp_path_factory, shape, data, stride,
+                                                         out_stride, seed):
+    axis = data.draw(st.integers(0, len(shape) - 1), label="axis")
+    part = list(shape)
+    part[axis] = 1
+    # The CPU plugin concatenates only along an axis where each part has length 1.
+    out_axis = data.draw(st.sampled_from([i for i, d in enumerate(part) if d == 1]),
+                         label="out_axis")
+    rng = np.random.default_rng(seed)
+    feed = {"x": rng.standard_normal(shape).astype(np.float32),
+            "h0": rng.standard_normal(part).astype(np.float32)}
+    m, _ = _compare(build_ti_axis(shape, axis, stride, out_stride, out_axis), feed,
+                    tmp_path_factory.mktemp("ti"))
+    scan = list(part)
+    scan[out_axis] *= shape[axis]
+    assert m.outputs[1].partial_shape == "[" + ",".join(map(str, scan)) + "]"
