@@ -148,7 +148,7 @@ def _keras_mha_feeds(folder, rng):
 
 FRESH = {"torch_bilstm_ctc": _torch_bilstm_ctc_feeds, "ctr_wide_deep": _ctr_feeds, "crnn": _crnn_feeds,
          "keras_gru_classifier": _keras_gru_feeds, "tiny_bert": _token_feeds, "tiny_gpt2": _token_feeds,
-         "tiny_wav2vec2": _wav2vec2_feeds, "keras_mha_block": _keras_mha_feeds}
+         "tiny_wav2vec2": _wav2vec2_feeds, "tiny_wav2vec2_ctc": _wav2vec2_feeds, "keras_mha_block": _keras_mha_feeds}
 
 
 @pytest.mark.oracle
