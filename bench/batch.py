@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import irrun
-from irrun.batch import batch
+from irrun.batching import batch
 
 ROOT = Path(__file__).resolve().parent.parent
 CTR = ROOT / "models" / "ctr_wide_deep" / "model.xml"

@@ -428,7 +428,7 @@ def _split_list(values) -> list[str]:
 @click.pass_context
 def extract_cmd(ctx, model, outputs, cuts, inputs_data, output_path):
     """Write the subgraph of MODEL that computes --outputs from --inputs as a new IR."""
-    from .extract import extract
+    from .surgery import extract
     from .model import read_model
 
     def go():
@@ -464,7 +464,7 @@ def extract_cmd(ctx, model, outputs, cuts, inputs_data, output_path):
 @click.pass_context
 def reduce_cmd(ctx, model, inputs_path, until, command, out_dir, rtol, atol, quiet):
     """Shrink MODEL to a small subgraph that still shows a problem, and write a reproducer."""
-    from .extract import Condition, reduce, write_repro
+    from .surgery import Condition, reduce, write_repro
     from .model import read_model
 
     if (until is None) == (command is None):
@@ -522,7 +522,7 @@ def batch_cmd(ctx, model, shards, out_dir, scheduler, workers, batch_axis, retri
     status, time and input digest. Run the same command again to finish an interrupted batch:
     shards already done with the same digest are skipped. Exit 1 when a shard failed.
     """
-    from .batch import batch
+    from .batching import batch
 
     mapping = {}
     for item in segment_ids:

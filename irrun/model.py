@@ -153,6 +153,12 @@ class Model:
                 for n in self.program.nodes.values()
                 if n.layer.type.lower() == "readvalue" and n.specs]
 
+    def save(self, xml_path, bin_path=None) -> tuple[str, str]:
+        """Write the model as IR v11 (xml and .bin); see irrun.save_model."""
+        from .writer import save_model
+
+        return save_model(self, xml_path, bin_path)
+
     def create_session(self) -> "Session":
         """A session keeps the model's variables (ReadValue/Assign) from one infer to the next,
         like OpenVINO's InferRequest; `Model.infer` itself starts from the initial state."""

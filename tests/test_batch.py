@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 import irrun
-from irrun.batch import batch, map_blocks, model_reads
+from irrun.batching import batch, map_blocks, model_reads
 from irrun.cli import cli
 
 distributed = pytest.importorskip("distributed")
