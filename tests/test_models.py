@@ -24,12 +24,27 @@ def _load(path: Path) -> dict[str, np.ndarray]:
         return {k: z[k] for k in z.files}
 
 
+# Models compared relative to each output's scale (its standard deviation): (the largest and
+# the mean |irrun - OpenVINO| allowed, as fractions of it). f32 image nets: 1e-4, as the issue
+# asks. The INT8 net: OpenVINO's own float-FakeQuantize path and its int8 path differ by up to
+# 0.42 (mean up to 0.16) of the logits' scale on 21 inputs (see models/README.md), since one
+# level flipped by an ulp early on propagates; irrun computes the float path.
+SCALED = {"mobilenet_v3_small": (1e-4, 1e-4), "tiny_unet": (1e-4, 1e-4),
+          "mobilenet_v3_small_int8": (0.6, 0.25)}
+
+
 def _assert_close(got: np.ndarray, expected: np.ndarray, what: str) -> None:
     """Shape, then dtype, then values: integers exactly, floats to a few ulp of f32."""
     assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
     assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype} != {expected.dtype}"
+    scaled = SCALED.get(what.split(":")[0])
     if got.dtype.kind in "iub":
         np.testing.assert_array_equal(got, expected, err_msg=what)
+    elif scaled is not None:
+        diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
+        scale = float(np.std(expected.astype(np.float64))) or 1.0
+        assert diff.max() <= scaled[0] * scale and diff.mean() <= scaled[1] * scale, \
+            f"{what}: max |diff| {diff.max():.3g}, mean {diff.mean():.3g}, output scale {scale:.3g}"
     else:
         np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
                                    rtol=1e-5, atol=1e-6, err_msg=what)
@@ -146,7 +161,13 @@ def _keras_mha_feeds(folder, rng):
     return [build.sample_inputs(rng, batch, time) for batch, time in ((1, 1), (3, 6), (2, 13))]
 
 
-FRESH = {"torch_bilstm_ctc": _torch_bilstm_ctc_feeds, "ctr_wide_deep": _ctr_feeds, "crnn": _crnn_feeds,
+def _image_feeds(folder, rng):
+    build = _build_module(folder)
+    return [build.sample_inputs(rng) for _ in range(3)]
+
+
+FRESH = {"mobilenet_v3_small": _image_feeds, "mobilenet_v3_small_int8": _image_feeds,
+         "tiny_unet": _image_feeds, "torch_bilstm_ctc": _torch_bilstm_ctc_feeds, "ctr_wide_deep": _ctr_feeds, "crnn": _crnn_feeds,
          "keras_gru_classifier": _keras_gru_feeds, "tiny_bert": _token_feeds, "tiny_gpt2": _token_feeds,
          "tiny_wav2vec2": _wav2vec2_feeds, "tiny_wav2vec2_ctc": _wav2vec2_feeds, "keras_mha_block": _keras_mha_feeds}
 
