@@ -487,8 +487,9 @@ def reduce_cmd(ctx, model, inputs_path, until, command, out_dir, rtol, atol, qui
                  f".items()}})\"" if until == "openvino-fails" else
                  command.replace("{model}", reduced.xml).replace("{inputs}", reduced.inputs))
         write_repro(out_dir, reduced, shown)
-        click.echo(f"wrote {out_dir}/: {reduced.layers} op layers after {reduced.tries} tries "
-                   f"(see {out_dir}/README.txt)")
+        folder = os.path.normpath(out_dir)
+        click.echo(f"wrote {folder}/: {reduced.layers} op layer{'s' if reduced.layers != 1 else ''}"
+                   f" after {reduced.tries} tries (see {os.path.join(folder, 'README.txt')})")
 
     _guard(ctx, go)
 
