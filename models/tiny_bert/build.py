@@ -32,9 +32,8 @@ def sample_inputs(rng, batch=2, seq=8):
     return {"input_ids": ids, "attention_mask": mask}
 
 
-def build():
-    # The frameworks are imported here: the tests load sample_inputs() without them.
-    import openvino as ov
+def torch_model():
+    """The seeded PyTorch model (classifier rescaled) and the sample inputs."""
     import torch
     from transformers import BertConfig, BertForSequenceClassification
 
@@ -49,6 +48,16 @@ def build():
         std = float(model(**example).logits.std())
         model.classifier.weight.mul_(1.0 / std)
         model.classifier.bias.mul_(1.0 / std)
+    return model, inputs
+
+
+def build():
+    # The frameworks are imported here: the tests load sample_inputs() without them.
+    import openvino as ov
+    import torch
+
+    model, inputs = torch_model()
+    example = {k: torch.from_numpy(v) for k, v in inputs.items()}
     ov_model = ov.convert_model(model, example_input=example)
     ov_model.outputs[0].get_tensor().set_names({"logits"})
     return ov_model, inputs
