@@ -196,6 +196,8 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 def ov_int(text) -> int | None:
     """The integer OpenVINO reads from an attribute, or None where it refuses the text."""
+    if isinstance(text, str) and len(text) < 19 and text.isascii() and text.isdigit():
+        return int(text)      # the usual id: plain ASCII digits, well within int64
     m = _OV_INT.match(text) if isinstance(text, str) else None
     if m is None:
         return None
