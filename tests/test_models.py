@@ -173,8 +173,10 @@ def _dlrm_feeds(folder, rng):
 
 FRESH = {"dlrm": _dlrm_feeds, "mobilenet_v3_small": _image_feeds, "mobilenet_v3_small_int8": _image_feeds,
          "tiny_unet": _image_feeds, "torch_bilstm_ctc": _torch_bilstm_ctc_feeds, "ctr_wide_deep": _ctr_feeds, "crnn": _crnn_feeds,
-         "keras_gru_classifier": _keras_gru_feeds, "tiny_bert": _token_feeds, "tiny_bert_onnx": _token_feeds, "tiny_gpt2": _token_feeds,
-         "tiny_wav2vec2": _wav2vec2_feeds, "tiny_wav2vec2_ctc": _wav2vec2_feeds, "keras_mha_block": _keras_mha_feeds}
+         "keras_gru_classifier": _keras_gru_feeds,
+         "tiny_bert": _token_feeds, "tiny_bert_onnx": _token_feeds, "tiny_gpt2": _token_feeds,
+         "tiny_llama": _token_feeds, "tiny_wav2vec2": _wav2vec2_feeds,
+         "tiny_wav2vec2_ctc": _wav2vec2_feeds, "keras_mha_block": _keras_mha_feeds}
 
 
 @pytest.mark.oracle
