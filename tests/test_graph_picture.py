@@ -84,23 +84,38 @@ def _parse_dot(text):
     take("id", "digraph")
     if t[i][0] == "id":
         i += 1
-    take("p", "{")
     nodes, edges = {}, []
-    while t[i] != ("p", "}"):
-        first = take("id")
-        if first in ("graph", "node", "edge") and t[i] == ("p", "["):
-            attrs()
-        elif t[i] == ("p", "->"):
-            chain = [first]
-            while t[i] == ("p", "->"):
+
+    def block():
+        """`{ stmt; ... }`; a statement may be a `subgraph ID { ... }` (a body's cluster)
+        or, inside one, a graph attribute `key=value;`."""
+        nonlocal i, edges
+        take("p", "{")
+        while t[i] != ("p", "}"):
+            first = take("id")
+            if first == "subgraph":
+                if t[i][0] == "id":
+                    i += 1
+                block()
+                continue
+            if first in ("graph", "node", "edge") and t[i] == ("p", "["):
+                attrs()
+            elif t[i] == ("p", "="):
                 i += 1
-                chain.append(take("id"))
-            a = attrs() if t[i] == ("p", "[") else {}
-            edges += [(u, v, a) for u, v in zip(chain, chain[1:])]
-        else:
-            nodes[first] = attrs() if t[i] == ("p", "[") else {}
-        take("p", ";")
-    take("p", "}")
+                take("id")
+            elif t[i] == ("p", "->"):
+                chain = [first]
+                while t[i] == ("p", "->"):
+                    i += 1
+                    chain.append(take("id"))
+                a = attrs() if t[i] == ("p", "[") else {}
+                edges += [(u, v, a) for u, v in zip(chain, chain[1:])]
+            else:
+                nodes[first] = attrs() if t[i] == ("p", "[") else {}
+            take("p", ";")
+        take("p", "}")
+
+    block()
     assert i == len(t), "text after the closing brace"
     for u, v, _ in edges:
         assert u in nodes and v in nodes, f"edge {u}->{v} names an undeclared node"
@@ -369,7 +384,15 @@ MODELS = sorted(glob.glob(os.path.join(ROOT, "models", "*", "model.xml")))
 def test_each_model_draws(xml, tmp_path):
     program = drawing.load_for_drawing(xml)
     nodes, edges = parse_dot(drawing.to_dot(program))
-    assert len(nodes) == len(program.doc.layers) and len(edges) == program.graph.number_of_edges()
+    # Bodies (Loop/If) are clusters: their layers and edges, plus the port-map arrows into
+    # them and their back edges.
+    from irrun.program import all_nodes
+    layers = list(all_nodes(program))
+    graphs = [program] + [b for n in layers for b in n.bodies]
+    extra = sum(len([e for e in sub.port_map if e.kind == "input"]) + len(sub.back_edges)
+                for n in layers for sub in n.layer.bodies)
+    assert len(nodes) == len(layers)
+    assert len(edges) == sum(g.graph.number_of_edges() for g in graphs) + extra
     r = invoke("graph", xml, "-o", tmp_path / "m.html", "--layout", "builtin")
     assert r.exit_code == 0, r.output
     if HAVE_DOT:
