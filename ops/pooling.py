@@ -1,5 +1,10 @@
-"""MaxPool-1, MaxPool-8 and AvgPool-1 (spec pages: pooling/max-pool-1, pooling/max-pool-8,
-pooling/avg-pool-1, pooling/pooling_shape_rules)."""
+"""MaxPool-1/8/14, AvgPool-1/14/16, AdaptiveAvgPool-8 and AdaptiveMaxPool-8 (spec pages:
+pooling/max-pool-1, max-pool-8, max-pool-14, avg-pool-1, avg-pool-14, avg-pool-16,
+adaptive-avg-pool-8, adaptive-max-pool-8, pooling_shape_rules).
+
+A box of (dilated) taps is the product of one window per axis, so maxima, their positions
+and sums are computed one spatial axis at a time over strided window views: no Python loop
+over taps, whatever the kernel size."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,12 +13,13 @@ from typing import Literal
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, AutoPad, TensorSpec, check_spatial_rank, check_window_attrs, compute_dtype, dilated,
-    element_type, fail, fixed_pads, numeric, register, resolve_pads, same_pads, tap_slices, warn,
-    window_count, window_dim,
+    DYNAMIC, AutoPad, Dim, NoAttrs, TensorSpec, check_alloc, check_spatial_rank, check_window_attrs,
+    compute_dtype, dilated, element_type, elements, etype_name, fail, format_shape, fixed_pads, numeric, register,
+    resolve_pads, same_pads, warn, widened, window_count, window_dim,
 )
 
 Rounding = Literal["floor", "ceil"]
+Rounding14 = Literal["floor", "ceil", "ceil_torch"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,11 @@ class MaxPool8Attrs:
 
 
 @dataclass(frozen=True)
+class MaxPool14Attrs(MaxPool8Attrs):
+    rounding_type: Rounding14 = "floor"
+
+
+@dataclass(frozen=True)
 class AvgPoolAttrs:
     strides: tuple[int, ...]
     kernel: tuple[int, ...]
@@ -48,6 +59,16 @@ class AvgPoolAttrs:
     pads_end: tuple[int, ...] = ()
     rounding_type: Rounding = "floor"
     auto_pad: AutoPad = "explicit"
+
+
+@dataclass(frozen=True)
+class AvgPool14Attrs(AvgPoolAttrs):
+    rounding_type: Rounding14 = "floor"
+
+
+@dataclass(frozen=True)
+class AvgPool16Attrs(AvgPool14Attrs):
+    dilations: tuple[int, ...] = ()      # empty means ones
 
 
 def _dilations(attrs) -> tuple[int, ...]:
@@ -103,7 +124,7 @@ def _pool_infer(attrs, data: TensorSpec):
     for i, what in ((0, "batch size"), (1, "channel count")):
         if data.shape[i].hi == 0:
             fail(f"the {what} (data dim {i}) is zero: {data}")
-    ceil = attrs.rounding_type == "ceil"
+    ceil = attrs.rounding_type in ("ceil", "ceil_torch")
     out = list(data.shape[:2])
     fixed_b, fixed_e = fixed_pads(attrs.auto_pad, n, attrs.pads_begin, attrs.pads_end)
     for i in range(n):
@@ -122,6 +143,11 @@ def _pool_infer(attrs, data: TensorSpec):
             fail(f"with exclude-pad the kernel ({extent}) must be larger than each pad "
                  f"(pads {pb},{pe}) at spatial axis {i}: a window could lie entirely in the padding")
         od = window_dim(dim, pb + pe, extent, attrs.strides[i], i, ceil)
+        if attrs.rounding_type == "ceil_torch":
+            if dim.is_static:
+                od = Dim.of(_count(dim.value, pb, pe, extent, attrs.strides[i], "ceil_torch"))
+            else:
+                od = Dim(window_dim(dim, pb + pe, extent, attrs.strides[i], i, False).lo, od.hi)
         out.append(od)
         if dim.is_static:
             empty = _padding_only_windows(dim.value, pb, od.value, attrs.kernel[i], dil[i],
@@ -140,43 +166,58 @@ def _pool_infer(attrs, data: TensorSpec):
 # ---------------------------------------------------------------- kernels
 
 
+def _count(size, pb, pe, extent, stride, rounding) -> int:
+    """Window positions along one axis; ceil_torch drops a last window that would start in
+    the end padding (PyTorch's rule: every window starts inside the input or the begin pads)."""
+    count = window_count(size, pb + pe, extent, stride, rounding in ("ceil", "ceil_torch"))
+    if rounding == "ceil_torch" and count > 1 and (count - 1) * stride >= size + pb:
+        count -= 1
+    return count
+
+
 def _geometry(attrs, x: np.ndarray):
-    """Concrete pads, window counts and per-axis tap coordinates for an input array."""
+    """Concrete begin pads and window counts per spatial axis."""
     spatial = x.shape[2:]
     dil = _dilations(attrs)
     pb, pe = resolve_pads(attrs.auto_pad, spatial, attrs.kernel, dil, attrs.strides,
                           attrs.pads_begin, attrs.pads_end)
-    counts, positions = [], []
+    counts = []
     for i, size in enumerate(spatial):
         extent = dilated(attrs.kernel[i], dil[i])
         if size + pb[i] + pe[i] < extent:
             fail(f"the kernel after dilation ({extent}) is larger than the padded input "
                  f"({size} + pads {pb[i] + pe[i]}) at spatial axis {i}")
-        count = window_count(size, pb[i] + pe[i], extent, attrs.strides[i],
-                             attrs.rounding_type == "ceil")
-        counts.append(count)
-        positions.append(_window_positions(size, pb[i], count, attrs.kernel[i], dil[i], attrs.strides[i]))
-    # Pad by the begin pads, and at the end far enough for ceil-mode windows that run past
-    # the end pads; padded cells are masked out, so their value does not matter.
-    ends = [max(0, int(p[-1, -1]) + 1 - size) for p, size in zip(positions, spatial)]
-    padded = np.pad(x, [(0, 0), (0, 0)] + list(zip(pb, ends)))
-    return pb, counts, positions, dil, padded
+        counts.append(_count(size, pb[i], pe[i], extent, attrs.strides[i], attrs.rounding_type))
+    check_alloc(x.shape[:2] + tuple(counts), x.dtype, "the pooling output")
+    return pb, counts, dil
 
 
-def _taps(attrs, x):
-    """Yield (view [N, C, *counts], in-bounds mask [*counts], per-axis coordinates) per kernel tap."""
-    pb, counts, positions, dil, padded = _geometry(attrs, x)
-    spatial = x.shape[2:]
-    for tap in np.ndindex(*attrs.kernel):
-        offsets = [t * d for t, d in zip(tap, dil)]
-        view = padded[(slice(None), slice(None)) + tap_slices(offsets, attrs.strides, counts)]
-        coords = [p[:, t] for p, t in zip(positions, tap)]
-        mask = np.ones((), dtype=bool)
-        for i, c in enumerate(coords):
-            shape = [1] * len(counts)
-            shape[i] = -1
-            mask = mask & ((c >= 0) & (c < spatial[i])).reshape(shape)
-        yield view, mask, coords
+def _axis_windows(a: np.ndarray, axis: int, pad_begin: int, count: int, kernel: int,
+                  dilation: int, stride: int, fill):
+    """A view [..., count, ...(axis)..., kernel] of the windows along `axis`, padded with
+    `fill`. Only the cells some window reads are materialised (the padded axis is at most
+    (count - 1) * stride + dilated kernel long, which the output size bounds)."""
+    size = a.shape[axis]
+    extent = dilated(kernel, dilation)
+    length = (count - 1) * stride + extent
+    start = -pad_begin
+    lo, hi = max(start, 0), min(start + length, size)
+    parts = []
+    shape = list(a.shape)
+    if lo - start > 0:
+        shape[axis] = lo - start
+        parts.append(np.full(shape, fill, a.dtype))
+    if hi > lo:
+        parts.append(np.take(a, np.arange(lo, hi), axis=axis) if (lo, hi) != (0, size) else a)
+    if start + length - max(hi, lo) > 0:
+        shape[axis] = start + length - max(hi, lo)
+        parts.append(np.full(shape, fill, a.dtype))
+    padded = np.concatenate(parts, axis=axis) if len(parts) > 1 else parts[0]
+    view = np.lib.stride_tricks.sliding_window_view(padded, extent, axis=axis)
+    sl = [slice(None)] * view.ndim
+    sl[axis] = slice(0, (count - 1) * stride + 1, stride)
+    sl[-1] = slice(None, None, dilation)
+    return view[tuple(sl)]
 
 
 def _lowest(dtype) -> np.ndarray:
@@ -197,31 +238,50 @@ def max_pool(attrs, x: np.ndarray, index_type="i64", axis=0):
     """Values and flat indices of the window maxima.
 
     Like OpenVINO (reference and CPU plugin): taps are scanned in row-major order and a tap
-    wins only if strictly greater, so the first maximum wins and NaN never wins; a window
-    over padding only gives _lowest() and the index of the channel's first element.
-    Indices count over the whole tensor, then wrap modulo prod(shape[axis:]).
+    wins only if strictly greater than the running maximum, which starts at _lowest(); so
+    the first maximum wins, NaN never wins, and a window where nothing beats the start
+    value gives _lowest() and the index of the channel's first element. Per axis, innermost
+    first, the first maximum of each window is kept: that is the row-major first maximum of
+    the box. Indices count over the whole tensor, then wrap modulo prod(shape[axis:]).
     """
     n, c = x.shape[:2]
     spatial = x.shape[2:]
-    inner = [int(np.prod(spatial[i + 1:], dtype=np.int64)) for i in range(len(spatial))]
-    best = idx = None
-    for view, mask, coords in _taps(attrs, x):
-        if best is None:
-            best = np.full(view.shape, _lowest(x.dtype), dtype=x.dtype)
-            idx = np.zeros(view.shape, dtype=np.int64)
-        flat = np.zeros((), dtype=np.int64)
-        for i, co in enumerate(coords):
-            shape = [1] * len(spatial)
-            shape[i] = -1
-            flat = flat + (co * inner[i]).reshape(shape)
-        better = mask & (view > best)
-        np.copyto(best, view, where=better)
-        np.copyto(idx, np.broadcast_to(flat, idx.shape), where=better)
+    ns = len(spatial)
+    pb, counts, dil = _geometry(attrs, x)
+    low = _lowest(x.dtype)
+    w = widened(x, etype_name(x))
+    low_w = low.astype(w.dtype)
+    with np.errstate(invalid="ignore"):
+        # NaN and anything not above the start value can never win: make them the start value.
+        v = np.where(np.isnan(w) | (w < low_w), low_w, w) if w.dtype.kind == "f" else w
+    coords = []       # per reduced axis: the input coordinate of the winner, shaped like v
+    for ax in reversed(range(ns)):
+        a = 2 + ax
+        win = _axis_windows(v, a, pb[ax], counts[ax], attrs.kernel[ax], dil[ax], attrs.strides[ax], low_w)
+        k = np.argmax(win, axis=-1)                      # the first maximum along the window
+        v = np.take_along_axis(win, k[..., None], axis=-1)[..., 0]
+        start = (np.arange(counts[ax]) * attrs.strides[ax] - pb[ax]).reshape(
+            [-1] + [1] * (ns - 1 - ax))
+        new = start + k * dil[ax]
+        carried = []
+        for cpos in coords:
+            cw = _axis_windows(cpos, a, pb[ax], counts[ax], attrs.kernel[ax], dil[ax],
+                               attrs.strides[ax], 0)
+            carried.append(np.take_along_axis(cw, k[..., None], axis=-1)[..., 0])
+        coords = carried + [new]
+    # coords are in order: innermost axis first ... outermost last
+    inner = [int(np.prod(spatial[i + 1:], dtype=np.int64)) for i in range(ns)]
+    flat = np.zeros(v.shape, dtype=np.int64)
+    for pos, ax in zip(coords, reversed(range(ns))):
+        flat += pos.astype(np.int64) * inner[ax]
+    nothing = ~(v > low_w)
+    flat = np.where(nothing, 0, flat)
+    best = np.where(nothing, low_w, v).astype(x.dtype)
     size = int(np.prod(spatial, dtype=np.int64))
-    idx += (np.arange(n * c, dtype=np.int64) * size).reshape((n, c) + (1,) * len(spatial))
+    flat += (np.arange(n * c, dtype=np.int64) * size).reshape((n, c) + (1,) * ns)
     if axis != 0:
-        idx %= int(np.prod(x.shape[axis:], dtype=np.int64))
-    return best, idx.astype(element_type(index_type).dtype)
+        flat %= int(np.prod(x.shape[axis:], dtype=np.int64))
+    return best, flat.astype(element_type(index_type).dtype)
 
 
 def avg_pool(attrs, x: np.ndarray) -> np.ndarray:
@@ -233,20 +293,25 @@ def avg_pool(attrs, x: np.ndarray) -> np.ndarray:
     A window over padding only gives 0. Integer means round half to even (the CPU plugin).
     """
     acc_t = compute_dtype(x.dtype)
-    total = None
-    for view, _, _ in _taps(attrs, x):
-        # Padded cells hold zeros, so summing the views needs no mask.
-        total = view.astype(acc_t) if total is None else total + view
-    pb, pe = resolve_pads(attrs.auto_pad, x.shape[2:], attrs.kernel, _dilations(attrs),
-                          attrs.strides, attrs.pads_begin, attrs.pads_end)
-    padded_any = any(pb) or any(pe)
+    pb, counts, dil = _geometry(attrs, x)
+    total = x.astype(acc_t)
+    for ax in reversed(range(x.ndim - 2)):
+        # Padded cells hold zeros, so the window sums need no mask.
+        total = _axis_windows(total, 2 + ax, pb[ax], counts[ax], attrs.kernel[ax], dil[ax],
+                              attrs.strides[ax], 0).sum(axis=-1, dtype=acc_t)
+    pb_, pe_ = resolve_pads(attrs.auto_pad, x.shape[2:], attrs.kernel, dil,
+                            attrs.strides, attrs.pads_begin, attrs.pads_end)
+    padded_any = any(pb_) or any(pe_)
     if attrs.exclude_pad or not padded_any:
         count = np.ones((), dtype=np.int64)
         for i, size in enumerate(x.shape[2:]):
-            pos = _window_positions(size, pb[i], total.shape[2 + i], attrs.kernel[i], 1, attrs.strides[i])
+            # Taps s + k*d (k < kernel) inside [0, size), counted without listing them.
+            start = np.arange(counts[i], dtype=np.int64) * attrs.strides[i] - pb[i]
+            first = np.maximum(0, -(start // dil[i]))
+            last = np.minimum(attrs.kernel[i] - 1, -((start - size) // dil[i]) - 1)
             shape = [1] * (x.ndim - 2)
             shape[i] = -1
-            count = count * ((pos >= 0) & (pos < size)).sum(axis=1).reshape(shape)
+            count = count * np.maximum(last - first + 1, 0).reshape(shape)
     else:
         count = np.full((1,) * (x.ndim - 2), int(np.prod(attrs.kernel)), dtype=np.int64)
     safe = np.maximum(count, 1)
@@ -269,7 +334,7 @@ class MaxPool1:
         return (max_pool(attrs, data)[0],)
 
 
-@register("MaxPool", since=8, attrs=MaxPool8Attrs, category="pooling")
+@register("MaxPool", since=(8, 14), attrs=(MaxPool8Attrs, MaxPool14Attrs), category="pooling")
 class MaxPool8:
     """Second output: flat indices of the maxima, see max_pool()."""
 
@@ -287,7 +352,8 @@ class MaxPool8:
         return max_pool(attrs, data, attrs.index_element_type, axis)
 
 
-@register("AvgPool", since=1, attrs=AvgPoolAttrs, category="pooling")
+@register("AvgPool", since=(1, 14, 16), attrs=(AvgPoolAttrs, AvgPool14Attrs, AvgPool16Attrs),
+          category="pooling")
 class AvgPool1:
     @staticmethod
     def infer(attrs, data: TensorSpec):
@@ -296,3 +362,130 @@ class AvgPool1:
     @staticmethod
     def run(attrs, data):
         return (avg_pool(attrs, data),)
+
+
+# ---------------------------------------------------------------- adaptive pooling
+
+
+@dataclass(frozen=True)
+class AdaptiveMaxPoolAttrs:
+    index_element_type: Literal["i32", "i64"] = "i64"
+
+
+def _adaptive_infer(data: TensorSpec, size: TensorSpec, what: str):
+    check_spatial_rank(data, "the data input")
+    if not data.etype.is_float:
+        fail(f"{what} data must be of a floating-point type, got {data.etype.name}")
+    if size.etype.name not in ("i32", "i64"):
+        fail(f"{what} output_size (input 1) must be i32 or i64, got {size.etype.name}")
+    if size.rank is not None and size.rank != 1:
+        fail(f"{what} output_size (input 1) must be 1-D, got {format_shape(size.shape)}")
+    n = None if size.shape is None else size.shape[0].value
+    if data.rank is not None and n is not None and n != data.rank - 2:
+        fail(f"{what} output_size (input 1) has {n} values but the data has {data.rank - 2} "
+             "spatial axes")
+    if data.shape is None:
+        return None if n is None else (DYNAMIC, DYNAMIC) + (DYNAMIC,) * n
+    el = elements(size)
+    ns = data.rank - 2
+    if el is None or len(el) != ns:
+        spatial = (DYNAMIC,) * ns
+    else:
+        for i, d in enumerate(el):
+            if d.hi is not None and d.hi < 0:
+                fail(f"{what} output_size (input 1) has the negative value {d.hi} at position {i}")
+        spatial = tuple(d if d.lo >= 0 else DYNAMIC for d in el)
+    return tuple(data.shape[:2]) + spatial
+
+
+def _adaptive_bins(n_in: int, n_out: int):
+    """Per output position: [floor(i * in / out), ceil((i + 1) * in / out)), in integers."""
+    i = np.arange(n_out, dtype=np.int64)
+    start = (i * n_in) // n_out
+    end = -((-(i + 1) * n_in) // n_out)
+    return start, end
+
+
+def _adaptive_windows(a: np.ndarray, axis: int, n_out: int, fill):
+    """[..., n_out, ...(axis)..., L] windows (L the longest bin), `fill` past a bin's end."""
+    n_in = a.shape[axis]
+    start, end = _adaptive_bins(n_in, n_out)
+    length = int((end - start).max()) if n_out else 0
+    check_alloc(a.shape[:axis] + (n_out,) + a.shape[axis + 1:] + (length,), a.dtype,
+                "the adaptive pooling windows")
+    idx = start[:, None] + np.arange(length)[None, :]
+    valid = idx < end[:, None]
+    g = np.take(a, np.minimum(idx, n_in - 1).reshape(-1), axis=axis)
+    g = g.reshape(a.shape[:axis] + (n_out, length) + a.shape[axis + 1:])
+    g = np.moveaxis(g, axis + 1, -1)
+    mask = valid.reshape((n_out,) + (1,) * (a.ndim - axis - 1) + (length,))
+    return np.where(mask, g, fill), idx
+
+
+def _output_sizes(data: np.ndarray, size: np.ndarray, what: str) -> list[int]:
+    sizes = [int(v) for v in np.asarray(size).reshape(-1)]
+    if len(sizes) != data.ndim - 2:
+        fail(f"{what} output_size (input 1) has {len(sizes)} values but the data has "
+             f"{data.ndim - 2} spatial axes")
+    for i, v in enumerate(sizes):
+        if v < 1:
+            fail(f"{what} output_size (input 1) has {v} at position {i}; sizes must be >= 1")
+    if any(s == 0 for s in data.shape[2:]):
+        fail(f"{what} cannot pool the empty input {list(data.shape)}")
+    check_alloc(list(data.shape[:2]) + sizes, data.dtype, f"the {what} output")
+    return sizes
+
+
+@register("AdaptiveAvgPool", since=8, attrs=NoAttrs, category="pooling")
+class AdaptiveAvgPool8:
+    @staticmethod
+    def infer(attrs, data: TensorSpec, output_size: TensorSpec):
+        return [TensorSpec(data.etype, _adaptive_infer(data, output_size, "AdaptiveAvgPool"))]
+
+    @staticmethod
+    def run(attrs, data, output_size):
+        sizes = _output_sizes(data, output_size, "AdaptiveAvgPool")
+        acc_t = compute_dtype(data.dtype)
+        total = data.astype(acc_t)
+        for ax in reversed(range(data.ndim - 2)):
+            n_in = total.shape[2 + ax]
+            start, end = _adaptive_bins(n_in, sizes[ax])
+            win, _ = _adaptive_windows(total, 2 + ax, sizes[ax], 0)
+            counts = (end - start).astype(acc_t).reshape((-1,) + (1,) * (data.ndim - 3 - ax))
+            total = win.sum(axis=-1, dtype=acc_t) / counts
+        return (total.astype(data.dtype),)
+
+
+@register("AdaptiveMaxPool", since=8, attrs=AdaptiveMaxPoolAttrs, category="pooling")
+class AdaptiveMaxPool8:
+    """Second output: the flat spatial index of each maximum (within its N, C slice); the
+    first maximum in row-major order wins, as in OpenVINO's reference."""
+
+    @staticmethod
+    def infer(attrs, data: TensorSpec, output_size: TensorSpec):
+        shape = _adaptive_infer(data, output_size, "AdaptiveMaxPool")
+        return [TensorSpec(data.etype, shape), TensorSpec.make(attrs.index_element_type, shape)]
+
+    @staticmethod
+    def run(attrs, data, output_size):
+        sizes = _output_sizes(data, output_size, "AdaptiveMaxPool")
+        ns = data.ndim - 2
+        v = widened(data, etype_name(data))
+        low = np.array(-np.inf, v.dtype)
+        coords = []
+        for ax in reversed(range(ns)):
+            a = 2 + ax
+            win, idx = _adaptive_windows(v, a, sizes[ax], low)
+            k = np.argmax(win, axis=-1)
+            v = np.take_along_axis(win, k[..., None], axis=-1)[..., 0]
+            starts = idx[:, 0].reshape((-1,) + (1,) * (ns - 1 - ax))
+            carried = []
+            for cpos in coords:
+                cw, _ = _adaptive_windows(cpos, a, sizes[ax], 0)
+                carried.append(np.take_along_axis(cw, k[..., None], axis=-1)[..., 0])
+            coords = carried + [starts + k]
+        spatial = data.shape[2:]
+        flat = np.zeros(v.shape, dtype=np.int64)
+        for pos, ax in zip(coords, reversed(range(ns))):
+            flat += pos.astype(np.int64) * int(np.prod(spatial[ax + 1:], dtype=np.int64))
+        return v.astype(data.dtype), flat.astype(element_type(attrs.index_element_type).dtype)

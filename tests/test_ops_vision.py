@@ -657,3 +657,127 @@ def test_backprop_against_openvino(tmp_path_factory, w, n, groups, cg, og, seed,
         _with_notset(xml, w["auto_pad"])
         got = o.irrun_run(xml, {"x": x})
     o.assert_same(got[0], expected[0], rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- MaxPool-14, AvgPool-14/16,
+# AdaptiveAvgPool-8, AdaptiveMaxPool-8
+
+
+@pytest.mark.parametrize("type_, opset, data, expected", [
+    # The pages' XML examples (same_upper with stride 2 gives 16, not the 32 printed there)
+    ("MaxPool", 14, dict(auto_pad="same_upper", kernel="2,2", pads_begin="1,1", pads_end="1,1", strides="2,2"), 16),
+    ("MaxPool", 14, dict(auto_pad="explicit", kernel="2,2", pads_begin="1,1", pads_end="1,1", strides="2,2"), 17),
+    ("MaxPool", 14, dict(auto_pad="valid", kernel="2,2", pads_begin="1,1", pads_end="1,1", strides="2,2"), 16),
+    ("AvgPool", 14, dict(auto_pad="explicit", exclude_pad="true", kernel="5,5", pads_begin="1,1", pads_end="1,1", strides="3,3"), 10),
+    ("AvgPool", 14, dict(auto_pad="explicit", exclude_pad="false", kernel="5,5", pads_begin="1,1", pads_end="1,1", strides="2,2"), 15),
+    ("AvgPool", 16, dict(auto_pad="valid", exclude_pad="true", kernel="5,5", dilations="1,1", pads_begin="1,1", pads_end="1,1", strides="2,2"), 14),
+    ("AvgPool", 16, dict(auto_pad="explicit", exclude_pad="false", kernel="5,5", dilations="2,2", pads_begin="1,1", pads_end="1,1", strides="2,2"), 13),
+    # ceil_torch: 5 + pads 0,1 with kernel 2 stride 2: ceil gives 3 windows, the last starts
+    # at 4 < 5: kept. 5 + pads 1,1: ceil gives 4, the last starts at 6 - 1 = 5, in the end
+    # padding: dropped (3); 4 + pads 1,1: 3 windows, the last starts at 3: kept
+    ("MaxPool", 14, dict(kernel="2,2", pads_begin="0,0", pads_end="1,1", strides="2,2", rounding_type="ceil_torch"), None),
+])
+def test_pool14_16_spec_shapes(type_, opset, data, expected):
+    impl, a = op(type_, opset, **data)
+    if expected is None:
+        (out, _) = impl.infer(a, TensorSpec.make("f32", [1, 3, 5, 4]))
+        assert dims(out)[2:] == ["3", "2"]
+        impl, a = op(type_, opset, **dict(data, pads_begin="1,1"))
+        (out, _) = impl.infer(a, TensorSpec.make("f32", [1, 3, 5, 4]))
+        assert dims(out)[2:] == ["3", "3"]
+        impl, a = op(type_, opset, **dict(data, pads_begin="1,1", rounding_type="ceil"))
+        (out, _) = impl.infer(a, TensorSpec.make("f32", [1, 3, 5, 4]))
+        assert dims(out)[2:] == ["4", "3"]
+        impl, a = op(type_, opset, **dict(data, pads_begin="1,1"))
+        v, _ = impl.run(a, np.arange(20, dtype=np.float32).reshape(1, 1, 5, 4))
+        assert v.shape == (1, 1, 3, 3)
+        return
+    outs = impl.infer(a, TensorSpec.make("f32", [1, 3, 32, 32]))
+    assert all(dims(o) == ["1", "3", str(expected), str(expected)] for o in outs)
+
+
+def test_ceil_torch_only_from_v14():
+    from irrun.registry import lookup, parse_attrs
+    _, problems, _ = parse_attrs(lookup("MaxPool", "opset8").attrs,
+                                 {"strides": "1", "kernel": "1", "rounding_type": "ceil_torch"})
+    assert problems
+    _, problems, _ = parse_attrs(lookup("AvgPool", "opset14").attrs,
+                                 {"strides": "1", "kernel": "1", "exclude-pad": "true", "rounding_type": "ceil_torch"})
+    assert not problems
+
+
+def test_huge_kernel_is_vectorised():
+    # kernel="200000" used to run a Python loop over every tap (7 s); now one window view per axis.
+    impl, a = op("MaxPool", 8, strides="1", kernel="200000")
+    x = np.random.default_rng(0).standard_normal((1, 1, 200010)).astype(np.float32)
+    v, i = impl.run(a, x)
+    ref = np.lib.stride_tricks.sliding_window_view(x[0, 0], 200000)
+    np.testing.assert_array_equal(v[0, 0], ref.max(axis=-1))
+    np.testing.assert_array_equal(i[0, 0], ref.argmax(axis=-1) + np.arange(11))
+
+
+def test_adaptive_pools_by_hand_and_spec_shapes():
+    impl, a = op("AdaptiveAvgPool", 8)
+    (out,) = impl.infer(a, TensorSpec.make("f32", [1, 3, 32, 32]), TensorSpec.of_value(np.array([16, 16]), "i64"))
+    assert dims(out) == ["1", "3", "16", "16"]
+    x = np.array([[[1.0, 2.0, 3.0, 4.0, 5.0]]], np.float32)
+    (y,) = impl.run(a, x, np.array([3]))
+    # bins [0, 2), [1, 4), [3, 5)
+    np.testing.assert_allclose(y, [[[1.5, 3.0, 4.5]]], rtol=1e-6)
+    impl, a = op("AdaptiveMaxPool", 8, index_element_type="i32")
+    v, i = impl.run(a, np.array([[[[1, 9], [9, 2]]]], np.float32), np.array([1, 1]))
+    assert v.tolist() == [[[[9]]]] and i.tolist() == [[[[1]]]] and i.dtype == np.int32   # first in row-major
+    with pytest.raises(irrun.errors.ShapeError, match="output_size .* has 1 values but the data has 2 spatial axes"):
+        impl.infer(a, TensorSpec.make("f32", [1, 3, 4, 4]), TensorSpec.make("i64", [1]))
+    with pytest.raises(irrun.errors.ShapeError, match="floating-point type"):
+        impl.infer(a, TensorSpec.make("i32", [1, 3, 4, 4]), TensorSpec.make("i64", [2]))
+
+
+@pytest.mark.oracle
+@settings(max_examples=20)
+@given(w=windows(), n=st.integers(1, 2), c=st.integers(1, 3), rounding=st.sampled_from(["floor", "ceil", "ceil_torch"]),
+       kind=st.sampled_from(["max14", "avg14", "avg16"]), exclude=st.booleans(), seed=st.integers(0, 2**31))
+def test_pool14_16_against_openvino(tmp_path_factory, w, n, c, rounding, kind, exclude, seed):
+    import openvino.opset14 as o14
+    import openvino.opset16 as o16
+    ns = len(w["sizes"])
+    dil = w["dil"] if kind != "avg14" else [1] * ns
+    auto = _ov_pad(w["auto_pad"])
+    # Stay where both are defined: no window entirely in the padding (the CPU plugin gives
+    # NaN/-0 for AvgPool there), and pads below the kernel.
+    assume(all(p < k and q < k for p, q, k in zip(w["pb"], w["pe"], w["kernel"])))
+    assume(_fits(dict(w, dil=dil), dil, rounding != "floor", no_empty=True))
+    x = np.random.default_rng(seed).standard_normal([n, c] + w["sizes"]).astype(np.float32)
+    import openvino.opset8 as o8
+    p = o8.parameter(list(x.shape), _ov().Type.f32, name="x")
+    if kind == "max14":
+        node = o14.max_pool(p, w["strides"], dil, w["pb"], w["pe"], w["kernel"], rounding, auto)
+        nodes = [node.output(0), node.output(1)]
+    elif kind == "avg14":
+        nodes = [o14.avg_pool(p, w["strides"], w["pb"], w["pe"], w["kernel"], exclude, rounding, auto)]
+    else:
+        nodes = [o16.avg_pool(p, w["strides"], w["pb"], w["pe"], w["kernel"], exclude, rounding, auto, dilations=dil)]
+    model = _ov().Model([o8.result(nd) for nd in nodes], [p])
+    with __import__("tempfile").TemporaryDirectory(dir=tmp_path_factory.getbasetemp()) as d:
+        try:
+            _compare_patched(model, {"x": x}, w["auto_pad"], d, rtol=1e-5, atol=1e-6)
+        except RuntimeError as e:
+            assume("Exception from src/inference" not in str(e))
+            raise
+
+
+@pytest.mark.oracle
+@settings(max_examples=15)
+@given(ns=st.integers(1, 3), n=st.integers(1, 2), c=st.integers(1, 2), seed=st.integers(0, 2**31), data=st.data())
+def test_adaptive_pools_against_openvino(tmp_path_factory, ns, n, c, seed, data):
+    import openvino.opset8 as o8
+    sizes = data.draw(st.lists(st.integers(1, 7), min_size=ns, max_size=ns))
+    outs = data.draw(st.lists(st.integers(1, 7), min_size=ns, max_size=ns))
+    x = np.random.default_rng(seed).standard_normal([n, c] + sizes).astype(np.float32)
+    p = o8.parameter(list(x.shape), _ov().Type.f32, name="x")
+    shape = o8.constant(np.array(outs, np.int64))
+    mx = o8.adaptive_max_pool(p, shape, "i32")
+    model = _ov().Model([o8.result(o8.adaptive_avg_pool(p, shape)), o8.result(mx.output(0)),
+                         o8.result(mx.output(1))], [p])
+    with __import__("tempfile").TemporaryDirectory(dir=tmp_path_factory.getbasetemp()) as d:
+        _compare_patched(model, {"x": x}, "explicit", d, rtol=1e-5, atol=1e-6)
