@@ -158,6 +158,12 @@ class Tracer:
         time the body runs (before the layer's own line)."""
         if self.level < 2:
             return None
+        runs = self._runs = getattr(self, "_runs", {})
+        k = runs.get(id(program), 0)
+        runs[id(program)] = k + 1
+        owner = program.owner.layer
+        role = program.doc.name.rsplit("/", 1)[-1] if program.doc is not None else "body"
+        self.echo(f"  | {owner.op_label} '{owner.name}' {role}, run {k}:")
         echo = self.echo
         return Tracer(lambda line: echo("  | " + line), self.level, program)
 

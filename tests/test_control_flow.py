@@ -500,3 +500,23 @@ def test_tensor_iterator_axes_and_strides_match_openvino(tmp_path_factory, shape
     scan = list(part)
     scan[out_axis] *= shape[axis]
     assert m.outputs[1].partial_shape == "[" + ",".join(map(str, scan)) + "]"
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("start,stride,end", [(0, 2, -1), (-1, -2, 0)])
+def test_tensor_iterator_parts_of_two_match_openvino(tmp_path, start, stride, end):
+    x = _f32((2, 6, 3), "x")
+    h0 = _f32((2, 2, 3), "h0")
+    xi, hi = _f32((2, 2, 3), "xi"), _f32((2, 2, 3), "hi")
+    nh = o8.add(o8.multiply(hi, o8.constant(np.float32(0.5))), xi)
+    rh, ro = o8.result(nh), o8.result(o8.tanh(nh))
+    ti = o8.tensor_iterator()
+    ti.set_body(ov.Model([rh, ro], [xi, hi]))
+    ti.set_sliced_input(xi, x.output(0), start, stride, 2, end, 1)
+    ti.set_merged_input(hi, h0.output(0), rh.output(0))
+    model = ov.Model([ti.get_iter_value(rh.output(0), -1),
+                      ti.get_concatenated_slices(ro.output(0), start, stride, 2, end, 1)], [x, h0])
+    rng = np.random.default_rng(11)
+    m, _ = _compare(model, {"x": rng.standard_normal((2, 6, 3)).astype(np.float32),
+                            "h0": rng.standard_normal((2, 2, 3)).astype(np.float32)}, tmp_path)
+    assert m.outputs[1].partial_shape == "[2,6,3]"   # 3 iterations of parts of 2
