@@ -1,19 +1,42 @@
 """irrun: run, check and look inside OpenVINO IR models (model.xml + model.bin) in Python."""
-from .compare import CompareResult, compare
 from .errors import (Diagnostic, FeedError, IrrunError, ModelError, OpError, ReadError,
                      ResourceError, ShapeError, UnsupportedError)
-from .model import Model, PortInfo, Session, read_model, validate
 from .registry import register
 from .shapes import Dim, TensorSpec
-from .writer import save_model
-from .surgery import extract, reduce
-from .batching import batch, map_blocks
+# Eager, unlike the rest: a submodule import of irrun.compare would otherwise leave the
+# module, not the function, as `irrun.compare` (compare.py imports nothing heavy itself).
+from .compare import CompareResult, compare
 
 __version__ = "0.1.0"
 
+# The rest is imported on first use (PEP 562), so `irrun --help`, `irrun ops` and a small
+# `irrun validate` do not pay for networkx, the executor or the compare machinery.
+_LAZY = {
+    "Model": "model", "PortInfo": "model", "Session": "model", "Outputs": "model",
+    "read_model": "model", "validate": "model",
+    "save_model": "writer", "extract": "surgery", "reduce": "surgery",
+    "batch": "batching", "map_blocks": "batching",
+}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'irrun' has no attribute '{name}'")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
 __all__ = [
-    "CompareResult", "Diagnostic", "Dim", "FeedError", "IrrunError", "Model", "ModelError", "OpError",
-    "PortInfo", "ReadError", "ResourceError", "Session", "ShapeError", "TensorSpec", "UnsupportedError",
-    "batch", "compare", "extract", "map_blocks", "read_model", "reduce", "register", "save_model",
-    "validate",
+    "CompareResult", "Diagnostic", "Dim", "FeedError", "IrrunError", "Model", "ModelError",
+    "OpError", "Outputs", "PortInfo", "ReadError", "ResourceError", "Session", "ShapeError",
+    "TensorSpec", "UnsupportedError", "batch", "compare", "extract", "map_blocks", "read_model",
+    "reduce", "register", "save_model", "validate",
 ]

@@ -10,7 +10,7 @@ import click
 import numpy as np
 
 from .errors import Diagnostic, FeedError, IrrunError, ModelError
-from .feed import check_output_path, load_npz, output_clashes, save_npz
+from .feed import check_output_path, load_npy, load_npz, output_clashes, save_npz
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -57,6 +57,16 @@ class RunByDefault(click.Group):
         while i < len(rest) and rest[i].startswith("-") and rest[i] not in ("--help", "-h"):
             i += 2 if rest[i] in valued else 1
         if i < len(rest) and rest[i] not in self.commands and rest[i] not in ("--help", "-h"):
+            word = rest[i]
+            if not os.path.exists(word) and "." not in os.path.basename(word):
+                # `irrun valdate m.xml`: a misspelt subcommand, not a model file.
+                import difflib
+
+                close = difflib.get_close_matches(word, list(self.commands), n=1, cutoff=0.6)
+                if close:
+                    raise click.UsageError(f"no command '{word}'; did you mean '{close[0]}'? "
+                                           f"(commands: {', '.join(sorted(self.commands))})",
+                                           ctx)
             rest.insert(i, "run")
         return super().parse_args(ctx, rest)
 
@@ -113,7 +123,7 @@ def _guard(ctx, fn, *args, **kwargs):
         if ctx.find_root().obj.get("traceback"):
             raise
         raise _fail_from(e) from None
-    except (click.ClickException, click.exceptions.Exit, KeyboardInterrupt):
+    except (click.ClickException, click.exceptions.Exit, KeyboardInterrupt, BrokenPipeError):
         raise
     except Exception as e:   # an irrun bug: still one line, the stack only on request
         if ctx.find_root().obj.get("traceback"):
@@ -154,7 +164,16 @@ def _preview(a: np.ndarray) -> str:
 @cli.command("run")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--inputs", "-i", "inputs_path", type=click.Path(dir_okay=False),
-              help="An .npz of input arrays keyed by input name.")
+              help="An .npz of input arrays keyed by input name (or a .npy for a model with "
+                   "one input).")
+@click.option("--random-inputs", "random_inputs", is_flag=True,
+              help="Run on random inputs, seeded, as benchmark_app makes them (ints in "
+                   "[0, 255], floats in [-1, 1)); dynamic dims at their lower bound or --shape.")
+@click.option("--shape", "shapes", multiple=True, metavar="NAME[D,D,...]",
+              help="With --random-inputs: an input's shape, e.g. image[1,3,224,224] (as "
+                   "benchmark_app's -data_shape); [1,3,224,224] alone for a one-input model.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="With --random-inputs: the random seed.")
 @click.option("--output", "-o", "output_path", type=click.Path(dir_okay=False),
               help="Write the outputs to this .npz, keyed by output name.")
 @click.option("--weights", "-w", type=click.Path(dir_okay=False),
@@ -185,8 +204,9 @@ def _preview(a: np.ndarray) -> str:
 @click.option("--extension", "extensions", multiple=True, type=click.Path(dir_okay=False),
               help="Import a Python file of custom ops (@irrun.register) first; repeatable.")
 @click.pass_context
-def run_cmd(ctx, model, inputs_path, output_path, weights, no_mmap, profile, repeat, dump_dir,
-            dump_patterns, verbose, check_nan, until, steps, loop_back, extensions):
+def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, weights, no_mmap,
+            profile, repeat, dump_dir, dump_patterns, verbose, check_nan, until, steps,
+            loop_back, extensions):
     """Run MODEL on INPUTS and print or save the outputs."""
     import time
 
@@ -195,6 +215,11 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, no_mmap, profile, rep
 
     if dump_patterns and not dump_dir:
         raise click.UsageError("--dump-layers needs --dump DIR")
+    if random_inputs and inputs_path:
+        raise click.UsageError("--random-inputs and --inputs exclude each other")
+    if shapes and not random_inputs:
+        raise click.UsageError("--shape goes with --random-inputs")
+    shape_of_input = _parse_shapes(shapes)
     if loop_back and not steps:
         raise click.UsageError("--loop-back needs --steps N")
     if steps and (until or dump_dir or repeat > 1):
@@ -210,8 +235,20 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, no_mmap, profile, rep
 
     def go():
         m = read_model(model, weights, mmap=not no_mmap)
-        path = inputs_path or sample_inputs_for(model)
-        if path is None:
+        path = None if random_inputs else inputs_path or sample_inputs_for(model)
+        if random_inputs:
+            from .compare import generated_inputs
+
+            if None in shape_of_input:
+                if len(m.inputs) != 1:
+                    raise click.UsageError("--shape without a name is for a model with one "
+                                           f"input; this one has {len(m.inputs)}")
+                shape_of_input[m.inputs[0].name] = shape_of_input.pop(None)
+            feed, note = generated_inputs(m, seed, shape_of_input)
+            _echo(f"inputs: {note}", err=True)
+        elif path is not None and path.lower().endswith(".npy"):
+            feed = load_npy(path, m.inputs)
+        elif path is None:
             if not m.inputs:
                 feed = {}
             else:
@@ -277,6 +314,21 @@ def run_cmd(ctx, model, inputs_path, output_path, weights, no_mmap, profile, rep
                        err=True)
 
     _guard(ctx, go)
+
+
+def _parse_shapes(items) -> dict:
+    """--shape image[1,3,224,224] -> {"image": [1, 3, 224, 224]}; a bare [..] -> {None: ...}."""
+    import re
+
+    shapes = {}
+    for item in items:
+        m = re.fullmatch(r"\s*(.*?)\s*\[\s*([0-9,\s]*)\]\s*", item)
+        if m is None or not all(p.strip().isdigit() for p in m.group(2).split(",") if p.strip()):
+            raise click.BadParameter(f"'{item}' is not NAME[D,D,...] (e.g. image[1,3,224,224])",
+                                     param_hint="--shape")
+        dims = [int(p) for p in m.group(2).split(",") if p.strip()]
+        shapes[m.group(1) or None] = dims
+    return shapes
 
 
 def _run_session(m, feed, steps, pairs, listener, output_path, progress):
@@ -693,6 +745,19 @@ def main(argv=None):
     except (Interrupted, KeyboardInterrupt):
         _echo("irrun: interrupted", err=True)
         sys.exit(130)
+    except BrokenPipeError:
+        _quiet_pipe_exit()
+
+
+def _quiet_pipe_exit():
+    """`irrun ... | head`: the reader went away. Exit quietly as Unix tools do (status 141 =
+    128 + SIGPIPE), without Python's complaint when it flushes stdout at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(141)
 
 
 def threading_main() -> bool:

@@ -51,7 +51,7 @@ class TensorResult:
     op: str                       # Type-opsetN as written in the file
     line: int
     names: list[str]              # the port's tensor names
-    status: str                   # "agree" | "differ"
+    status: str                   # "agree" | "drift" (differs only through its inputs) | "differ"
     shape: list[int]
     dtype: str                    # irrun's element type
     other_shape: list[int]
@@ -66,6 +66,9 @@ class TensorResult:
     irrun_value: object = None    # the values at worst_index
     other_value: object = None
     reason: str | None = None     # why they differ, when it is not the values (shape, dtype)
+    # irrun's kernel run on the other side's values of the layer's inputs, against the other
+    # side's output: compare_tensor's statistics, {"error": message}, or None (not run).
+    isolated: dict | None = None
 
     @property
     def label(self) -> str:
@@ -75,7 +78,7 @@ class TensorResult:
         return {k: getattr(self, k) for k in (
             "layer", "layer_id", "port", "op", "line", "names", "status", "shape", "dtype",
             "other_shape", "other_dtype", "tolerance", "size", "mismatches", "max_abs", "max_rel",
-            "cosine", "worst_index", "irrun_value", "other_value", "reason")}
+            "cosine", "worst_index", "irrun_value", "other_value", "reason", "isolated")}
 
     def tolerance_text(self) -> str:
         t = self.tolerance
@@ -128,11 +131,12 @@ class Divergence:
     line: int
     tensors: list[TensorResult]           # its differing outputs
     unchecked_inputs: list[str]           # inputs that were not compared (the cause may be there)
+    isolated: bool = False                # judged by running irrun's kernel on the other's inputs
 
     def to_dict(self) -> dict:
         return dict(layer=self.layer, layer_id=self.layer_id, op=self.op, line=self.line,
                     tensors=[t.label for t in self.tensors],
-                    unchecked_inputs=self.unchecked_inputs)
+                    unchecked_inputs=self.unchecked_inputs, isolated=self.isolated)
 
 
 @dataclass
@@ -151,11 +155,18 @@ class CompareResult:
 
     @property
     def ok(self) -> bool:
-        return all(t.status == "agree" for t in self.tensors)
+        return all(t.status != "differ" for t in self.tensors)
 
     @property
     def differing(self) -> list[TensorResult]:
-        return [t for t in self.tensors if t.status != "agree"]
+        """Tensors that differ on their own layer's account."""
+        return [t for t in self.tensors if t.status == "differ"]
+
+    @property
+    def drifting(self) -> list[TensorResult]:
+        """Tensors that differ only as their inputs do: irrun's kernel, given the other side's
+        inputs, reproduces the other side's output."""
+        return [t for t in self.tensors if t.status == "drift"]
 
     @property
     def first_divergent(self) -> Divergence | None:
@@ -164,6 +175,7 @@ class CompareResult:
     def to_dict(self) -> dict:
         return dict(model=self.model, other=self.other, inputs=self.inputs, ok=self.ok,
                     compared=len(self.tensors), differ=len(self.differing),
+                    drift=len(self.drifting),
                     first_divergent=self.first_divergent.to_dict() if self.first_divergent
                     else None,
                     divergences=[d.to_dict() for d in self.divergences],
@@ -178,22 +190,38 @@ class CompareResult:
     def verdict(self) -> str:
         """The `FILE:LINE: layer 'NAME' (Type-opsetN) ...` lines, or the all-agree line."""
         n = len(self.tensors)
+        drift = len(self.drifting)
+        carried = (f"{drift} differ{'s' if drift == 1 else ''} only through the inputs (given "
+                   f"{self.other_name}'s values of the inputs, irrun's kernel reproduces "
+                   f"{self.other_name}'s output: rounding carried from earlier layers)")
         if self.ok:
-            return f"all {n} compared tensor{'s' if n != 1 else ''} agree"
+            return f"all {n} compared tensor{'s' if n != 1 else ''} agree" + (
+                f"; {carried}" if drift else "")
         lines = []
         for d in self.divergences:
             first = d is self.divergences[0]
             what = "first divergent layer" if first else "also diverges on its own"
-            lines.append(f"{self.model}:{d.line}: layer '{d.layer}' ({d.op}): {what}: "
-                         + ("its inputs agree and its output does not" if not d.unchecked_inputs
-                            else "its output differs; not all of its inputs were compared"))
+            if d.isolated:
+                why = (f"given {self.other_name}'s values of its inputs, irrun's kernel does "
+                       "not reproduce its output")
+            elif d.unchecked_inputs:
+                why = "its output differs; not all of its inputs were compared"
+            else:
+                why = "its inputs agree and its output does not"
+            lines.append(f"{self.model}:{d.line}: layer '{d.layer}' ({d.op}): {what}: {why}")
             for t in d.tensors:
                 lines.append(f"    output {t.port} {t.dtype}{_shape(t.shape)}: "
                              f"{t.detail(self.other_name)}")
+                iso = t.isolated
+                if iso and iso.get("status") == "differ" and (
+                        iso.get("mismatches") != t.mismatches or iso.get("max_abs") != t.max_abs):
+                    lines.append(f"      on {self.other_name}'s inputs: "
+                                 f"{_stats_text(iso, self.other_name)}")
             if d.unchecked_inputs:
                 lines.append("    inputs not compared, the divergence may start there (--layers "
                              "all compares them): " + ", ".join(d.unchecked_inputs))
-        lines.append(f"{len(self.differing)} of {n} compared tensors differ")
+        lines.append(f"{len(self.differing)} of {n} compared tensors differ"
+                     + (f"; {carried}" if drift else ""))
         return "\n".join(lines)
 
     def report(self) -> str:
@@ -209,7 +237,7 @@ class CompareResult:
                          _num(t.max_rel) if t.max_rel is not None else "-",
                          f"{t.mismatches}/{t.size}",
                          f"{t.cosine:.6f}" if t.cosine is not None else "-",
-                         "ok" if t.status == "agree" else "DIFFER"])
+                         {"agree": "ok", "drift": "drift"}.get(t.status, "DIFFER")])
         if rows:
             out += _table(["tensor", "type-version", "irrun", "tolerance", "max abs",
                            "max rel", "mismatch", "cosine", ""], rows)
@@ -226,6 +254,17 @@ class CompareResult:
     def html(self) -> str:
         """The graph picture with layers coloured by agreement, the first divergent outlined."""
         return _html_report(self, self.program)
+
+
+def _stats_text(stats: dict, other_name: str) -> str:
+    if "error" in stats:
+        return stats["error"]
+    n, size = stats.get("mismatches", 0), stats.get("size", 0)
+    text = f"{n} of {size} element{'s' if size != 1 else ''} differ{'s' if n == 1 else ''}"
+    if stats.get("worst_index") is not None:
+        text += (f"; worst at {stats['worst_index']}: irrun {_num(stats.get('irrun_value'))}, "
+                 f"{other_name} {_num(stats.get('other_value'))}")
+    return text
 
 
 def _strict(v):
@@ -350,23 +389,38 @@ def compare_tensor(a: np.ndarray, b: np.ndarray, tolerance: dict) -> dict:
 
 # ---------------------------------------------------------------- inputs
 
-def generated_inputs(model, seed: int = GENERATED_SEED) -> tuple[dict, str]:
+def generated_inputs(model, seed: int = GENERATED_SEED, shapes: dict | None = None
+                     ) -> tuple[dict, str]:
     """Inputs made up the way benchmark_app does when given none: random values, seeded.
 
     Integers uniform in [0, 255] (as benchmark_app, clipped to the type), booleans 0/1, floats
     uniform in [-1, 1) (benchmark_app uses [0, 255], which saturates most activations). A
-    dynamic dim takes its lower bound, at least 1.
+    dynamic dim takes its lower bound, at least 1, unless `shapes` ({input name: dims}, as
+    benchmark_app's -data_shape) gives the input's shape; it must fit the input's dims.
     """
     rng = np.random.default_rng(seed)
     feed = {}
+    shapes = dict(shapes or {})
+    unknown = [n for n in shapes if n not in {i.name for i in model.inputs}]
+    if unknown:
+        raise FeedError(f"--shape names no input '{unknown[0]}' (inputs: "
+                        f"{', '.join(i.name for i in model.inputs)})", file=model.path)
     for info in model.inputs:
-        if info.shape is None:
+        if info.name in shapes:
+            dims = [int(d) for d in shapes[info.name]]
+            if info.shape is not None and (len(dims) != len(info.shape) or not all(
+                    d.contains(n) for d, n in zip(info.shape, dims))):
+                raise FeedError(f"--shape {info.name}{dims} does not fit the input "
+                                f"{info.name}: {info.element_type}{info.partial_shape}",
+                                file=model.path)
+        elif info.shape is None:
             raise FeedError(f"input '{info.name}' has a dynamic rank, so irrun cannot make up a "
-                            "value for it: give --inputs", file=model.path)
-        dims = []
-        for d in info.shape:
-            n = max(d.lo, 1)
-            dims.append(n if d.hi is None or n <= d.hi else d.hi)
+                            "value for it: give --inputs or --shape", file=model.path)
+        else:
+            dims = []
+            for d in info.shape:
+                n = max(d.lo, 1)
+                dims.append(n if d.hi is None or n <= d.hi else d.hi)
         from .etypes import element_type
         et = element_type(info.element_type)
         if et.kind == "bool":
@@ -802,6 +856,13 @@ def compare(model_path, feed=None, *, reference=None, device: str = "CPU", layer
                     result.missing.append(Missing(node.layer.name, lid, i, node.layer.op_label,
                                                   node.layer.line, "no Result needs this layer, "
                                                   "so irrun does not run it"))
+    # A differing tensor whose layer, run by irrun on the other side's inputs, reproduces
+    # the other side's output only carries its inputs' difference: it drifts.
+    for t in result.tensors:
+        if t.status == "differ" and t.reason is None:
+            t.isolated = _isolate(program, t, keeper.values, feeds_by_id, other, rtol, atol)
+            if t.isolated is not None and t.isolated.get("status") == "agree":
+                t.status = "drift"
     result.divergences = _divergences(program, result)
     return result
 
@@ -838,10 +899,13 @@ def _dtype_name(a: np.ndarray) -> str:
 
 
 def _divergences(program, result: CompareResult) -> list[Divergence]:
-    """Differing layers none of whose inputs is known to differ, in topological order.
+    """Layers that diverge on their own, in topological order.
 
-    A port that was not compared is 'tainted' when its layer has a tainted or differing
-    input: a divergence upstream of it explains whatever it holds.
+    A layer whose differing output was checked in isolation (irrun's kernel on the other
+    side's inputs) diverges when that check fails. Otherwise (an input has no value on the
+    other side) it diverges when none of its inputs is known to differ: a port that was not
+    compared is 'tainted' when its layer has a tainted or differing input, since a divergence
+    upstream explains whatever it holds.
     """
     status = {(t.layer_id, t.port): t for t in result.tensors}
     tainted: set[tuple[str, int]] = set()
@@ -855,18 +919,104 @@ def _divergences(program, result: CompareResult) -> list[Divergence]:
         unchecked = [s for s in inputs if s not in status and s not in tainted
                      and program.nodes[s[0]].kind == "op"]
         mine = [status[(lid, i)] for i in range(len(node.specs or ())) if (lid, i) in status]
-        differing = [t for t in mine if t.status != "agree"]
-        if differing and not bad_in:
+        differing = [t for t in mine if t.status == "differ"]
+        isolated = bool(differing) and all(t.isolated is not None and "error" not in t.isolated
+                                           for t in differing)
+        if differing and (isolated or not bad_in):
             layer = node.layer
             found.append(Divergence(layer.name, lid, layer.op_label, layer.line, differing,
+                                    [] if isolated else
                                     [f"{program.nodes[s[0]].layer.name}:{s[1]}"
-                                     for s in unchecked]))
+                                     for s in unchecked], isolated))
         for i in range(len(node.specs or ())):
             key = (lid, i)
             t = status.get(key)
             if (t is not None and t.status != "agree") or (t is None and bad_in):
                 tainted.add(key)
     return found
+
+
+# ---------------------------------------------------------------- isolation
+
+# Ops whose output is a step function of input 0: where the input sits within rounding noise
+# of a step (a FakeQuantize level boundary, a .5 for Round), the two sides may fairly land on
+# either side, so the isolated check also accepts the output of a slightly nudged input.
+STEP_OPS = {"FakeQuantize", "Round", "Floor", "Ceiling", "Convert"}
+# Ops with effects beyond their outputs (state) are never run a second time.
+STATEFUL_OPS = {"ReadValue", "Assign"}
+
+
+def _isolate(program, t: TensorResult, keeper_values: dict, feeds_by_id: dict, other: dict,
+             rtol, atol):
+    """Run irrun's kernel of `t`'s layer on the other side's values of its inputs and compare
+    with the other side's output: the statistics, {"error": ...}, or None when an input has
+    no value on the other side."""
+    from .executor import check_inputs
+
+    node = program.nodes[t.layer_id]
+    if node.kind != "op" or node.layer.type in STATEFUL_OPS or node.op is None:
+        return None
+    args, etypes = [], []
+    for src in node.inputs:
+        src = tuple(src)
+        producer = program.nodes[src[0]]
+        mine = keeper_values.get(src)
+        if producer.kind == "const":
+            value = mine
+        elif producer.kind == "parameter":
+            value = feeds_by_id.get(src[0], mine)
+        elif src in other:
+            value = other[src]
+        else:
+            return None
+        if mine is None or np.shape(value) != np.shape(mine) or _kind(np.asarray(value)) != \
+                _kind(mine):
+            return None
+        args.append(np.asarray(value).astype(mine.dtype, copy=False))
+        etypes.append(producer.specs[src[1]].etype)
+    want = np.asarray(other[(t.layer_id, t.port)])
+
+    def run(inputs):
+        check_inputs(node, etypes, inputs)
+        with np.errstate(all="ignore"):
+            return np.asarray(node.op.run(node.attrs, *inputs)[t.port])
+
+    try:
+        got = run(args)
+    except Exception as e:     # noqa: BLE001 - a kernel refusing the other side's values
+        return {"error": f"irrun's kernel refuses the other side's inputs: "
+                         f"{getattr(e, 'message', None) or e}"}
+    if got.shape != want.shape or _kind(got) != _kind(want):
+        return {"error": f"on the other side's inputs irrun's kernel gives "
+                         f"{_dtype_name(got)}{_shape(got.shape)}"}
+    tol = t.tolerance
+    stats = compare_tensor(got, want, tol)
+    if stats["status"] != "agree" and node.layer.type in STEP_OPS and args and \
+            _kind(args[0]) == "f" and args[0].size:
+        x = args[0].astype(np.float64)
+        in_tol = tolerance_for(etypes[0].name, rtol, atol)
+        nudge = in_tol["atol"] + in_tol["rtol"] * np.abs(x)
+        fits = _matches(got, want, tol)
+        for sign in (-1.0, 1.0):
+            try:
+                moved = run([(x + sign * nudge).astype(args[0].dtype)] + args[1:])
+            except Exception:  # noqa: BLE001
+                continue
+            fits |= _matches(moved, want, tol)
+        if fits.all():
+            stats = dict(stats, status="agree", stepped=int(stats["mismatches"]))
+    return stats
+
+
+def _matches(a: np.ndarray, b: np.ndarray, tol: dict) -> np.ndarray:
+    """Elementwise agreement, by compare_tensor's rule."""
+    if tol.get("exact") or _kind(a) != "f":
+        return np.asarray(a == b)
+    x, y = _as_float64(a), _as_float64(b)
+    with np.errstate(all="ignore"):
+        same = (x == y) | (np.isnan(x) & np.isnan(y))
+        return same | (np.abs(x - y) <= tol["atol"] + tol["rtol"] * np.maximum(np.abs(x),
+                                                                                np.abs(y)))
 
 
 # ---------------------------------------------------------------- HTML

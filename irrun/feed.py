@@ -322,3 +322,31 @@ def save_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def load_npy(path: str, inputs) -> dict[str, np.ndarray]:
+    """A single `.npy` array as the feed of a model with one input (its header's shape and
+    dtype checked against the memory budget before the data is read; never unpickles)."""
+    from .weights import check_alloc
+
+    path = str(path)
+    if len(inputs) != 1:
+        names = ", ".join(i.name for i in inputs)
+        raise FeedError(f"a .npy file holds one array, but the model has {len(inputs)} inputs "
+                        f"({names}): give an .npz keyed by input name", file=path)
+    try:
+        with open(path, "rb") as f:
+            dtype, shape, _ = _npy_header(f)
+            if dtype.hasobject:
+                raise FeedError("the .npy holds Python objects, which irrun does not load",
+                                file=path)
+            check_alloc(shape, dtype, "the .npy array")
+            f.seek(0)
+            value = np.load(f, allow_pickle=False)
+    except FileNotFoundError:
+        raise ReadError(f"no such inputs file: '{path}'", file=path) from None
+    except (ValueError, EOFError) as e:
+        raise ReadError(f"the inputs file is not a .npy array: {e}", file=path) from None
+    except OSError as e:
+        raise ReadError(f"cannot read the inputs file: {e.strerror or e}", file=path) from None
+    return {inputs[0].name: value}

@@ -165,21 +165,48 @@ class Model:
         return Session(self)
 
     def infer(self, feed=None, *, intermediate: bool = False, until: str | None = None,
-              listener=None) -> dict[str, np.ndarray]:
-        """Run the model: {output name: array}.
+              outputs=None, listener=None) -> "Outputs":
+        """Run the model: {output name: array} (an `Outputs`, which also takes an output's
+        position or PortInfo as the key, as OpenVINO's OVDict does).
 
-        With intermediate=True the dict also holds every intermediate tensor, keyed
-        "layer_name:port_index". `until` runs only up to the named layer and returns its outputs.
-        Every ReadValue gives its initial value: a stateful model's variables are kept only
-        by a session (`create_session()`).
+        `outputs` (names, positions or PortInfos of model outputs) computes only those and
+        what they need, as onnxruntime's `run(names, feed)` does. With intermediate=True the
+        dict also holds every intermediate tensor, keyed "layer_name:port_index". `until`
+        runs only up to the named layer and returns its outputs. Every ReadValue gives its
+        initial value: a stateful model's variables are kept only by a session
+        (`create_session()`).
         """
-        return self._run(feed, intermediate, until, listener, None)
+        return self._run(feed, intermediate, until, listener, None, outputs)
 
-    def _run(self, feed, intermediate, until, listener, state) -> dict[str, np.ndarray]:
+    def _select(self, targets, names, wanted):
+        """The targets of the requested model outputs (names, positions or PortInfos)."""
+        chosen = []
+        for w in wanted:
+            if isinstance(w, PortInfo):
+                w = w.name
+            if isinstance(w, (int, np.integer)) and not isinstance(w, bool):
+                if not -len(names) <= w < len(names):
+                    raise FeedError(f"output {w} does not exist: the model has {len(names)} "
+                                    "outputs", file=self.path)
+                chosen.append(int(w) % len(names))
+            elif w in names:
+                chosen.append(names.index(w))
+            else:
+                raise FeedError(f"no output named '{w}' (outputs: {', '.join(names)})",
+                                file=self.path)
+        return [targets[i] for i in chosen], [names[i] for i in chosen]
+
+    def _run(self, feed, intermediate, until, listener, state, outputs=None) -> "Outputs":
         if self.program.weights is not None:
             self.program.weights.check()    # a truncated map would be SIGBUS, not an error
         feeds = self._feeds(feed)
         targets, names = self._targets(until)
+        order = list(names)
+        if outputs is not None:
+            if isinstance(outputs, (str, PortInfo, int)):
+                outputs = [outputs]
+            targets, names = self._select(targets, names, list(outputs))
+            order = list(names)
         sinks = () if state is None else tuple(
             n.id for n in self.program.nodes.values() if n.layer.type.lower() == "assign")
         plan = self._plan(targets, sinks)
@@ -188,7 +215,7 @@ class Model:
                                    state=state)
         else:
             outs = execute(self.program, plan, feeds, listener, state=state)
-        result = dict(zip(names, outs))
+        result = Outputs(zip(names, outs), order)
         if intermediate:
             for (lid, index), slot in plan.slot_of.items():
                 if values[slot] is not None:
@@ -219,6 +246,30 @@ class Model:
         return [step.node.layer.name for step in plan.steps]
 
 
+class Outputs(dict):
+    """What `infer` returns: a dict by output name, in output order, that also takes an
+    output's position (`out[0]`) or its PortInfo (`out[model.outputs[0]]`)."""
+
+    def __init__(self, items=(), order=()):
+        super().__init__(items)
+        self._order = list(order)
+
+    def __getitem__(self, key):
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+            if not -len(self._order) <= key < len(self._order):
+                raise IndexError(f"output {key} does not exist: there are "
+                                 f"{len(self._order)} outputs ({', '.join(self._order)})")
+            key = self._order[key]
+        elif isinstance(key, PortInfo):
+            key = key.name
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        if isinstance(key, PortInfo):
+            key = key.name
+        return super().__contains__(key)
+
+
 class Session:
     """Runs of one model that share its state variables (what OpenVINO's InferRequest keeps).
 
@@ -235,10 +286,10 @@ class Session:
         self._state = State({}, {})
 
     def infer(self, feed=None, *, intermediate: bool = False, until: str | None = None,
-              listener=None) -> dict[str, np.ndarray]:
+              outputs=None, listener=None) -> Outputs:
         self._state.pending.clear()
         try:
-            result = self.model._run(feed, intermediate, until, listener, self._state)
+            result = self.model._run(feed, intermediate, until, listener, self._state, outputs)
         except BaseException:
             self._state.pending.clear()
             raise

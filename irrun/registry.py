@@ -112,7 +112,7 @@ class Registry:
         module = getattr(cls, "__module__", "") or ""
         return module == self._package or module.startswith(self._package + ".")
 
-    def check(self, op: OpDef, replace: bool, origin: tuple[str, int | None]) -> None:
+    def check(self, op: OpDef, replace: bool, cls) -> None:
         """Refuse a second registration of a version unless it replaces the first."""
         if not self._is_builtin(op.impl):
             self._ensure_loaded()      # a clash with a built-in must be seen now
@@ -121,7 +121,7 @@ class Registry:
             raise RegistrationError(
                 f"{op.label} is registered twice: here and at {_at(_origin(clash[0].impl))} "
                 "(pass replace=True to @irrun.register to override a registered version)",
-                file=origin[0], line=origin[1])
+                file=_origin(cls)[0], line=_origin(cls)[1])
 
     def add(self, op: OpDef) -> None:
         """Register `op`: a built-in kernel or an extension's (overlay), replacing its key."""
@@ -190,17 +190,19 @@ def register(type: str, since: int | tuple[int, ...] | None = None, *, attrs=NoA
                                     "(a whole number from 1)", **where)
 
     def deco(cls):
-        origin = _origin(cls)
+        # (The class's file and line are looked up only for an error: inspect reads and
+        # tokenizes the source file, which made importing the kernels take seconds.)
         run = getattr(cls, "run", None)
         lo, hi = _arity(run) if callable(run) else (0, None)
         ops = [OpDef(type, s, version, cls, schema_cls, category, lo, hi)
                for s, schema_cls in zip(sinces, schemas)]
         for op in ops:
-            REGISTRY.check(op, replace, origin)
+            REGISTRY.check(op, replace, cls)
         for name in ("infer", "run"):
             if not callable(getattr(cls, name, None)):
                 raise RegistrationError(f"{cls.__name__} registered as '{type}' has no static "
-                                        f"{name}() method", file=origin[0], line=origin[1])
+                                        f"{name}() method", file=_origin(cls)[0],
+                                        line=_origin(cls)[1])
         for op in ops:
             REGISTRY.add(op)
         cls.opdef = ops[-1]

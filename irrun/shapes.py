@@ -67,6 +67,26 @@ class Dim:
 
     __rmul__ = __mul__
 
+    # A static dim behaves as its int (`shape[1] == 4`, `int(d)`, `range(d)`, NumPy shapes);
+    # a dynamic one has no single value and says so.
+    def __eq__(self, other):
+        if isinstance(other, Dim):
+            return self.lo == other.lo and self.hi == other.hi
+        if isinstance(other, (int, np.integer)) and not isinstance(other, bool):
+            return self.is_static and self.lo == other
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.lo) if self.is_static else hash((self.lo, self.hi))
+
+    def __int__(self) -> int:
+        if not self.is_static:
+            raise TypeError(f"dim {self} is dynamic: it has no single value (use .lo and .hi, "
+                            "or check .is_static first)")
+        return self.lo
+
+    __index__ = __int__
+
     def __str__(self) -> str:
         if self.is_static:
             return str(self.lo)

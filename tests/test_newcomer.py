@@ -1,0 +1,130 @@
+"""A newcomer's first hour: pipes, typos, dims that behave as ints, OVDict-style outputs, a
+subset of outputs, .npy and random inputs, and a start-up that does not import everything."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import irrun
+from irrun.builder import GraphBuilder
+from irrun.cli import cli
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+CRNN = MODELS / "crnn" / "model.xml"
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+@pytest.mark.parametrize("args", [["--help"], ["ops"], ["info", str(CRNN)], [str(CRNN)]])
+def test_a_closed_pipe_is_a_quiet_exit(args):
+    # `irrun ... | head`: the reader is gone before irrun writes.
+    p = subprocess.Popen([sys.executable, "-m", "irrun", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    p.wait(timeout=120)
+    p.stderr.close()
+    assert "internal error" not in err and "Traceback" not in err and "BrokenPipe" not in err
+    assert p.returncode in (0, 1, 141)
+
+
+def test_a_misspelt_subcommand_is_suggested():
+    r = invoke("valdate", CRNN)
+    assert r.exit_code == 2
+    assert "no command 'valdate'; did you mean 'validate'?" in r.output
+    # A model path is still run, even one without a suffix that exists.
+    assert invoke("nosuchmodel.xml").exit_code == 1
+
+
+def test_static_dims_behave_as_ints_and_dynamic_ones_say_so():
+    m = irrun.read_model(CRNN)
+    shape = m.inputs[0].shape            # image: f32[1,1,32,?]
+    assert shape[2] == 32 and int(shape[2]) == 32 and list(range(shape[0])) == [0]
+    assert np.zeros(shape[:3]).shape == (1, 1, 32)
+    assert shape[3] != 32 and not shape[3].is_static
+    with pytest.raises(TypeError, match=r"dim \? is dynamic: it has no single value"):
+        int(shape[3])
+    assert m.inputs[0].partial_shape == "[1,1,32,?]"
+
+
+def test_outputs_by_position_by_port_info_and_a_subset():
+    m = irrun.read_model(CRNN)
+    feed = dict(np.load(CRNN.with_name("inputs.npz")))
+    out = m.infer(feed)
+    assert list(out) == [o.name for o in m.outputs]
+    np.testing.assert_array_equal(out[0], out[m.outputs[0].name])
+    np.testing.assert_array_equal(out[m.outputs[1]], out["decoded_lengths"])
+    assert m.outputs[1] in out
+    with pytest.raises(IndexError, match="output 2 does not exist: there are 2 outputs"):
+        out[2]
+    with pytest.raises(irrun.FeedError, match="no output named 'nope'"):
+        m.infer(feed, outputs=["nope"])
+
+
+def test_a_subset_of_outputs_runs_only_what_it_needs(tmp_path):
+    g = GraphBuilder("two")
+    x = g.parameter("x", "f32", [4])
+    g.result(g.op("Sigmoid", [x]), name="s")
+    g.result(g.op("Exp", [g.op("Negative", [x])]), name="e")
+    m = irrun.read_model(g.save(tmp_path / "two.xml")[0])
+    ran = []
+    feed = {"x": np.arange(4, dtype=np.float32)}
+    only = m.infer(feed, outputs=["e"], listener=lambda node, outs, t: ran.append(node.layer.type))
+    assert list(only) == ["e"] and "Sigmoid" not in ran and "Exp" in ran
+    # irrun computes exp in f64 and rounds once: within an ulp of NumPy's f32 exp.
+    np.testing.assert_allclose(only[0], np.exp(-feed["x"]), rtol=2e-7)
+    assert list(m.infer(feed, outputs=[m.outputs[0], 1])) == ["s", "e"]
+
+
+def one_input_model(tmp_path) -> Path:
+    g = GraphBuilder("one")
+    x = g.parameter("x", "f32", [None, 3])
+    g.result(g.op("Sigmoid", [x]), name="y")
+    xml, _ = g.save(tmp_path / "one.xml")
+    return Path(xml)
+
+
+def test_npy_inputs_for_a_one_input_model(tmp_path):
+    xml = one_input_model(tmp_path)
+    x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    np.save(tmp_path / "x.npy", x)
+    r = invoke(xml, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npz")
+    assert r.exit_code == 0, r.output
+    np.testing.assert_allclose(np.load(tmp_path / "y.npz")["y"], 1 / (1 + np.exp(-x)), rtol=1e-6)
+    r = invoke(MODELS / "ctr_wide_deep" / "model.xml", "-i", tmp_path / "x.npy")
+    assert r.exit_code == 1
+    assert "a .npy file holds one array, but the model has 4 inputs" in r.output
+
+
+def test_random_inputs_with_a_shape(tmp_path):
+    xml = one_input_model(tmp_path)
+    r = invoke(xml, "--random-inputs", "--shape", "x[5,3]", "-o", tmp_path / "y.npz")
+    assert r.exit_code == 0, r.output
+    assert "random, seed 0" in r.output
+    assert np.load(tmp_path / "y.npz")["y"].shape == (5, 3)
+    same = invoke(xml, "--random-inputs", "--shape", "[5,3]", "-o", tmp_path / "z.npz")
+    assert same.exit_code == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "z.npz")["y"], np.load(tmp_path / "y.npz")["y"])
+    bad = invoke(xml, "--random-inputs", "--shape", "x[5,4]")
+    assert bad.exit_code == 1 and "--shape x[5, 4] does not fit the input x: f32[?,3]" in bad.output
+    assert invoke(xml, "--shape", "x[5,3]").exit_code == 2
+    assert "is not NAME[D,D,...]" in invoke(xml, "--random-inputs", "--shape", "x(5)").output
+
+
+def test_start_up_imports_neither_networkx_nor_the_executor():
+    script = ("import sys, irrun.cli\n"
+              "heavy = [m for m in ('networkx', 'irrun.executor', 'irrun.model', 'dask') "
+              "if m in sys.modules]\n"
+              "print(heavy)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+    # The lazy names still resolve.
+    assert irrun.read_model is not None and callable(irrun.compare) and callable(irrun.batch)
