@@ -363,6 +363,13 @@ def _view(node, role, sub, prog, reserved, diag):
                                       e.part_size))
         if e.axis is not None and e.stride == 0:
             bad(f"port map <{e.kind}> stride=0: a slice stride must not be 0", e.line)
+    if layer.type.lower() == "loop" and cond is None and ok:
+        # OpenVINO refuses a Loop without one ("Condition is a mandatory output of the body").
+        line = sub.port_map_line or sub.line
+        diag.error("bad-port-map", "the Loop's port map has no <output purpose="
+                   "\"execution_condition\">: the body must give the condition of the next "
+                   "iteration (a boolean Result)", line=line, layer=layer)
+        ok = False
     if ok:
         for pnode in prog.parameters:
             index = params[pnode.id]

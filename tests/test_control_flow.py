@@ -520,3 +520,16 @@ def test_tensor_iterator_parts_of_two_match_openvino(tmp_path, start, stride, en
     m, _ = _compare(model, {"x": rng.standard_normal((2, 6, 3)).astype(np.float32),
                             "h0": rng.standard_normal((2, 2, 3)).astype(np.float32)}, tmp_path)
     assert m.outputs[1].partial_shape == "[2,6,3]"   # 3 iterations of parts of 2
+
+
+def test_loop_without_a_condition_result_is_an_error(tmp_path):
+    # OpenVINO refuses it too ("node index is out of range" when reading the file).
+    xml = save(build_loop(trip=3), tmp_path)
+    text = open(xml).read().replace(' purpose="execution_condition"', "")
+    bad = tmp_path / "bad.xml"
+    bad.write_text(text)
+    os.link(os.path.splitext(xml)[0] + ".bin", tmp_path / "bad.bin")
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if "<port_map>" in s)
+    errors = [d for d in irrun.validate(bad) if d.severity == "error"]
+    assert [(d.line, d.code) for d in errors] == [(line, "bad-port-map")]
+    assert 'purpose="execution_condition"' in errors[0].message
