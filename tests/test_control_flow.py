@@ -533,3 +533,33 @@ def test_loop_without_a_condition_result_is_an_error(tmp_path):
     errors = [d for d in irrun.validate(bad) if d.severity == "error"]
     assert [(d.line, d.code) for d in errors] == [(line, "bad-port-map")]
     assert 'purpose="execution_condition"' in errors[0].message
+
+
+def _if_model(cond_const, else_rank2=True):
+    x = _f32((2, 3), "x")
+    c = o8.constant(cond_const) if cond_const is not None else o8.parameter([], bool, name="c")
+    tp = _f32((2, 3), "tp")
+    then = ov.Model([o8.result(o8.relu(tp))], [tp], "then")
+    ep = _f32((2, 3), "ep")
+    other = o8.concat([ep, ep], 0) if else_rank2 else o8.reshape(ep, [-1], False)
+    other = ov.Model([o8.result(other)], [ep], "else")
+    node = o8.if_op(c.output(0))
+    node.set_then_body(then)
+    node.set_else_body(other)
+    node.set_input(x.output(0), tp, ep)
+    out = node.set_output(then.get_results()[0], other.get_results()[0])
+    return ov.Model([out], [x] + ([c] if cond_const is None else []))
+
+
+@pytest.mark.parametrize("cond,shape", [(True, "[2,3]"), (False, "[4,3]"), (None, "[?,3]")])
+def test_if_output_spec_follows_a_constant_condition(tmp_path, cond, shape):
+    m = irrun.read_model(save(_if_model(cond), tmp_path))
+    assert m.outputs[0].partial_shape == shape
+
+
+def test_if_branches_of_different_ranks_give_a_dynamic_rank(tmp_path):
+    m = irrun.read_model(save(_if_model(None, else_rank2=False), tmp_path))
+    assert m.outputs[0].shape is None
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert m.infer({"x": x, "c": np.array(False)})[m.outputs[0].name].shape == (6,)
+    assert m.infer({"x": x, "c": np.array(True)})[m.outputs[0].name].shape == (2, 3)
