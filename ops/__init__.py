@@ -25,3 +25,4 @@ from . import image, quantization, spatial  # noqa: F401,E402
 from . import type_promotion  # noqa: F401,E402
 from . import movement_extra  # noqa: F401,E402
 from . import signal  # noqa: F401,E402
+from . import nms  # noqa: F401,E402

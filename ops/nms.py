@@ -1,0 +1,290 @@
+"""Non-maximum suppression: NonMaxSuppression-1/3/4/5/9 (spec pages: sort/non-max-suppression-1,
+-3, -4, no-max-suppression-5 (sic), non-max-suppression-9).
+
+Per batch and class the kernel keeps the candidates scoring above score_threshold, then
+repeatedly selects the best one and suppresses (hard NMS) or decays (Soft-NMS, v5/v9 with
+soft_nms_sigma > 0) the rest by their IoU with it: a Python loop over the *selected* boxes
+(at most max_output_boxes_per_class per class), each step one vectorised IoU against all
+remaining candidates. Arithmetic is f32, with the operation order of OpenVINO's CPU plugin.
+
+Where the spec is silent or loose, irrun follows OpenVINO (see README, "Where irrun chooses a
+rule"):
+- a candidate needs score > score_threshold (strictly; the spec text says "greater or equal",
+  the reference and the CPU plugin both use >), so NaN scores are never selected;
+- hard NMS suppresses a box whose IoU with a selected box is >= iou_threshold (the CPU
+  plugin in every version and the v5 reference; the v9 reference and the spec use >; they
+  differ only at exact equality, e.g. iou_threshold 0 suppresses disjoint boxes too);
+- corner boxes may give their two corners in any order (the spec's "any diagonal pair"; the
+  CPU plugin takes min/max, the reference does not); a box of zero or negative area has IoU 0
+  with everything;
+- equal scores are taken in ascending box index; sort_result_descending sorts all selected
+  boxes by score descending, then batch, class and box index ascending (the CPU plugin; the
+  v9 reference instead reverses the per-class order, which is not a sort);
+- v5 Soft-NMS also suppresses boxes with IoU >= iou_threshold, as the v5 spec and reference
+  say; the CPU plugin ignores iou_threshold in Soft-NMS for v5 as it does for v9 (where the
+  spec says so too);
+- v1/v3/v4 have static outputs of the spec's row counts (v1/v3: min(num_boxes,
+  max_output_boxes_per_class * num_classes), v4: min(num_boxes, max_output_boxes_per_class)
+  * num_batches * num_classes): selected rows first, then rows of -1. OpenVINO's CPU plugin
+  returns only the selected rows for these versions, contradicting its own shape inference.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from irrun.opkit import DYNAMIC, Dim, TensorSpec, check_alloc, fail, known_ints, register
+
+F32 = np.float32
+
+
+@dataclass(frozen=True)
+class NMS1Attrs:
+    box_encoding: Literal["corner", "center"] = "corner"
+    sort_result_descending: bool = True
+    version: ClassVar[int] = 1
+
+    @property
+    def index_type(self) -> str:
+        return "i64"
+
+
+@dataclass(frozen=True)
+class NMS3Attrs:
+    box_encoding: Literal["corner", "center"] = "corner"
+    sort_result_descending: bool = True
+    output_type: Literal["i64", "i32"] = "i64"
+    version: ClassVar[int] = 3
+
+    @property
+    def index_type(self) -> str:
+        return self.output_type
+
+
+@dataclass(frozen=True)
+class NMS4Attrs(NMS3Attrs):
+    version: ClassVar[int] = 4
+
+
+@dataclass(frozen=True)
+class NMS5Attrs(NMS3Attrs):
+    version: ClassVar[int] = 5
+
+
+@dataclass(frozen=True)
+class NMS9Attrs(NMS3Attrs):
+    version: ClassVar[int] = 9
+
+
+_INPUTS = ("max_output_boxes_per_class", "iou_threshold", "score_threshold", "soft_nms_sigma")
+
+
+# ---------------------------------------------------------------- shape rule
+
+
+def _check_inputs(attrs, boxes: TensorSpec, scores: TensorSpec, extra) -> tuple[Dim, Dim, Dim]:
+    """Validate the inputs; return (num_batches, num_classes, num_boxes) as Dims."""
+    for name, spec in (("boxes", boxes), ("scores", scores)):
+        if not spec.etype.is_float:
+            fail(f"{name} must have a floating-point element type, got {spec.etype.name}")
+        if spec.rank is not None and spec.rank != 3:
+            fail(f"{name} must have rank 3, got {spec}")
+    if boxes.rank == 3 and not boxes.shape[2].compatible(Dim.of(4)):
+        fail(f"boxes must have shape [num_batches, num_boxes, 4], got {boxes}")
+    bs = boxes.shape or (DYNAMIC,) * 3
+    ss = scores.shape or (DYNAMIC,) * 3
+    batches = bs[0].merge(ss[0])
+    if batches is None:
+        fail(f"boxes and scores must have the same num_batches (dim 0), got {boxes} and {scores}")
+    nboxes = bs[1].merge(ss[2])
+    if nboxes is None:
+        fail(f"boxes dim 1 and scores dim 2 (num_boxes) must agree, got {boxes} and {scores}")
+    for i, spec in enumerate(extra):
+        if spec is None:
+            continue
+        name = _INPUTS[i]
+        if spec.rank is not None and spec.rank > 1:
+            fail(f"{name} must be a scalar or a 1D tensor of 1 element, got {spec}")
+        if spec.rank == 1 and not spec.shape[0].compatible(Dim.of(1)):
+            fail(f"{name} must have exactly 1 element, got {spec}")
+        if i == 0 and spec.etype.kind not in ("int", "uint"):
+            fail(f"{name} must have an integer element type, got {spec.etype.name}")
+        if i > 0 and not spec.etype.is_float:
+            fail(f"{name} must have a floating-point element type, got {spec.etype.name}")
+    return batches, ss[1], nboxes
+
+
+def _rows(attrs, batches: Dim, classes: Dim, nboxes: Dim, max_out: int | None) -> Dim:
+    """The selected-rows dim: static for v1/v3/v4, [0, bound] for v5/v9."""
+    if max_out is not None:
+        max_out = max(max_out, 0)
+    v = attrs.version
+    if v in (1, 3):
+        if max_out is not None and nboxes.is_static and classes.is_static:
+            return Dim.of(min(nboxes.value, max_out * classes.value))
+        hi = nboxes.hi
+        if max_out is not None and classes.hi is not None:
+            hi = max_out * classes.hi if hi is None else min(hi, max_out * classes.hi)
+        return Dim(0, hi)
+    per_class = Dim(0, nboxes.hi) if max_out is None else (
+        Dim(min(nboxes.lo, max_out), max_out if nboxes.hi is None else min(nboxes.hi, max_out)))
+    total = per_class * batches * classes
+    if v == 4:
+        return total
+    return Dim(0, total.hi)
+
+
+def _infer(attrs, boxes, scores, *extra):
+    batches, classes, nboxes = _check_inputs(attrs, boxes, scores, extra)
+    max_out = 0   # absent input: the spec's default, select no boxes
+    if extra and extra[0] is not None:
+        vals = known_ints(extra[0])
+        max_out = vals[0] if vals else None
+    rows = _rows(attrs, batches, classes, nboxes, max_out)
+    indices = TensorSpec.make(attrs.index_type, (rows, Dim.of(3)))
+    if attrs.version < 5:
+        return [indices]
+    # OpenVINO types selected_scores f32 whatever the input types are.
+    return [indices, TensorSpec.make("f32", (rows, Dim.of(3))),
+            TensorSpec.make(attrs.index_type, (Dim.of(1),))]
+
+
+# ---------------------------------------------------------------- kernel
+
+
+def _scalar(x, name: str, default, dtype):
+    if x is None:
+        return default
+    x = np.asarray(x)
+    if x.size != 1:
+        fail(f"{name} must have exactly 1 element, got shape {list(x.shape)}")
+    return dtype(x.reshape(-1)[0])
+
+
+def _corners(boxes: np.ndarray, encoding: str) -> np.ndarray:
+    """[..., 4] boxes as (ymin, xmin, ymax, xmax) in f32."""
+    b = boxes.astype(F32)
+    if encoding == "center":   # [x_center, y_center, width, height]
+        half_w, half_h = b[..., 2] / F32(2), b[..., 3] / F32(2)
+        return np.stack([b[..., 1] - half_h, b[..., 0] - half_w,
+                         b[..., 1] + half_h, b[..., 0] + half_w], axis=-1)
+    return np.stack([np.minimum(b[..., 0], b[..., 2]), np.minimum(b[..., 1], b[..., 3]),
+                     np.maximum(b[..., 0], b[..., 2]), np.maximum(b[..., 1], b[..., 3])], axis=-1)
+
+
+def _iou(box: np.ndarray, area: F32, others: np.ndarray, areas: np.ndarray) -> np.ndarray:
+    """IoU of one corner box with each of `others`, as OpenVINO's CPU plugin computes it."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        h = np.maximum(np.minimum(box[2], others[:, 2]) - np.maximum(box[0], others[:, 0]), F32(0))
+        w = np.maximum(np.minimum(box[3], others[:, 3]) - np.maximum(box[1], others[:, 1]), F32(0))
+        inter = h * w
+        iou = inter / (area + areas - inter)
+    return np.where((area <= 0) | (areas <= 0), F32(0), iou).astype(F32)
+
+
+def _select_class(corners, areas, scores, max_out, iou_thr, score_thr, sigma, soft_iou_cut):
+    """Selected box indices and their (possibly decayed) scores for one batch and class."""
+    cand = np.flatnonzero(scores > score_thr)            # NaN scores compare false: dropped
+    alive = cand[np.argsort(-scores[cand], kind="stable")]  # equal scores: lower index first
+    cur = scores.astype(F32).copy()
+    sel, sel_scores = [], []
+    scale = F32(-0.5) / F32(sigma) if sigma > 0 else F32(0)
+    while alive.size and len(sel) < max_out:
+        if sigma > 0:
+            # the highest current score; equal ones by box index (decays reorder `alive`)
+            s = cur[alive]
+            i = int(alive[s == s.max()].min())
+            k = int(np.flatnonzero(alive == i)[0])
+        else:
+            k, i = 0, int(alive[0])
+        sel.append(i)
+        sel_scores.append(cur[i])
+        rest = np.delete(alive, k)
+        iou = _iou(corners[i], areas[i], corners[rest], areas[rest])
+        if sigma > 0:
+            with np.errstate(over="ignore", under="ignore"):
+                w = np.exp(scale * iou * iou).astype(F32)
+            cur[rest] = cur[rest] * w
+            keep = cur[rest] > score_thr
+            if soft_iou_cut:
+                keep &= ~(iou >= iou_thr)
+        else:
+            keep = ~(iou >= iou_thr)                     # NaN IoU suppresses nothing
+        alive = rest[keep]
+    return sel, sel_scores
+
+
+def _run(attrs, boxes, scores, max_out=None, iou_thr=None, score_thr=None, sigma=None):
+    if boxes.ndim != 3 or boxes.shape[2] != 4:
+        fail(f"boxes must have shape [num_batches, num_boxes, 4], got {list(boxes.shape)}")
+    if scores.ndim != 3 or scores.shape[0] != boxes.shape[0] or scores.shape[2] != boxes.shape[1]:
+        fail(f"scores must have shape [num_batches, num_classes, num_boxes] = "
+             f"[{boxes.shape[0]}, ?, {boxes.shape[1]}], got {list(scores.shape)}")
+    nb, nc, n = scores.shape
+    max_out = min(max(_scalar(max_out, "max_output_boxes_per_class", 0, int), 0), n)
+    iou_thr = _scalar(iou_thr, "iou_threshold", F32(0), F32)
+    score_thr = _scalar(score_thr, "score_threshold", F32(0), F32)
+    sigma = _scalar(sigma, "soft_nms_sigma", F32(0), F32) if attrs.version >= 5 else F32(0)
+    corners = _corners(boxes, attrs.box_encoding)
+    with np.errstate(invalid="ignore", over="ignore"):
+        areas = ((corners[..., 2] - corners[..., 0]) * (corners[..., 3] - corners[..., 1])).astype(F32)
+    sc = scores.astype(F32)
+    rows_b, rows_c, rows_i, rows_s = [], [], [], []
+    if max_out > 0:
+        for b in range(nb):
+            for c in range(nc):
+                sel, ss = _select_class(corners[b], areas[b], sc[b, c], max_out, iou_thr,
+                                        score_thr, sigma, attrs.version == 5)
+                rows_b += [b] * len(sel)
+                rows_c += [c] * len(sel)
+                rows_i += sel
+                rows_s += ss
+    bi, ci, ii = (np.array(r, np.int64) for r in (rows_b, rows_c, rows_i))
+    si = np.array(rows_s, F32)
+    if attrs.sort_result_descending and si.size:
+        order = np.lexsort((ii, ci, bi, -si))
+        bi, ci, ii, si = bi[order], ci[order], ii[order], si[order]
+    itype = np.int64 if attrs.index_type == "i64" else np.int32
+    indices = np.stack([bi, ci, ii], axis=1).astype(itype).reshape(-1, 3)
+    if attrs.version < 5:
+        rows = _rows(attrs, Dim.of(nb), Dim.of(nc), Dim.of(n), max_out).value
+        check_alloc([rows, 3], itype, "NonMaxSuppression's selected_indices")
+        out = np.full((rows, 3), -1, itype)
+        k = min(rows, indices.shape[0])
+        out[:k] = indices[:k]
+        return (out,)
+    scores_out = np.stack([bi.astype(F32), ci.astype(F32), si], axis=1).reshape(-1, 3)
+    return indices, scores_out, np.array([indices.shape[0]], itype)
+
+
+@register("NonMaxSuppression", since=(1, 3, 4), attrs=(NMS1Attrs, NMS3Attrs, NMS4Attrs),
+          category="sort")
+class NonMaxSuppression1:
+    @staticmethod
+    def infer(attrs, boxes: TensorSpec, scores: TensorSpec, max_output_boxes_per_class=None,
+              iou_threshold=None, score_threshold=None) -> list[TensorSpec]:
+        return _infer(attrs, boxes, scores, max_output_boxes_per_class, iou_threshold,
+                      score_threshold)
+
+    @staticmethod
+    def run(attrs, boxes, scores, max_output_boxes_per_class=None, iou_threshold=None,
+            score_threshold=None) -> tuple[np.ndarray]:
+        return _run(attrs, boxes, scores, max_output_boxes_per_class, iou_threshold,
+                    score_threshold)
+
+
+@register("NonMaxSuppression", since=(5, 9), attrs=(NMS5Attrs, NMS9Attrs), category="sort")
+class NonMaxSuppression5:
+    @staticmethod
+    def infer(attrs, boxes: TensorSpec, scores: TensorSpec, max_output_boxes_per_class=None,
+              iou_threshold=None, score_threshold=None, soft_nms_sigma=None) -> list[TensorSpec]:
+        return _infer(attrs, boxes, scores, max_output_boxes_per_class, iou_threshold,
+                      score_threshold, soft_nms_sigma)
+
+    @staticmethod
+    def run(attrs, boxes, scores, max_output_boxes_per_class=None, iou_threshold=None,
+            score_threshold=None, soft_nms_sigma=None) -> tuple[np.ndarray, ...]:
+        return _run(attrs, boxes, scores, max_output_boxes_per_class, iou_threshold,
+                    score_threshold, soft_nms_sigma)
