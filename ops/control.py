@@ -126,7 +126,7 @@ def _concat_spec(r: TensorSpec, rule, count: int | None) -> TensorSpec:
     shape = r.shape if r.shape else (Dim(1, 1),)   # scalar parts stack along axis 0
     axis = normalize_axis(rule.axis, len(shape), f"concatenated output {rule.position}: axis")
     d = shape[axis]
-    total = d * count if count is not None else Dim(d.lo * 0, None if d.hi != 0 else 0)
+    total = d * count if count is not None else Dim(0, 0) if d.hi == 0 else DYNAMIC
     return TensorSpec(r.etype, shape[:axis] + (total,) + shape[axis + 1:])
 
 
@@ -154,8 +154,9 @@ def _empty_scan(spec: TensorSpec | None, rule) -> np.ndarray:
     return np.zeros(dims, spec.etype.dtype)
 
 
-def _infer_iterated(view, specs: list, count: int | None, outer: list[TensorSpec]):
-    """Infer the body until the back edges stop changing Parameter shapes."""
+def _infer_iterated(view, specs: list, count: int | None, n_outputs: int):
+    """Infer the body until the back edges stop changing Parameter shapes; the layer's
+    output specs and the body Results' specs of the last round."""
     body = view.body
     for _ in range(_MAX_ROUNDS):
         outs = body.infer(specs)
@@ -170,7 +171,13 @@ def _infer_iterated(view, specs: list, count: int | None, outer: list[TensorSpec
                 changed = True
         if not changed:
             break
-    result: list = [None] * len(outer)
+    else:
+        # Not settled (it does within rank + 2 rounds): nothing is known of the shapes that
+        # travel on back edges, and the body's last inference must cover every iteration.
+        for _, p in view.back_edges:
+            specs[p] = TensorSpec(specs[p].etype, None)
+        outs = body.infer(specs)
+    result: list = [None] * n_outputs
     for rule in view.outputs:
         r = outs[rule.result]
         result[rule.position] = _concat_spec(r, rule, count) if rule.axis is not None \
@@ -224,7 +231,7 @@ class Loop5:
         always = view.condition is None or (outs[view.condition].value is not None and
                                             bool(outs[view.condition].value.reshape(-1)[0]))
         trip = known_ints(trip_count) if trip_count.value is not None else None
-        limits = [c for c in counts]
+        limits = list(counts)
         if trip is not None and trip[0] >= 0:
             limits.append(trip[0])
         count = None
@@ -237,7 +244,7 @@ class Loop5:
         elif (always and trip is not None and condition.value is not None and limits
               and None not in limits):
             count = min(limits)
-        result, outs = _infer_iterated(view, specs, count, [None] * attrs.n_outputs)
+        result, outs = _infer_iterated(view, specs, count, attrs.n_outputs)
         if view.condition is not None:
             _check_flag(outs[view.condition], "the body's condition Result", ("boolean",),
                         "boolean")
@@ -337,7 +344,7 @@ class TensorIterator1:
             count = abs(scan[0].end - scan[0].start) // max(scan[0].part_size, 1) if scan else 1
         if count is not None and count < 1:
             fail(f"the slicing gives {count} iterations")
-        result, _ = _infer_iterated(view, specs, count, [None] * attrs.n_outputs)
+        result, _ = _infer_iterated(view, specs, count, attrs.n_outputs)
         return result
 
     @staticmethod
