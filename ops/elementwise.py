@@ -16,14 +16,29 @@ range). f16/bf16 compute in f32 and round once, as the CPU plugin does.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
 
 import numpy as np
 
 from irrun.opkit import (
-    ARITH, NoAttrs, TensorSpec, as_dtype, check_integer, check_rank, erf, etype_name, fail,
-    first_position, known_ints, make_unary, normalize_axis, output_shape, register, same_etype,
+    ARITH,
+    NoAttrs,
+    TensorSpec,
+    as_dtype,
+    check_integer,
+    check_rank,
+    erf,
+    etype_name,
+    fail,
+    first_position,
+    known_ints,
+    make_unary,
+    normalize_axis,
+    output_shape,
+    register,
+    same_etype,
     widened,
 )
 

@@ -28,8 +28,16 @@ import ml_dtypes
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, Dim, ElementTypeName, TensorSpec, check_alloc, element_type, elements, fail,
-    format_shape, known_ints, register,
+    DYNAMIC,
+    Dim,
+    ElementTypeName,
+    TensorSpec,
+    check_alloc,
+    element_type,
+    elements,
+    fail,
+    format_shape,
+    register,
 )
 
 U32 = np.uint64(0xFFFFFFFF)

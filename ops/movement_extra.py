@@ -10,8 +10,21 @@ from typing import Literal
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, Dim, NoAttrs, TensorSpec, check_integer, check_rank, fail, first_position,
-    format_shape, known_ints, normalize_axis, register, same_etype, widened, etype_name,
+    DYNAMIC,
+    Dim,
+    NoAttrs,
+    TensorSpec,
+    check_integer,
+    check_rank,
+    etype_name,
+    fail,
+    first_position,
+    format_shape,
+    known_ints,
+    normalize_axis,
+    register,
+    same_etype,
+    widened,
 )
 
 # ---------------------------------------------------------------- GatherTree
@@ -43,10 +56,10 @@ class GatherTree1:
             shape = tuple(merged)
         elif shape is None:
             shape = parent_ids.shape
-        if shape is not None and max_seq_len.shape is not None:
-            if shape[1].merge(max_seq_len.shape[0]) is None:
-                fail(f"max_seq_len {format_shape(max_seq_len.shape)} must have BATCH_SIZE "
-                     f"({shape[1]}) elements")
+        if (shape is not None and max_seq_len.shape is not None
+                and shape[1].merge(max_seq_len.shape[0]) is None):
+            fail(f"max_seq_len {format_shape(max_seq_len.shape)} must have BATCH_SIZE "
+                 f"({shape[1]}) elements")
         return [TensorSpec(et, shape)]
 
     @staticmethod

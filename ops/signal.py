@@ -11,7 +11,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, Dim, NoAttrs, TensorSpec, check_alloc, fail, format_shape, known_ints, register,
+    DYNAMIC,
+    Dim,
+    NoAttrs,
+    TensorSpec,
+    check_alloc,
+    fail,
+    format_shape,
+    known_ints,
+    register,
 )
 
 # ---------------------------------------------------------------- shared checks

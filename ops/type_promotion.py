@@ -12,7 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from irrun.opkit import (
-    ElementType, ElementTypeName, TensorSpec, convert_array, element_type, fail, from_dtype,
+    ElementType,
+    ElementTypeName,
+    TensorSpec,
+    convert_array,
+    element_type,
+    fail,
+    from_dtype,
     register,
 )
 

@@ -11,12 +11,19 @@ from hypothesis import strategies as st
 
 import irrun
 from irrun.etypes import (
-    ELEMENT_TYPES, NF4_VALUES, convert_into, decode, element_type, encode, from_dtype, nbytes,
+    ELEMENT_TYPES,
+    NF4_VALUES,
+    convert_into,
+    decode,
+    element_type,
+    encode,
+    from_dtype,
+    nbytes,
 )
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
-import openvino.opset8 as o8  # noqa: E402
+import openvino.opset8 as o8
 
 TYPES = ["u2", "u3", "u6", "nf4", "f4e2m1", "f8e4m3", "f8e5m2", "f8e8m0"]
 BYTE_FLOATS = {"f8e4m3": ml_dtypes.float8_e4m3fn, "f8e5m2": ml_dtypes.float8_e5m2,
@@ -65,7 +72,8 @@ def test_packing_is_byte_identical_to_openvino(tmp_path_factory, t, n, seed):
     m = ov.Model([o8.result(o8.convert(ov_const(t, values), "f32"))], [])
     with tempfile.TemporaryDirectory(dir=tmp_path_factory.getbasetemp()) as d:
         xml = oracle.save(m, d)
-        raw = open(xml[:-4] + ".bin", "rb").read()
+        with open(xml[:-4] + ".bin", "rb") as f:
+            raw = f.read()
     ours = encode(values, element_type(t))
     assert raw == ours, (t, values)
     back = decode(np.frombuffer(ours, np.uint8), element_type(t), (n,))

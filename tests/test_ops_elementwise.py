@@ -4,7 +4,8 @@ reference (integer floor division, wrap-around, errors)."""
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import irrun
 from irrun.errors import OpError, ShapeError, UnsupportedError
@@ -14,10 +15,10 @@ from irrun.shapes import Dim, TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
-import openvino.opset1 as o1  # noqa: E402
-import openvino.opset8 as o8  # noqa: E402
+import openvino.opset1 as o1
+import openvino.opset8 as o8
 
-import irrun.ops.elementwise as E  # noqa: E402
+import irrun.ops.elementwise as E
 
 DTYPES = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i32": np.int32,
           "i64": np.int64, "i8": np.int8, "u8": np.uint8}
@@ -222,9 +223,9 @@ def test_integer_divide_agrees_with_python_semantics(a, b):
     x, y = np.array(a, np.int32), np.array(b, np.int32)
     (floor,) = run_op("Divide", {"m_pythondiv": "true"}, x, y)
     (trunc,) = run_op("Divide", {"m_pythondiv": "false"}, x, y)
-    wrap = lambda v: (v + 2**31) % 2**32 - 2**31  # noqa: E731 (INT_MIN / -1 wraps)
+    wrap = lambda v: (v + 2**31) % 2**32 - 2**31
     assert floor.tolist() == [wrap(v // b) for v in a]
-    c_div = lambda v: abs(v) // abs(b) * (1 if (v < 0) == (b < 0) else -1)  # noqa: E731
+    c_div = lambda v: abs(v) // abs(b) * (1 if (v < 0) == (b < 0) else -1)
     assert trunc.tolist() == [wrap(c_div(v)) for v in a]
 
 

@@ -1,6 +1,5 @@
 """GatherTree-1, SliceScatter-15, Unique-10: spec examples, shape rules, errors, and
 differential tests against OpenVINO's CPU plugin."""
-import tempfile
 
 import numpy as np
 import pytest
@@ -15,9 +14,9 @@ from irrun.shapes import Dim, TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
-import openvino.opset1 as o1  # noqa: E402
-import openvino.opset10 as o10  # noqa: E402
-import openvino.opset15 as o15  # noqa: E402
+import openvino.opset1 as o1
+import openvino.opset10 as o10
+import openvino.opset15 as o15
 
 NP = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "i8": np.int8}
 
@@ -151,7 +150,7 @@ def test_gather_tree_matches_openvino(tmp_path_factory, T, B, K, et, seed):
 
 def test_slice_scatter_spec_examples():
     data = np.array([[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]], np.float32)
-    i32 = lambda v: np.array(v, np.int32)  # noqa: E731
+    i32 = lambda v: np.array(v, np.int32)
     (y,) = run_op("SliceScatter", 15, {}, data, np.array([[10, 20, 30, 40, 50]], np.float32),
                   i32([0]), i32([1]), i32([1]), i32([0]))
     assert y.tolist() == [[10, 20, 30, 40, 50], [5, 6, 7, 8, 9]]
@@ -210,7 +209,7 @@ def test_slice_scatter_matches_openvino(tmp_path_factory, shape, data, et, with_
     u = rng.integers(100, 200, upd_shape).astype(NP[et])
     px = o15.parameter(shape, getattr(ov.Type, et), name="x")
     pu = o15.parameter(list(upd_shape), getattr(ov.Type, et), name="u")
-    c = lambda v: ov.op.Constant(np.array(v, np.int64))  # noqa: E731
+    c = lambda v: ov.op.Constant(np.array(v, np.int64))
     args = [c(starts), c(stops), c(steps)] + ([c(axes)] if with_axes else [])
     compare(ov.Model([o15.result(o15.slice_scatter(px, pu, *args))], [px, pu]), {"x": x, "u": u},
             tmp_path_factory.getbasetemp())

@@ -14,11 +14,11 @@ from irrun.shapes import TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
-import openvino.opset9 as o9  # noqa: E402
-import openvino.opset15 as o15  # noqa: E402
-import openvino.opset16 as o16  # noqa: E402
+import openvino.opset9 as o9
+import openvino.opset15 as o15
+import openvino.opset16 as o16
 
-from irrun.registry import NoAttrs, parse_attrs  # noqa: E402
+from irrun.registry import NoAttrs, parse_attrs
 
 
 def op(type_, opset):

@@ -1,7 +1,6 @@
 """ConvertPromoteTypes-14: the common-type rule against OpenVINO's own, for every pair of
 byte-sized types and each attribute combination; spec examples; values against the CPU plugin."""
 import itertools
-import tempfile
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from irrun.shapes import TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
-import openvino.opset14 as o14  # noqa: E402
+import openvino.opset14 as o14
 
 TYPES = ["boolean", "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]
 NP = {"boolean": np.bool_, "f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8,
@@ -98,7 +97,7 @@ def test_errors_name_the_rule():
     with pytest.raises(ShapeError, match="pytorch_scalar_promotion needs the ranks"):
         lookup("ConvertPromoteTypes", "opset14").infer(
             attrs(pytorch_scalar_promotion=True), TensorSpec.make("i8", None), TensorSpec.make("i16", [2]))
-    (s0, s1) = lookup("ConvertPromoteTypes", "opset14").infer(
+    (s0, _s1) = lookup("ConvertPromoteTypes", "opset14").infer(
         attrs(), TensorSpec.make("i8", None), TensorSpec.make("i16", [2]))
     assert s0.etype.name == "i16" and s0.shape is None
 
@@ -124,5 +123,5 @@ def test_values_match_openvino(tmp_path_factory, t0, t1, unsafe, pytorch, scalar
     p1 = o14.parameter([4], getattr(ov.Type, t1), name="y")
     n = o14.convert_promote_types(p0, p1, unsafe, pytorch, "f32")
     m = ov.Model([o14.result(n.output(0)), o14.result(n.output(1))], [p0, p1])
-    got, expected = oracle.compare(m, {"x": x, "y": y}, tmpdir=tmp_path_factory.getbasetemp())
+    got, _expected = oracle.compare(m, {"x": x, "y": y}, tmpdir=tmp_path_factory.getbasetemp())
     assert got[0].dtype == element_type(want).dtype
