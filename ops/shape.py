@@ -1,4 +1,4 @@
-"""Shape manipulation ops (spec pages: shape/ShapeOf_1, ShapeOf_3, Reshape_1, Squeeze_1,
+"""Shape manipulation ops (spec pages: shape/ShapeOf_1, ShapeOf_3, Reshape_1, Squeeze_1, Squeeze_15,
 Unsqueeze_1; generation/Range_4; movement/Broadcast_1, Broadcast_3, Tile_1; type/ConvertLike_1).
 
 Besides full constant values (which the inference pass folds), these ops carry *partial*
@@ -223,7 +223,12 @@ class Reshape1:
 # ---------------------------------------------------------------- Squeeze / Unsqueeze
 
 
-@register("Squeeze", since=1, attrs=NoAttrs, category="shape")
+@dataclass(frozen=True)
+class Squeeze15Attrs:
+    allow_axis_skip: bool = False
+
+
+@register("Squeeze", since=(1, 15), attrs=(NoAttrs, Squeeze15Attrs), category="shape")
 class Squeeze1:
     # Since OpenVINO 2024.3 (and in its spec) an axis whose dim is not 1 is ignored, not an
     # error. A dynamic dim named by an axis counts as 1; if it is not 1 at run time, the
@@ -248,6 +253,9 @@ class Squeeze1:
         for a in values:
             i = normalize_axis(a, len(shape), "axes value")
             d = shape[i]
+            if getattr(attrs, "allow_axis_skip", False) and not d.is_static and d.contains(1):
+                # Squeeze-15: such a dim may or may not be squeezed: the rank is unknown.
+                return [TensorSpec(data.etype, None)]
             if d.contains(1):
                 drop.add(i)
             else:

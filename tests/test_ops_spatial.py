@@ -137,3 +137,149 @@ def test_pad_matches_openvino(tmp_path_factory, shape, seed, mode, etype, v12, d
         args.append(o1.constant(np.array(7, DTYPES[etype])))
     out = (o12 if v12 else o1).pad(*args)
     ov_compare([out], [px], {"x": x}, tmp_path_factory)
+
+
+# ---------------------------------------------------------------- DepthToSpace, SpaceToDepth,
+# BatchToSpace, SpaceToBatch, ShuffleChannels, Roll, ExtractImagePatches, Squeeze-15
+
+import openvino.opset2 as o2  # noqa: E402
+import openvino.opset3 as o3  # noqa: E402
+import openvino.opset7 as o7  # noqa: E402
+
+
+@pytest.mark.parametrize("type_, opset, attrs, shapes, out", [
+    # The pages' XML examples
+    ("DepthToSpace", 1, {"block_size": "2", "mode": "blocks_first"}, [[5, 28, 2, 3]], "[5,7,4,6]"),
+    ("SpaceToDepth", 1, {"block_size": "2", "mode": "blocks_first"}, [[5, 7, 4, 6]], "[5,28,2,3]"),
+    ("ShuffleChannels", 1, {"axis": "1", "group": "3"}, [[5, 12, 200, 400]], "[5,12,200,400]"),
+    ("ExtractImagePatches", 3, {"sizes": "3,3", "strides": "5,5", "rates": "1,1", "auto_pad": "valid"},
+     [[64, 3, 10, 10]], "[64,27,2,2]"),
+    ("ExtractImagePatches", 3, {"sizes": "4,4", "strides": "8,8", "rates": "1,1", "auto_pad": "valid"},
+     [[1, 1, 10, 10]], "[1,16,1,1]"),
+    ("ExtractImagePatches", 3, {"sizes": "4,4", "strides": "9,9", "rates": "1,1", "auto_pad": "same_upper"},
+     [[1, 1, 10, 10]], "[1,16,2,2]"),
+    ("ExtractImagePatches", 3, {"sizes": "3,3", "strides": "5,5", "rates": "2,2", "auto_pad": "valid"},
+     [[1, 1, 10, 10]], "[1,9,2,2]"),
+    ("DepthToSpace", 1, {"block_size": "2", "mode": "depth_first"}, [[None, 8, 3]], "[?,4,6]"),
+])
+def test_move_spec_shapes(type_, opset, attrs, shapes, out):
+    (y,) = infer(type_, attrs, *[S("f32", s) for s in shapes], opset=opset)
+    assert format_shape(y.shape) == out
+
+
+def test_batch_space_spec_shapes_and_values():
+    (y,) = infer("BatchToSpace", {}, S("f32", [48, 3, 3, 1, 3]), V([1, 2, 4, 3, 1]), V([0, 3, 1, 0, 0]),
+                 V([0, 1, 0, 0, 0]), opset=2)
+    assert format_shape(y.shape) == "[2,2,11,3,3]"
+    (y,) = infer("SpaceToBatch", {}, S("f32", [2, 6, 4, 3]), V([1, 2, 4, 3]), V([0, 1, 0, 3]),
+                 V([0, 3, 0, 0]), opset=2)
+    assert format_shape(y.shape) == "[48,5,1,2]"
+    x = np.arange(2 * 6 * 4 * 3, dtype=np.float32).reshape(2, 6, 4, 3)
+    (z,) = run_op("SpaceToBatch", {}, x, np.array([1, 2, 4, 3]), np.array([0, 1, 0, 3]), np.array([0, 3, 0, 0]), opset=2)
+    (back,) = run_op("BatchToSpace", {}, z, np.array([1, 2, 4, 3]), np.array([0, 1, 0, 3]), np.array([0, 3, 0, 0]), opset=2)
+    np.testing.assert_array_equal(back, x)                     # the two are inverses
+    x = np.arange(16, dtype=np.float32).reshape(1, 16, 1, 1)
+    (d,) = run_op("DepthToSpace", {"block_size": "2", "mode": "blocks_first"}, x)
+    (s,) = run_op("SpaceToDepth", {"block_size": "2", "mode": "blocks_first"}, d)
+    np.testing.assert_array_equal(s, x)
+
+
+def test_move_errors():
+    with pytest.raises(ShapeError, match=r"channels \(6\) are not divisible by block_size\^2 = 4"):
+        infer("DepthToSpace", {"block_size": "2", "mode": "blocks_first"}, S("f32", [1, 6, 2, 2]))
+    with pytest.raises(ShapeError, match="block_shape .* must start with 1"):
+        infer("BatchToSpace", {}, S("f32", [4, 2]), V([2, 2]), V([0, 0]), V([0, 0]), opset=2)
+    with pytest.raises(ShapeError, match=r"batch \(5\) is not divisible"):
+        infer("BatchToSpace", {}, S("f32", [5, 2]), V([1, 2]), V([0, 0]), V([0, 0]), opset=2)
+    with pytest.raises(ShapeError, match=r"padded dim 1 \(5\) is not divisible by block 2"):
+        infer("SpaceToBatch", {}, S("f32", [1, 4]), V([1, 2]), V([0, 1]), V([0, 0]), opset=2)
+    with pytest.raises(ShapeError, match=r"dim 1 \(12\) is not divisible by group 5"):
+        infer("ShuffleChannels", {"axis": "1", "group": "5"}, S("f32", [1, 12]))
+    with pytest.raises(ShapeError, match="Roll axes value 2 is out of range"):
+        infer("Roll", {}, S("f32", [3, 4]), V([1]), V([2]), opset=7)
+    with pytest.raises(ShapeError, match="attribute sizes needs 2 values"):
+        infer("ExtractImagePatches", {"sizes": "3", "strides": "1,1", "rates": "1,1", "auto_pad": "valid"},
+              S("f32", [1, 1, 4, 4]), opset=3)
+
+
+def test_roll_and_squeeze15():
+    x = np.arange(6).reshape(2, 3)
+    (y,) = run_op("Roll", {}, x, np.array([1, 1]), np.array([1, 1]), opset=7)
+    assert y.tolist() == np.roll(x, 2, axis=1).tolist()            # repeated axes add
+    (y,) = run_op("Roll", {}, x, np.array(10**12 + 1), np.array([0, 1]), opset=7)
+    assert y.tolist() == np.roll(x, (1, 2), axis=(0, 1)).tolist()  # one shift for all axes, mod each dim
+    # Squeeze-15: allow_axis_skip makes a maybe-1 dynamic dim give a dynamic rank
+    (s,) = infer("Squeeze", {"allow_axis_skip": "true"}, S("f32", [2, None, 3]), V([1]), opset=15)
+    assert s.shape is None
+    (s,) = infer("Squeeze", {"allow_axis_skip": "false"}, S("f32", [2, None, 3]), V([1]), opset=15)
+    assert format_shape(s.shape) == "[2,3]"
+    (s,) = infer("Squeeze", {"allow_axis_skip": "true"}, S("f32", [1, 3, 1, 2]), V([0, 2]), opset=15)
+    assert format_shape(s.shape) == "[3,2]"                       # the page's example
+
+
+@pytest.mark.oracle
+@settings(max_examples=40)
+@given(seed=st.integers(0, 2**31), data=st.data(),
+       kind=st.sampled_from(["d2s", "s2d", "b2s", "s2b", "shuffle", "roll", "patches", "squeeze"]))
+def test_moves_match_openvino(tmp_path_factory, seed, data, kind):
+    import openvino.opset15 as o15
+    rng = np.random.default_rng(seed)
+    draw = data.draw
+    if kind in ("d2s", "s2d"):
+        k, b = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+        mode = draw(st.sampled_from(["blocks_first", "depth_first"]))
+        sp = [draw(st.integers(1, 3)) * (b if kind == "s2d" else 1) for _ in range(k)]
+        shape = [draw(st.integers(1, 2)), draw(st.integers(1, 2)) * (b ** k if kind == "d2s" else 1)] + sp
+        px = param("x", shape, "f32")
+        out = (o1.depth_to_space if kind == "d2s" else o1.space_to_depth)(px, mode, b)
+    elif kind in ("b2s", "s2b"):
+        rank = draw(st.integers(2, 4))
+        block = [1] + [draw(st.integers(1, 3)) for _ in range(rank - 1)]
+        if kind == "b2s":
+            sp = [draw(st.integers(1, 3)) for _ in range(rank - 1)]
+            shape = [int(np.prod(block)) * draw(st.integers(1, 2))] + sp
+            cb = [0] + [draw(st.integers(0, s * b - 1)) for s, b in zip(sp, block[1:])]
+            ce = [0] + [draw(st.integers(0, s * b - 1 - c)) for s, b, c in zip(sp, block[1:], cb[1:])]
+            px = param("x", shape, "f32")
+            out = o2.batch_to_space(px, oracle.i64(block), oracle.i64(cb), oracle.i64(ce))
+        else:
+            pb = [0] + [draw(st.integers(0, 2)) for _ in range(rank - 1)]
+            pe = [0] + [draw(st.integers(0, 2)) for _ in range(rank - 1)]
+            sp = [b * draw(st.integers(1, 3)) - p - q for b, p, q in zip(block[1:], pb[1:], pe[1:])]
+            assume(all(s >= 1 for s in sp))
+            shape = [draw(st.integers(1, 2))] + sp
+            px = param("x", shape, "f32")
+            out = o2.space_to_batch(px, oracle.i64(block), oracle.i64(pb), oracle.i64(pe))
+    elif kind == "shuffle":
+        rank = draw(st.integers(1, 4))
+        axis = draw(st.integers(-rank, rank - 1))
+        g = draw(st.integers(1, 3))
+        shape = [draw(st.integers(1, 3)) for _ in range(rank)]
+        shape[axis] *= g
+        px = param("x", shape, "f32")
+        out = o3.shuffle_channels(px, axis, g)
+    elif kind == "roll":
+        rank = draw(st.integers(1, 4))
+        shape = [draw(st.integers(1, 4)) for _ in range(rank)]
+        axes = draw(st.lists(st.integers(-rank, rank - 1), min_size=1, max_size=3))
+        shift = draw(st.lists(st.integers(-7, 7), min_size=len(axes), max_size=len(axes)))
+        px = param("x", shape, "f32")
+        out = o7.roll(px, oracle.i64(shift), oracle.i64(axes))
+    elif kind == "patches":
+        shape = [draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(1, 7)), draw(st.integers(1, 7))]
+        sizes = [draw(st.integers(1, 3)) for _ in range(2)]
+        strides = [draw(st.integers(1, 3)) for _ in range(2)]
+        rates = [draw(st.integers(1, 2)) for _ in range(2)]
+        pad = draw(st.sampled_from(["valid", "same_upper", "same_lower"]))
+        if pad == "valid":
+            assume(all(s >= (k - 1) * r + 1 for s, k, r in zip(shape[2:], sizes, rates)))
+        px = param("x", shape, "f32")
+        out = o3.extract_image_patches(px, sizes, strides, rates, pad)
+    else:
+        shape = [draw(st.sampled_from([1, 2, 3])) for _ in range(draw(st.integers(1, 4)))]
+        ones = [i for i, d in enumerate(shape) if d == 1]
+        axes = draw(st.lists(st.sampled_from(ones), max_size=2, unique=True)) if ones else []
+        px = param("x", shape, "f32")
+        out = o15.squeeze(px, oracle.i64(axes), draw(st.booleans())) if axes else o15.squeeze(px)
+    x = rng.standard_normal(shape).astype(np.float32)
+    ov_compare([out], [px], {"x": x}, tmp_path_factory)
