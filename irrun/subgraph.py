@@ -44,7 +44,7 @@ class OutputRule:
 
 @dataclass(frozen=True, eq=False)
 class BodyView:
-    body: "Body"
+    body: Body
     inputs: tuple[InputRule, ...]
     outputs: tuple[OutputRule, ...]
     back_edges: tuple[tuple[int, int], ...]     # (Result index, Parameter index)
@@ -173,7 +173,7 @@ class Body:
 def _declared_shape(node):
     try:
         return node.op.infer(node.attrs)[0].shape
-    except Exception:
+    except IrrunError:       # a bad shape attribute: reported at the Parameter already
         return None
 
 

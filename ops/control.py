@@ -286,12 +286,12 @@ class Loop5:
                 values[p] = parts[i]
             outs = body.run(values)
             last = outs
-            for k in scans:
+            for k, pieces in scans.items():
                 part = outs[view.outputs[k].result]
                 scan_bytes += part.nbytes
                 # The concatenation grows each iteration: refuse it before it is too big.
                 check_alloc((scan_bytes,), element_type("u8"), f"output {view.outputs[k].position}")
-                scans[k].append(part)
+                pieces.append(part)
             if view.condition is not None:
                 go = bool(_flag(outs[view.condition], "the body's condition"))
             for r, p in view.back_edges:
@@ -378,8 +378,8 @@ class TensorIterator1:
             for p, parts in sliced:
                 values[p] = parts[i]
             outs = body.run(values)
-            for k in scans:
-                scans[k].append(outs[view.outputs[k].result])
+            for k, pieces in scans.items():
+                pieces.append(outs[view.outputs[k].result])
             for r, p in view.back_edges:
                 values[p] = outs[r]
         result: list = [None] * attrs.n_outputs

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracle import assert_same, ov, ov_run, save
 
 import irrun
 from irrun.cli import cli
-
-from oracle import assert_same, ov, ov_run, save
 
 o8 = pytest.importorskip("openvino.opset8")
 
@@ -120,7 +120,7 @@ def _compare(model, feed, tmp_path, name="model"):
 
 def test_reader_keeps_body_lines_and_port_maps(tmp_path):
     xml = save(build_loop(trip=3), tmp_path)
-    text = open(xml).read().splitlines()
+    text = Path(xml).read_text().splitlines()
     m = irrun.read_model(xml)
     loop = next(n for n in m.program.nodes.values() if n.layer.type == "Loop")
     (body,) = loop.layer.bodies
@@ -334,7 +334,7 @@ def test_graph_draws_bodies_as_clusters(tmp_path):
 
 def _corrupt(xml: str, out: str) -> tuple[str, dict]:
     """Break a Loop three ways; return the new path and the line of each problem."""
-    text = open(xml).read()
+    text = Path(xml).read_text()
     # 1. A port map entry naming a body layer that is not a Parameter.
     text, n1 = re.subn(r'(<input external_port_id="3" internal_layer_id=")\d+(")', r"\g<1>7\2",
                        text, count=1)
@@ -378,7 +378,7 @@ def test_validate_finds_three_body_problems_in_one_pass(tmp_path):
 def test_body_problems_are_at_their_lines(tmp_path):
     """A problem inside a body is reported like one in the top network, at its own line."""
     xml = save(build_if(), tmp_path)
-    text = open(xml).read()
+    text = Path(xml).read_text()
     text = text.replace('type="ReLU"', 'type="ReLUX"', 1)
     bad = tmp_path / "bad.xml"
     bad.write_text(text)
@@ -389,7 +389,7 @@ def test_body_problems_are_at_their_lines(tmp_path):
 
 def test_back_edge_type_clash_is_at_the_back_edge(tmp_path):
     xml = save(build_loop(trip=3), tmp_path)
-    text = open(xml).read()
+    text = Path(xml).read_text()
     # The accumulator Parameter and its back edge's Result: make the Parameter i32.
     text, n = re.subn(r'(name="bacc" type="Parameter" version="opset1">\s*<data shape="2,3" '
                       r'element_type=")f32(")', r"\g<1>i32\2", text, count=1)
@@ -404,7 +404,7 @@ def test_back_edge_type_clash_is_at_the_back_edge(tmp_path):
 
 def test_trip_count_and_condition_types_are_checked(tmp_path):
     xml = save(build_loop(trip=3), tmp_path)
-    text = open(xml).read()
+    text = Path(xml).read_text()
     # The execution condition Const becomes an f32... (its bytes: size 1 -> 4 is too small,
     # so make it a u8 instead: still not boolean).
     text = text.replace('element_type="boolean" shape="" offset="8" size="1"',
@@ -419,7 +419,7 @@ def test_trip_count_and_condition_types_are_checked(tmp_path):
 
 def test_missing_output_in_port_map(tmp_path):
     xml = save(build_loop(trip=3), tmp_path)
-    text = open(xml).read()
+    text = Path(xml).read_text()
     text, n = re.subn(r'\s*<output axis="0" external_port_id="\d+"[^>]*/>', "", text, count=1)
     assert n == 1
     bad = tmp_path / "bad.xml"
@@ -525,7 +525,7 @@ def test_tensor_iterator_parts_of_two_match_openvino(tmp_path, start, stride, en
 def test_loop_without_a_condition_result_is_an_error(tmp_path):
     # OpenVINO refuses it too ("node index is out of range" when reading the file).
     xml = save(build_loop(trip=3), tmp_path)
-    text = open(xml).read().replace(' purpose="execution_condition"', "")
+    text = Path(xml).read_text().replace(' purpose="execution_condition"', "")
     bad = tmp_path / "bad.xml"
     bad.write_text(text)
     os.link(os.path.splitext(xml)[0] + ".bin", tmp_path / "bad.bin")

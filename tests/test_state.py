@@ -152,12 +152,12 @@ def test_session_matches_openvino_infer_request(tmp_path_factory, version, with_
     session = irrun.read_model(xml).create_session()
     for k in range(steps):
         expected = np.array(request.infer({0: xs[k]})[compiled.outputs[0]])
-        got = list(session.infer({"x": xs[k]}).values())[0]
+        got = next(iter(session.infer({"x": xs[k]}).values()))
         np.testing.assert_allclose(got, expected, rtol=1e-6, err_msg=f"step {k}")
     request.reset_state()
     session.reset_state()
     expected = np.array(request.infer({0: xs[0]})[compiled.outputs[0]])
-    np.testing.assert_allclose(list(session.infer({"x": xs[0]}).values())[0], expected, rtol=1e-6)
+    np.testing.assert_allclose(next(iter(session.infer({"x": xs[0]}).values())), expected, rtol=1e-6)
 
 
 def test_loop_back_feeds_an_output_to_the_next_step(tmp_path):

@@ -19,14 +19,14 @@ import sys
 
 import numpy as np
 import openvino as ov
-import openvino.opset8 as o8
 import openvino.opset6 as o6
+import openvino.opset8 as o8
 from openvino._offline_transformations import apply_make_stateful_transformation
 from openvino.op.util import Variable, VariableInfo
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from write import write_model  # noqa: E402  (models/write.py)
+from write import write_model
 
 STEPS = 20
 D_IN, D_H, D_OUT = 4, 8, 3
