@@ -214,3 +214,32 @@ def test_validator_checks_variable_pairs(tmp_path):
     errors = [d for d in irrun.validate(tmp_path / "bad.xml") if d.severity == "error"]
     assert [(d.line, d.message) for d in errors] == [
         (line, "no ReadValue reads variable 'other' that this Assign writes")]
+
+
+@pytest.mark.oracle
+def test_growing_kv_cache_matches_openvino(tmp_path):
+    """An LLM-style cache: a variable of shape [1,?,4] that each step extends by a row
+    (Concat then Assign), starting from an empty init subgraph (Broadcast to [1,0,4])."""
+    x = o8.parameter([1, 1, 4], np.float32, name="x")
+    var = _variable("kv", [1, -1, 4], ov.Type.f32)
+    init = o8.broadcast(o8.constant(np.float32(0)), o8.constant(np.array([1, 0, 4], np.int64)))
+    rv = o6.read_value(init, var)
+    cache = o8.concat([rv, x], 1)
+    assign = o6.assign(cache, var)
+    scores = o8.softmax(o8.reduce_sum(o8.multiply(cache, x), [2], False), 1)
+    model = ov.Model([o8.result(scores), o8.result(o8.shape_of(cache))], [assign], [x])
+    xml = str(tmp_path / "kv.xml")
+    ov.save_model(model, xml)
+    m = irrun.read_model(xml)
+    assert m.variables[0].partial_shape == "[1,?,4]"
+    request = ov.Core().compile_model(xml, "CPU").create_infer_request()
+    session = m.create_session()
+    rng = np.random.default_rng(0)
+    for k in range(6):
+        xv = rng.standard_normal((1, 1, 4)).astype(np.float32)
+        expected = list(request.infer({0: xv}).values())
+        got = list(session.infer({"x": xv}).values())
+        assert got[0].shape == expected[0].shape == (1, k + 1)
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-6)
+        np.testing.assert_array_equal(got[1], expected[1])
+    assert session.state["kv"].shape == (1, 6, 4)
