@@ -1,5 +1,6 @@
-"""Image resampling: Interpolate-1, Interpolate-4 and Interpolate-11 (spec pages:
-image/interpolate-1, interpolate-4, interpolate-11).
+"""Image ops: Interpolate-1, Interpolate-4, Interpolate-11 and the colour conversions
+NV12toRGB-8, NV12toBGR-8, I420toRGB-8, I420toBGR-8 (spec pages: image/interpolate-1,
+interpolate-4, interpolate-11, nv12-to-rgb-8, nv12-to-bgr-8, i420-to-rgb-8, i420-to-bgr-8).
 
 Every mode is separable, so the kernel resamples one axis at a time with a [out, in] weight
 matrix (nearest: an index gather), never looping over elements. Coordinates and weights are
@@ -14,7 +15,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, Dim, TensorSpec, check_alloc, check_integer, elements, fail, format_shape,
+    DYNAMIC, Dim, NoAttrs, TensorSpec, check_alloc, check_integer, elements, fail, format_shape,
     known_ints, register,
 )
 
@@ -442,3 +443,114 @@ class Interpolate1:
     def run(attrs, x, sizes):
         mode, a4 = _v1_as_v4(attrs, x.ndim)
         return (_run(a4, mode, x, sizes, None, np.array(attrs.axes), "sizes", attrs.antialias),)
+
+
+# ---------------------------------------------------------------- colour conversions
+# Spec pages: image/nv12-to-rgb-8, nv12-to-bgr-8, i420-to-rgb-8, i420-to-bgr-8.
+
+
+def _yuv_to_rgb(y, u, v, dtype, bgr: bool) -> np.ndarray:
+    """BT.601 limited range, in f32 as OpenVINO's reference: integers round half away from
+    zero, every type clamps to [0, 255]."""
+    c = y.astype(F32) - F32(16)
+    d = u.astype(F32) - F32(128)
+    e = v.astype(F32) - F32(128)
+    r = F32(1.164) * c + F32(1.596) * e
+    g = F32(1.164) * c - F32(0.391) * d - F32(0.813) * e
+    b = F32(1.164) * c + F32(2.018) * d
+    out = np.stack([b, g, r] if bgr else [r, g, b], axis=-1)
+    if np.dtype(dtype).kind in "iu":
+        out = _round_half_away(out)
+    return np.clip(out, F32(0), F32(255)).astype(dtype)
+
+
+def _color_type(what: str, specs) -> None:
+    first = specs[0]
+    if first.etype.name not in ("u8", "f32", "f16", "bf16", "f64"):
+        fail(f"{what} takes u8 or floating-point planes, got {first.etype.name}")
+    for i, s in enumerate(specs[1:], 1):
+        if s.etype != first.etype:
+            fail(f"{what} planes must share one element type: input 0 is {first.etype.name}, "
+                 f"input {i} is {s.etype.name}")
+        if s.rank is not None and s.rank != 4:
+            fail(f"{what} input {i} must be 4-D [N, H, W, C], got {format_shape(s.shape)}")
+    if first.rank is not None and first.rank != 4:
+        fail(f"{what} input 0 must be 4-D [N, H, W, 1], got {format_shape(first.shape)}")
+
+
+def _color_infer(what: str, planes: int, specs) -> list[TensorSpec]:
+    _color_type(what, specs)
+    y = specs[0]
+    if y.shape is None:
+        return [TensorSpec(y.etype, (DYNAMIC, DYNAMIC, DYNAMIC, Dim.of(3)))]
+    n, h, w, c = y.shape
+    if c.is_static and c.value != 1:
+        fail(f"{what} Y plane must have 1 channel, got {c.value}")
+    if len(specs) == 1:
+        if h.is_static and h.value % 3:
+            fail(f"{what} single-plane height {h.value} is not divisible by 3 (H * 3 / 2 rows)")
+        h = Dim(h.lo * 2 // 3, None if h.hi is None else h.hi * 2 // 3)
+    for what_dim, d in (("height", h), ("width", w)):
+        if d.is_static and d.value % 2:
+            fail(f"{what} image {what_dim} must be even, got {d.value}")
+    want_c = 2 if planes == 2 else 1
+    for i, s in enumerate(specs[1:], 1):
+        if s.shape is None:
+            continue
+        sn, sh, sw, sc = s.shape
+        if (sh.is_static and h.is_static and sh.value * 2 != h.value) or \
+                (sw.is_static and w.is_static and sw.value * 2 != w.value) or \
+                (sc.is_static and sc.value != want_c) or not sn.compatible(n):
+            fail(f"{what} input {i} must be [N, H/2, W/2, {want_c}] for a {h}x{w} image, "
+                 f"got {format_shape(s.shape)}")
+    return [TensorSpec(y.etype, (n, h, w, Dim.of(3)))]
+
+
+def _color_run(what: str, nv12: bool, bgr: bool, arrays) -> np.ndarray:
+    y = arrays[0]
+    n, h, w, _ = y.shape
+    if len(arrays) == 1:
+        if h % 3:
+            fail(f"{what} single-plane height {h} is not divisible by 3")
+        h = h * 2 // 3
+        flat = y.reshape(n, -1)
+        yp = flat[:, :h * w].reshape(n, h, w)
+        if nv12:
+            uv = flat[:, h * w:].reshape(n, h // 2, w // 2, 2)
+            u, v = uv[..., 0], uv[..., 1]
+        else:
+            q = (h // 2) * (w // 2)
+            u = flat[:, h * w:h * w + q].reshape(n, h // 2, w // 2)
+            v = flat[:, h * w + q:].reshape(n, h // 2, w // 2)
+    else:
+        yp = y[..., 0]
+        if nv12:
+            u, v = arrays[1][..., 0], arrays[1][..., 1]
+        else:
+            u, v = arrays[1][..., 0], arrays[2][..., 0]
+    if h % 2 or w % 2:
+        fail(f"{what} image height and width must be even, got {h}x{w}")
+    up = lambda p: np.repeat(np.repeat(p, 2, axis=1), 2, axis=2)   # noqa: E731
+    return _yuv_to_rgb(yp, up(u), up(v), y.dtype, bgr)
+
+
+def _color_op(name: str, nv12: bool, bgr: bool):
+    planes = 2 if nv12 else 3
+
+    def infer(attrs, *specs):
+        if len(specs) not in (1, planes):
+            fail(f"{name} takes 1 or {planes} inputs, got {len(specs)}")
+        return _color_infer(name, planes, specs)
+
+    def run(attrs, *arrays):
+        return (_color_run(name, nv12, bgr, arrays),)
+
+    cls = type(f"{name}8", (), {"infer": staticmethod(infer), "run": staticmethod(run),
+                                "__doc__": f"{name}-8: one plane [N, H*3/2, W, 1] or separate planes."})
+    return register(name, since=8, attrs=NoAttrs, category="image")(cls)
+
+
+NV12toRGB8 = _color_op("NV12toRGB", nv12=True, bgr=False)
+NV12toBGR8 = _color_op("NV12toBGR", nv12=True, bgr=True)
+I420toRGB8 = _color_op("I420toRGB", nv12=False, bgr=False)
+I420toBGR8 = _color_op("I420toBGR", nv12=False, bgr=True)

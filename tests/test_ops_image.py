@@ -196,3 +196,70 @@ def test_interpolate1_matches_openvino(tmp_path_factory, rank, seed, data, mode,
         assume("Exception from src/inference" not in str(e))
         raise
     oracle.assert_same(got[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- NV12/I420 to RGB/BGR
+
+import openvino.opset8 as o8  # noqa: E402
+
+
+@pytest.mark.parametrize("type_, shapes, out", [
+    # The pages' examples
+    ("NV12toRGB", [[1, 720, 640, 1]], "[1,480,640,3]"),
+    ("NV12toBGR", [[1, 480, 640, 1], [1, 240, 320, 2]], "[1,480,640,3]"),
+    ("I420toRGB", [[1, 720, 640, 1]], "[1,480,640,3]"),
+    ("I420toBGR", [[1, 480, 640, 1], [1, 240, 320, 1], [1, 240, 320, 1]], "[1,480,640,3]"),
+    ("NV12toRGB", [[None, 6, None, 1]], "[?,4,?,3]"),
+])
+def test_color_spec_shapes(type_, shapes, out):
+    (y,) = infer(type_, {}, *[S("u8", s) for s in shapes], opset=8)
+    assert format_shape(y.shape) == out and y.etype.name == "u8"
+
+
+def test_color_formula_and_errors():
+    y = np.full((1, 2, 2, 1), 16 + 100, np.float32)
+    uv = np.array([[[[128 + 10, 128 - 20]]]], np.float32)
+    (rgb,) = run_op("NV12toRGB", {}, y, uv, opset=8)
+    c, d, e = 100.0, 10.0, -20.0
+    np.testing.assert_allclose(rgb[0, 0, 0], [1.164 * c + 1.596 * e, 1.164 * c - 0.391 * d - 0.813 * e,
+                                              1.164 * c + 2.018 * d], rtol=1e-6)
+    (bgr,) = run_op("NV12toBGR", {}, y, uv, opset=8)
+    np.testing.assert_array_equal(bgr[..., ::-1], rgb)
+    (u8,) = run_op("I420toRGB", {}, np.full((1, 3, 2, 1), 255, np.uint8), opset=8)
+    assert u8.dtype == np.uint8 and u8.max() == 255                # clamped
+    with pytest.raises(ShapeError, match="not divisible by 3"):
+        infer("NV12toRGB", {}, S("u8", [1, 7, 4, 1]), opset=8)
+    with pytest.raises(ShapeError, match="width must be even"):
+        infer("NV12toRGB", {}, S("u8", [1, 6, 3, 1]), opset=8)
+    with pytest.raises(ShapeError, match=r"input 1 must be \[N, H/2, W/2, 2\]"):
+        infer("NV12toRGB", {}, S("u8", [1, 4, 4, 1]), S("u8", [1, 2, 2, 1]), opset=8)
+    with pytest.raises(ShapeError, match="takes u8 or floating-point planes"):
+        infer("I420toRGB", {}, S("i32", [1, 6, 4, 1]), opset=8)
+
+
+@pytest.mark.oracle
+@settings(max_examples=15)
+@given(seed=st.integers(0, 2**31), n=st.integers(1, 2), h=st.integers(1, 4), w=st.integers(1, 4),
+       kind=st.sampled_from(["nv12_rgb", "nv12_bgr", "i420_rgb", "i420_bgr"]), single=st.booleans(),
+       etype=st.sampled_from(["u8", "f32"]))
+def test_color_matches_openvino(tmp_path_factory, seed, n, h, w, kind, single, etype):
+    rng = np.random.default_rng(seed)
+    H, W = 2 * h, 2 * w
+    dt = np.uint8 if etype == "u8" else np.float32
+    fn = {"nv12_rgb": o8.nv12_to_rgb, "nv12_bgr": o8.nv12_to_bgr, "i420_rgb": o8.i420_to_rgb,
+          "i420_bgr": o8.i420_to_bgr}[kind]
+    if single:
+        shapes = [[n, H * 3 // 2, W, 1]]
+    elif kind.startswith("nv12"):
+        shapes = [[n, H, W, 1], [n, h, w, 2]]
+    else:
+        shapes = [[n, H, W, 1], [n, h, w, 1], [n, h, w, 1]]
+    params = [param(f"p{i}", s, etype) for i, s in enumerate(shapes)]
+    feed = {f"p{i}": rng.integers(0, 256, s).astype(dt) for i, s in enumerate(shapes)}
+    expected, got = ov_outputs([fn(*params)], params, feed, tmp_path_factory)
+    if etype == "u8":
+        # f32 sums of three products: a value at a rounding half may go either way: at most 1.
+        assert got[0].dtype == expected[0].dtype and got[0].shape == expected[0].shape
+        assert np.abs(got[0].astype(int) - expected[0].astype(int)).max() <= 1
+    else:
+        oracle.assert_same(got[0], expected[0], rtol=1e-5, atol=1e-4)
