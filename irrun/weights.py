@@ -61,22 +61,23 @@ def check_alloc(shape, dtype, what: str) -> int:
     if len(dims) > MAX_RANK:
         raise ResourceError(f"{what}: shape of rank {len(dims)}; irrun's arrays (NumPy's) hold "
                             f"at most {MAX_RANK} dims")
-    if any(d < 0 for d in dims):
-        raise ResourceError(f"{what}: shape {dims} has a negative dimension")
     count = 1
     for d in dims:
+        if d < 0:
+            raise ResourceError(f"{what}: shape {dims} has a negative dimension")
         count *= d
     if count > INT64_MAX:
         raise ResourceError(f"{what}: shape {dims} has {count} elements, which overflows int64")
-    if dims and max(dims) > INT64_MAX:
+    if count == 0 and dims and max(dims) > INT64_MAX:
         # Even with no elements (another dim is 0), NumPy cannot make such a shape.
         raise ResourceError(f"{what}: shape {dims} has a dimension that overflows int64")
-    size = (count * _bits(dtype) + 7) // 8     # integer maths: no float overflow or rounding
-    name = _dtype_name(dtype)
+    bits = dtype.bits if isinstance(dtype, ElementType) else _bits(dtype)
+    size = (count * bits + 7) // 8     # integer maths: no float overflow or rounding
     limit = max_tensor_bytes()
     if size > limit:
-        raise ResourceError(f"{what}: shape {dims} of {name} needs {size} bytes, more than the "
-                            f"limit of {limit} bytes (set IRRUN_MAX_BYTES to change it)")
+        raise ResourceError(f"{what}: shape {dims} of {_dtype_name(dtype)} needs {size} bytes, "
+                            f"more than the limit of {limit} bytes (set IRRUN_MAX_BYTES to "
+                            "change it)")
     return count
 
 
