@@ -554,3 +554,105 @@ NV12toRGB8 = _color_op("NV12toRGB", nv12=True, bgr=False)
 NV12toBGR8 = _color_op("NV12toBGR", nv12=True, bgr=True)
 I420toRGB8 = _color_op("I420toRGB", nv12=False, bgr=False)
 I420toBGR8 = _color_op("I420toBGR", nv12=False, bgr=True)
+
+
+# ---------------------------------------------------------------- GridSample
+# Spec page: image/grid-sample-9.
+
+
+@dataclass(frozen=True)
+class GridSampleAttrs:
+    align_corners: bool = False
+    mode: Literal["bilinear", "bicubic", "nearest"] = "bilinear"
+    padding_mode: Literal["zeros", "border", "reflection"] = "zeros"
+
+
+def _grid_taps(attrs, idx: np.ndarray, size: int):
+    """Padding applied to integer tap coordinates (as OpenVINO's reference does): the index to
+    read and whether the tap reads data (zeros padding reads 0 outside)."""
+    if attrs.padding_mode == "zeros":
+        return np.clip(idx, 0, size - 1), (idx >= 0) & (idx < size)
+    if attrs.padding_mode == "border":
+        return np.clip(idx, 0, size - 1), None
+    if attrs.align_corners:
+        period = 1 if size == 1 else 2 * (size - 1)
+        r = np.abs(idx) % period
+        return np.where(r >= size, period - r, r), None
+    period = 2 * size
+    r = np.mod(idx, period)
+    return np.where(r >= size, period - 1 - r, r), None
+
+
+def _gather(data, attrs, yi, xi):
+    """data[n, :, yi, xi] for index arrays [N, Ho, Wo] -> [N, C, Ho, Wo], padded per mode."""
+    n, c, h, w = data.shape
+    y, my = _grid_taps(attrs, yi, h)
+    x, mx = _grid_taps(attrs, xi, w)
+    b = np.arange(n).reshape(n, 1, 1)
+    v = data[b, :, y, x]                       # [N, Ho, Wo, C]
+    if my is not None:
+        v = np.where((my & mx)[..., None], v, 0)
+    return np.moveaxis(v, -1, 1)
+
+
+@register("GridSample", since=9, attrs=GridSampleAttrs, category="image")
+class GridSample9:
+    @staticmethod
+    def infer(attrs, data: TensorSpec, grid: TensorSpec):
+        if data.rank is not None and data.rank != 4:
+            fail(f"GridSample data must be 4-D [N, C, H, W], got {format_shape(data.shape)}")
+        if grid.rank is not None and grid.rank != 4:
+            fail(f"GridSample grid must be 4-D [N, H_out, W_out, 2], got {format_shape(grid.shape)}")
+        if not grid.etype.is_float:
+            fail(f"GridSample grid must be of a floating-point type, got {grid.etype.name}")
+        if data.etype.kind == "bool":
+            fail("GridSample does not accept boolean data")
+        d = data.shape if data.shape is not None else (DYNAMIC,) * 4
+        g = grid.shape if grid.shape is not None else (DYNAMIC,) * 4
+        if g[3].is_static and g[3].value != 2:
+            fail(f"GridSample grid's last dim must be 2 (x, y), got {g[3].value}")
+        batch = d[0].merge(g[0])
+        if batch is None:
+            fail(f"GridSample data batch {d[0]} and grid batch {g[0]} differ")
+        return [TensorSpec(data.etype, (batch, d[1], g[1], g[2]))]
+
+    @staticmethod
+    def run(attrs, data, grid):
+        n, c, h, w = data.shape
+        if grid.shape[0] != n or grid.shape[3] != 2:
+            fail(f"GridSample grid must be [{n}, H_out, W_out, 2], got {list(grid.shape)}")
+        check_alloc([n, c, grid.shape[1], grid.shape[2]], data.dtype, "the GridSample output")
+        t = np.float64 if grid.dtype == np.float64 else F32
+        gx, gy = grid[..., 0].astype(t), grid[..., 1].astype(t)
+        one, two = t(1), t(2)
+        if attrs.align_corners:
+            xd, yd = (gx + one) * (t(w) - one) / two, (gy + one) * (t(h) - one) / two
+        else:
+            xd, yd = ((gx + one) * t(w) - one) / two, ((gy + one) * t(h) - one) / two
+        work = np.float64 if data.dtype == np.float64 else F32
+        src = data.astype(work, copy=False) if data.dtype.kind != "f" or data.dtype == np.float16 else data
+        if not np.isfinite(xd).all() or not np.isfinite(yd).all():
+            fail("GridSample grid holds a NaN or infinite coordinate")
+        if attrs.mode == "nearest":
+            out = _gather(src, attrs, np.rint(yd).astype(np.int64), np.rint(xd).astype(np.int64))
+        else:
+            y0, x0 = np.floor(yd), np.floor(xd)
+            dy = (yd - y0).astype(work)[:, None]
+            dx = (xd - x0).astype(work)[:, None]
+            y0, x0 = y0.astype(np.int64), x0.astype(np.int64)
+            if attrs.mode == "bilinear":
+                q0 = (1 - dx) * _gather(src, attrs, y0, x0) + dx * _gather(src, attrs, y0, x0 + 1)
+                q1 = (1 - dx) * _gather(src, attrs, y0 + 1, x0) + dx * _gather(src, attrs, y0 + 1, x0 + 1)
+                out = dy * q1 + (1 - dy) * q0
+            else:
+                cy = _cubic_coeffs(dy.reshape(-1), -0.75).reshape(dy.shape + (4,))
+                cx = _cubic_coeffs(dx.reshape(-1), -0.75).reshape(dx.shape + (4,))
+                out = 0
+                for j in range(4):          # the 4 x 4 taps of the bicubic kernel
+                    row = 0
+                    for i in range(4):
+                        row = row + cx[..., i] * _gather(src, attrs, y0 + j - 1, x0 + i - 1)
+                    out = out + cy[..., j] * row
+        if data.dtype.kind in "iu":
+            out = np.rint(out)
+        return (np.asarray(out).astype(data.dtype),)

@@ -263,3 +263,41 @@ def test_color_matches_openvino(tmp_path_factory, seed, n, h, w, kind, single, e
         assert np.abs(got[0].astype(int) - expected[0].astype(int)).max() <= 1
     else:
         oracle.assert_same(got[0], expected[0], rtol=1e-5, atol=1e-4)
+
+
+# ---------------------------------------------------------------- GridSample-9
+
+import openvino.opset9 as o9  # noqa: E402
+
+
+def test_grid_sample_shapes_and_errors():
+    # The page's example: data [1,2,3,5], grid [1,10,8,2] -> [1,2,10,8]
+    (y,) = infer("GridSample", {"align_corners": "true", "mode": "nearest", "padding_mode": "border"},
+                 S("f32", [1, 2, 3, 5]), S("f32", [1, 10, 8, 2]), opset=9)
+    assert format_shape(y.shape) == "[1,2,10,8]"
+    (y,) = infer("GridSample", {}, S("f32", [None, 2, 3, 5]), S("f32", [4, None, 8, 2]), opset=9)
+    assert format_shape(y.shape) == "[4,2,?,8]"
+    with pytest.raises(ShapeError, match="grid's last dim must be 2"):
+        infer("GridSample", {}, S("f32", [1, 2, 3, 5]), S("f32", [1, 4, 4, 3]), opset=9)
+    with pytest.raises(ShapeError, match="batch 1 and grid batch 2 differ"):
+        infer("GridSample", {}, S("f32", [1, 2, 3, 5]), S("f32", [2, 4, 4, 2]), opset=9)
+    # corners with align_corners: -1 and 1 land on the first and last pixels
+    x = np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3)
+    (y,) = run_op("GridSample", {"align_corners": "true"}, x,
+                  np.array([[[[-1, -1], [1, 1], [0, 0]]]], np.float32), opset=9)
+    np.testing.assert_allclose(y, [[[[0, 5, 2.5]]]], rtol=1e-6)
+
+
+@pytest.mark.oracle
+@settings(max_examples=20)
+@given(seed=st.integers(0, 2**31), shape=st.lists(st.integers(1, 4), min_size=4, max_size=4),
+       out=st.lists(st.integers(1, 4), min_size=2, max_size=2), mode=st.sampled_from(["bilinear", "bicubic", "nearest"]),
+       pad=st.sampled_from(["zeros", "border", "reflection"]), align=st.booleans())
+def test_grid_sample_matches_openvino(tmp_path_factory, seed, shape, out, mode, pad, align):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    g = rng.uniform(-1.6, 1.6, [shape[0]] + out + [2]).astype(np.float32)
+    px, pg = param("x", shape, "f32"), param("g", g.shape, "f32")
+    node = o9.grid_sample(px, pg, {"align_corners": align, "mode": mode, "padding_mode": pad})
+    expected, got = ov_outputs([node], [px, pg], {"x": x, "g": g}, tmp_path_factory)
+    oracle.assert_same(got[0], expected[0], rtol=1e-5, atol=1e-5)
