@@ -14,7 +14,7 @@ import numpy as np
 from .errors import IrrunError, OpError, OpProblem, ResourceError, ShapeError
 from .graph import ancestors_and_self
 from .infer import FOLD_MAX_ELEMENTS, _where
-from .subgraph import current_listener
+from .subgraph import current_listener, current_state
 from .shapes import (
     TensorSpec,
     format_shape,
@@ -145,12 +145,14 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
     values: list = [None] * plan.n_slots
     clock = time.perf_counter
     token = current_listener.set(listener)
+    state_token = current_state.set(state)
     # Overflow to inf and NaN from 0/0 are what IR semantics compute, not a reason for NumPy
     # to print warnings mid-run (--check-nan finds them); set once here, not per kernel.
     try:
         with np.errstate(all="ignore"):
             _run_steps(program, plan, feeds, listener, keep_all, values, clock, state)
     finally:
+        current_state.reset(state_token)
         current_listener.reset(token)
     result = [values[t] for t in plan.targets]
     if keep_all:
@@ -171,8 +173,11 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                 outputs = (node.const_value,)
             elif step.kind == "result":
                 outputs = ()
-            elif step.reads is not None and state is not None and step.reads in state.values:
-                outputs = (state.values[step.reads],)
+            elif step.reads is not None and state is not None and (
+                    step.reads in state.pending or step.reads in state.values):
+                # A write earlier in this run (a Loop body's previous iteration) is seen,
+                # as in OpenVINO; otherwise the value the last run left.
+                outputs = (state.pending.get(step.reads, state.values.get(step.reads)),)
             else:
                 args = [values[a] for a in step.args]
                 if step.recheck is not None:

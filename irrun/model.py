@@ -148,9 +148,11 @@ class Model:
     @property
     def variables(self) -> list[PortInfo]:
         """The model's state variables (one per ReadValue): variable_id, element type, shape."""
+        from .program import all_nodes
+
         return [PortInfo(n.attrs.variable_id, (n.attrs.variable_id,), n.specs[0].etype.name,
                          n.specs[0].shape, n.layer.name)
-                for n in self.program.nodes.values()
+                for n in all_nodes(self.program)
                 if n.layer.type.lower() == "readvalue" and n.specs]
 
     def save(self, xml_path, bin_path=None) -> tuple[str, str]:

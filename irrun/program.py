@@ -244,7 +244,8 @@ def _check_variables(program: Program, diag: Collector) -> None:
     """Each variable has one ReadValue; each Assign writes a variable some ReadValue reads,
     with the type and a shape that ReadValue gives (a session feeds one to the other)."""
     reads: dict[str, Node] = {}
-    for node in program.nodes.values():
+    nodes = list(all_nodes(program))     # a body's variables are the model's too
+    for node in nodes:
         if node.layer.type.lower() == "readvalue" and node.attrs is not None and node.op:
             vid = node.attrs.variable_id
             if vid in reads:
@@ -253,7 +254,7 @@ def _check_variables(program: Program, diag: Collector) -> None:
                            f"line {other.line} ('{other.name}')", layer=node.layer)
                 continue
             reads[vid] = node
-    for node in program.nodes.values():
+    for node in nodes:
         if node.layer.type.lower() != "assign" or node.attrs is None or not node.op:
             continue
         vid = node.attrs.variable_id

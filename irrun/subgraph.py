@@ -73,6 +73,8 @@ class BodyFailed(IrrunError):
 # The listener of the run in progress (trace, profile), so that a body's layers can be
 # reported too when the listener asks for them (`for_body`).
 current_listener: contextvars.ContextVar = contextvars.ContextVar("irrun_listener", default=None)
+# The session state of the run in progress: a body's ReadValue/Assign use the same variables.
+current_state: contextvars.ContextVar = contextvars.ContextVar("irrun_state", default=None)
 
 
 class Body:
@@ -158,8 +160,10 @@ class Body:
         from .executor import Plan, execute
 
         if self._plan is None:
+            # A body's Assigns always run: in a session they write its variables.
+            sinks = [n.id for n in self.program.nodes.values() if n.layer.type.lower() == "assign"]
             self._plan = Plan(self.program, [tuple(self.program.nodes[r].inputs[0])
-                                             for r in self.result_ids])
+                                             for r in self.result_ids], sinks)
         feeds = dict(zip(self.parameter_ids, arrays))
         # A listener that follows bodies (the -vv trace) says so with `for_body(program)`,
         # which gives the listener for this body's layers; the others (the profile) see the
@@ -167,7 +171,7 @@ class Body:
         listener = current_listener.get()
         for_body = getattr(listener, "for_body", None)
         return execute(self.program, self._plan, feeds, for_body(self.program) if for_body
-                       else None)
+                       else None, state=current_state.get())
 
 
 def _declared_shape(node):

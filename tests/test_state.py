@@ -243,3 +243,47 @@ def test_growing_kv_cache_matches_openvino(tmp_path):
         np.testing.assert_allclose(got[0], expected[0], rtol=1e-6)
         np.testing.assert_array_equal(got[1], expected[1])
     assert session.state["kv"].shape == (1, 6, 4)
+
+
+def _body_state_models():
+    """(model, feed) pairs whose variable lives inside a body: an If's then_body, and a
+    Loop's body, where each iteration reads what the one before wrote."""
+    x = o8.parameter([2], np.float32, name="x")
+    c = o8.parameter([], bool, name="c")
+    var = _variable("v", [2], ov.Type.f32)
+    tp = o8.parameter([2], np.float32, name="tp")
+    s = o8.add(o6.read_value(tp, var), tp)
+    then = ov.Model([o8.result(s)], [o6.assign(s, var)], [tp], "then")
+    ep = o8.parameter([2], np.float32, name="ep")
+    node = o8.if_op(c.output(0))
+    node.set_then_body(then)
+    node.set_else_body(ov.Model([o8.result(ep)], [ep], "else"))
+    node.set_input(x.output(0), tp, ep)
+    out = node.set_output(then.get_results()[0], node.get_else_body().get_results()[0])
+    yield ov.Model([out], [x, c]), {"x": np.ones(2, np.float32), "c": np.array(True)}
+
+    x = o8.parameter([2], np.float32, name="x")
+    var = _variable("w", [2], ov.Type.f32)
+    bx = o8.parameter([2], np.float32, name="bx")
+    s = o8.add(o6.read_value(bx, var), bx)
+    r = o8.result(s)
+    loop = o8.loop(o8.constant(np.int64(3)), o8.constant(True))
+    loop.set_function(ov.Model([r, o8.result(o8.constant(True))], [o6.assign(s, var)], [bx]))
+    loop.set_special_body_ports([-1, 1])
+    loop.set_invariant_input(bx, x.output(0))
+    yield ov.Model([loop.get_iter_value(r.output(0), -1)], [x]), {"x": np.ones(2, np.float32)}
+
+
+@pytest.mark.oracle
+def test_variables_inside_bodies_match_openvino(tmp_path):
+    for k, (model, feed) in enumerate(_body_state_models()):
+        xml = str(tmp_path / f"m{k}.xml")
+        ov.save_model(model, xml)
+        m = irrun.read_model(xml)
+        assert len(m.variables) == 1
+        request = ov.Core().compile_model(xml, "CPU").create_infer_request()
+        session = m.create_session()
+        for step in range(3):
+            expected = list(request.infer(list(feed.values())).values())[0]
+            got = list(session.infer(feed).values())[0]
+            np.testing.assert_array_equal(got, expected, err_msg=f"model {k}, step {step}")
