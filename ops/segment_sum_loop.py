@@ -126,26 +126,33 @@ sum_bags = _cached_loop(_sum_bags)
 _sum_in_registers = numba.njit(inline="always")(_sum_bags)
 
 
-def _segment_bounds(segment_ids, segments, bounds):
-    """bounds[s] = the first lookup of segment s (or of the next segment present), for
-    s in 0..segments, from ids sorted ascending: -1, or the first position whose id is
-    smaller than the one before or outside [0, segments) (bounds is then not all written).
+def _segment_bounds(segment_ids, segments, bounds, lo, hi):
+    """bounds[s] = the first lookup of segment s (or of the next segment present), from ids
+    sorted ascending, for the segments whose first lookup is in lo..hi (and those before
+    the first id when lo is 0, after the last when hi is the end): -1, or the first
+    position j in lo..hi whose id is smaller than the one before or outside
+    [0, segments) (bounds is then not all written). Spans of lookups can run on several
+    threads: each writes only the bounds of its own segments.
     """
     n = segment_ids.shape[0]
     limit = np.uintp(segments)
-    filled = np.uintp(0)
     previous = np.uintp(0)
-    for j in range(n):
-        segment = np.uintp(segment_ids[j])      # a negative id wraps to a huge one
+    filled = np.uintp(0)
+    if lo > 0:
+        previous = np.uintp(segment_ids[lo - 1])   # a negative id wraps to a huge one
+        filled = previous + np.uintp(1)
+    for j in range(lo, hi):
+        segment = np.uintp(segment_ids[j])
         if segment < previous or segment >= limit:
             return j
         while filled <= segment:
             bounds[filled] = j
             filled += np.uintp(1)
         previous = segment
-    while filled <= limit:
-        bounds[filled] = n
-        filled += np.uintp(1)
+    if hi == n:
+        while filled <= limit:
+            bounds[filled] = n
+            filled += np.uintp(1)
     return -1
 
 

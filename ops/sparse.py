@@ -213,17 +213,28 @@ def _segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
     # first), and if they are all in range they are unsorted: a stable sort order and the
     # ids in that order are built (up to 16 bytes per lookup), so they give the same
     # scatter-add sums.
-    from .segment_sum_loop import segment_bounds
-
     bounds = np.empty(segments + 1, np.intp)
     order = _NO_ORDER
-    if segment_bounds(segment_ids, segments, bounds) >= 0:
+    if _segment_bounds(segment_ids, segments, bounds) >= 0:
         _check_ids(indices, segment_ids, table.shape[0], segments)
         order = np.argsort(segment_ids, kind="stable")
-        if segment_bounds(segment_ids[order], segments, bounds) >= 0:
+        if _segment_bounds(segment_ids[order], segments, bounds) >= 0:
             raise AssertionError("segment_bounds refused sorted ids in range")
     _sum_bags(out, table, indices, bounds, order, weights, default, False, none_index,
               "segment")
+
+
+def _segment_bounds(segment_ids: np.ndarray, segments: int, bounds: np.ndarray) -> int:
+    """bounds[s] = the first lookup of segment s, for s in 0..segments, from sorted ids:
+    -1, or the first position whose id is out of order or outside [0, segments).
+    One compiled pass, its spans of lookups on the shared pool."""
+    from .segment_sum_loop import segment_bounds
+
+    n = segment_ids.shape[0]
+    stops = parallel(lambda lo, hi: segment_bounds(segment_ids, segments, bounds, lo, hi),
+                     even_ranges(n, _workers(n)) or [(0, 0)])
+    bad = [int(j) for j in stops if j >= 0]
+    return min(bad) if bad else -1
 
 
 def _sum_bags(out: np.ndarray, table: np.ndarray, indices: np.ndarray, bounds: np.ndarray,
@@ -349,9 +360,12 @@ def _bag_infer(reduction: str, emb_table: TensorSpec, indices: TensorSpec, index
         if weights.etype != emb_table.etype:
             fail(f"Per sample weight element type ({weights.etype.name}) must match "
                  f"embedding table element type ({emb_table.etype.name})")
-    if emb_table.etype.bits < 8 or emb_table.etype.kind not in ("float", "int", "uint", "boolean"):
+    if emb_table.etype.kind not in ("float", "int", "uint"):
+        fail(f"emb_table must be of a numeric type, got {emb_table.etype.name}")
+    if emb_table.etype.bits < 8:
+        # No plugin computes sub-byte sums, and no C++ type gives their wrap-around.
         raise UnsupportedError(f"an emb_table of {emb_table.etype.name} is not supported "
-                               f"(sub-byte or non-numeric types)")
+                               f"(sub-byte types)")
     if not _rank_compatible(indices, index_rank):
         fail(f"INDICES must be {index_rank}D, got {_rank_text(indices)}")
     if weights is not None:
@@ -593,10 +607,10 @@ class SegmentMax16:
         used = int(np.searchsorted(segment_ids, count, side="left"))
         if used == 0 or out[0].size == 0:
             return (out,)
-        from .segment_sum_loop import segment_bounds, segment_max
+        from .segment_sum_loop import segment_max
 
         bounds = np.empty(count + 1, np.intp)
-        segment_bounds(segment_ids[:used], count, bounds)
+        _segment_bounds(segment_ids[:used], count, bounds)
         values = _rows(data[:used])
         halves = values.dtype == ml_dtypes.bfloat16 or values.dtype == np.float16
         if halves:      # exact in f32, which the compiled loop knows

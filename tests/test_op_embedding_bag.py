@@ -282,6 +282,7 @@ def test_shape_rules():
     (("f32", [5, 2], "i32", [4], "i64", [3]), r"OFFSETS element type \(i64\) must match indices"),
     (("f32", [5, 2], "f32", [4], "f32", [3]), "INDICES type must be i32 or i64, got f32"),
     (("f32", [], "i32", [4], "i32", [3]), "EMB_TABLE can't be a scalar"),
+    (("boolean", [5, 2], "i32", [4], "i32", [3]), "emb_table must be of a numeric type, got boolean"),
 ])
 def test_shape_rule_errors(args, message):
     tt, ts, it, ishape, ot, oshape = args

@@ -333,11 +333,27 @@ def test_sums_round_to_half_as_numpy_does(dtype):
 
 def _spans(ids, parts):
     """The lookup ranges the threads get for sorted segment ids (bags = segments)."""
-    from irrun.ops.segment_sum_loop import segment_bounds
     bounds = np.empty(int(ids[-1]) + 2, np.intp)
-    assert segment_bounds(ids, int(ids[-1]) + 1, bounds) == -1
+    assert sparse._segment_bounds(ids, int(ids[-1]) + 1, bounds) == -1
     return [(int(bounds[a]), int(bounds[b])) for a, b in sparse._bag_spans(bounds, parts)
             if bounds[b] > bounds[a]]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 5])
+def test_segment_bounds_in_spans_agree_with_searchsorted(monkeypatch, workers):
+    monkeypatch.setattr(sparse, "_workers", lambda n: workers)
+    rng = np.random.default_rng(workers)
+    ids = np.sort(rng.integers(0, 40, 97))
+    bounds = np.empty(46, np.intp)
+    assert sparse._segment_bounds(ids, 45, bounds) == -1
+    np.testing.assert_array_equal(bounds, np.searchsorted(ids, np.arange(46)))
+    bad = ids.copy()
+    bad[[30, 70]] = [bad[29] - 1, 45]          # unsorted at 30, out of range at 70
+    assert sparse._segment_bounds(bad, 45, bounds) == 30
+    bad[30] = bad[29]
+    assert sparse._segment_bounds(bad, 45, bounds) == 70
+    assert sparse._segment_bounds(np.zeros(0, np.int64), 3, bounds) == -1
+    assert bounds[:4].tolist() == [0, 0, 0, 0]
 
 
 def test_spans_cut_at_segment_starts():
