@@ -201,15 +201,23 @@ def ov_int(text) -> int | None:
     m = _OV_INT.match(text) if isinstance(text, str) else None
     if m is None:
         return None
-    value = int(m.group(1))
+    number = m.group(1)
+    digits = number.lstrip("+-").lstrip("0")
+    if len(digits) > 19:      # past int64 (and past Python's 4300-digit int() limit)
+        return None
+    value = int(digits or "0") * (-1 if number.startswith("-") else 1)
     return value if _INT64[0] <= value <= _INT64[1] else None
+
+
+def _clip(text: str, width: int = 40) -> str:
+    return text if len(text) <= width else text[:width] + "..."
 
 
 def _int(text, what, line, diag, layer=None, code="bad-number", unsigned=False):
     value = ov_int(text)
     if value is None or (unsigned and value < 0):
         problem = "is missing" if text is None else \
-            f"'{text}' is not {'a non-negative' if unsigned else 'an'} integer"
+            f"'{_clip(str(text))}' is not {'a non-negative' if unsigned else 'an'} integer"
         diag.error(code, f"{what} {problem}", line=line, layer=layer)
         return None
     return value
@@ -403,7 +411,7 @@ def _network(layer_els, edges_el, path: str, version: int, diag: Collector):
         if lid is not None and lid.strip():
             number = ov_int(lid)
             if number is None or number < 0:
-                diag.error("bad-layer", f"layer id '{lid}' is not a non-negative integer "
+                diag.error("bad-layer", f"layer id '{_clip(lid)}' is not a non-negative integer "
                            "(OpenVINO reads ids as unsigned 64-bit integers)",
                            line=el.sourceline, layer=Layer(lid, name, ltype or "", lversion,
                                                            el.sourceline))
@@ -448,7 +456,7 @@ def _network(layer_els, edges_el, path: str, version: int, diag: Collector):
             if attrs[a] is not None:
                 number = ov_int(attrs[a])
                 if number is None or number < 0:
-                    diag.error("bad-edge", f"edge {a}='{attrs[a]}' is not a non-negative "
+                    diag.error("bad-edge", f"edge {a}='{_clip(attrs[a])}' is not a non-negative "
                                "integer", line=el.sourceline,
                                layer=seen.get(attrs["to-layer"] or "") or
                                seen.get(attrs["from-layer"] or ""))

@@ -663,3 +663,12 @@ def test_numpy_array_is_too_big_in_a_kernel_is_a_located_resource_error(tmp_path
         assert e.value.diagnostic.layer_name == "big" and "internal" not in str(e.value)
     finally:
         registry.unregister("TooBig", version="extension")
+
+
+@pytest.mark.parametrize("text, value", [("9" * 5000, None), ("0" * 5000 + "7", 7),
+                                          ("-" + "0" * 30 + "5", -5), ("9223372036854775807",
+                                          (1 << 63) - 1), ("9223372036854775808", None),
+                                          ("-9223372036854775808", -(1 << 63))])
+def test_the_integer_grammar_on_long_numbers(text, value):
+    from irrun.reader import ov_int
+    assert ov_int(text) == value
