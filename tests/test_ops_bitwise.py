@@ -100,12 +100,20 @@ def test_spec_examples():
     assert run_op("BitwiseNot", {}, np.array([True, False]), opset=13)[0].tolist() == [False, True]
     (y,) = run_op("BitwiseNot", {}, np.array([1, 3], np.uint8), opset=13)
     assert y.tolist() == [254, 252]
-    # the shift examples are shapes: [256,56] with itself, and [8,1,6,1] with [7,1,5]
-    for t in ("BitwiseLeftShift", "BitwiseRightShift"):
-        (spec,) = infer(t, {}, S("i32", [256, 56]), S("i32", [256, 56]), opset=15)
+    # the XML examples are shapes: [256,56] with itself, and [8,1,6,1] with [7,1,5]
+    for t, opset in (("BitwiseAnd", 13), ("BitwiseOr", 13), ("BitwiseXor", 13),
+                     ("BitwiseLeftShift", 15), ("BitwiseRightShift", 15)):
+        (spec,) = infer(t, {}, S("i32", [256, 56]), S("i32", [256, 56]), opset=opset)
         assert format_shape(spec.shape) == "[256,56]"
-        (spec,) = infer(t, {}, S("i32", [8, 1, 6, 1]), S("i32", [7, 1, 5]), opset=15)
+        (spec,) = infer(t, {}, S("i32", [8, 1, 6, 1]), S("i32", [7, 1, 5]), opset=opset)
         assert format_shape(spec.shape) == "[8,7,6,5]"
+    (spec,) = infer("BitwiseNot", {}, S("i32", [256, 56]), opset=13)
+    assert format_shape(spec.shape) == "[256,56]"
+    for t in ("IsNaN", "IsFinite", "IsInf"):
+        (spec,) = infer(t, {}, S("f32", [256, 56]), opset=10)
+        assert format_shape(spec.shape) == "[256,56]" and spec.etype.name == "boolean"
+    x = np.array([np.nan, 2.1, 3.7, np.inf], np.float32)              # IsFinite example 2
+    assert run_op("IsFinite", {}, x, opset=10)[0].tolist() == [False, True, True, False]
     for dtype in (np.float64, np.float16):
         x = np.array([np.nan, np.inf, -np.inf, 0.0, 1e300 if dtype == np.float64 else 6e4], dtype)
         assert run_op("IsNaN", {}, x, opset=10)[0].tolist() == [True, False, False, False, False]

@@ -52,6 +52,12 @@ def test_einsum_spec_examples():
     assert einsum(" i j , j k -> i k ", np.eye(2, dtype=np.float32), np.ones((2, 2), np.float32)).shape == (2, 2)
 
 
+def test_inverse_spec_examples_keep_shapes():
+    for shape, attrs in (([3, 3], {}), ([2, 4, 4], {"adjoint": "true"}), ([5, 4, 3, 2, 2], {})):
+        (s,) = infer("Inverse", attrs, S("f32", shape), opset=14)
+        assert format_shape(s.shape) == format_shape(S("f32", shape).shape)
+
+
 def test_inverse_values_and_adjoint():
     a = np.array([[[4.0, 7.0], [2.0, 6.0]], [[1.0, 2.0], [3.0, 4.0]]], np.float32)
     (y,) = run_op("Inverse", {}, a, opset=14)

@@ -128,6 +128,20 @@ def test_spec_examples_keep_shapes():
     assert format_shape(s.shape) == "[3,12,100,100]"
     (s,) = infer("GRN", {"bias": "1e-4"}, S("f32", [1, 20, 224, 224]), opset=1)
     assert format_shape(s.shape) == "[1,20,224,224]"
+    one = TensorSpec.of_value(np.array([1], np.int64), "i64")
+    (s,) = infer("LRN", {"alpha": "1.0e-04", "beta": "0.75", "size": "5", "bias": "1"},
+                 S("f32", [6, 12, 10, 24]), one)
+    assert format_shape(s.shape) == "[6,12,10,24]"
+    for axes in ([1], [1, 2, 3]):
+        ax = TensorSpec.of_value(np.array(axes, np.int64), "i64")
+        (s,) = infer("NormalizeL2", {"eps": "1e-8", "eps_mode": "add"}, S("f32", [6, 12, 10, 24]), ax)
+        assert format_shape(s.shape) == "[6,12,10,24]"
+    for data, c, opset in (([10, 128], 128, 1), ([1, 3, 224, 224], 3, 1), ([10, 128], 128, 5),
+                           ([1, 3, 224, 224], 3, 5)):
+        p = S("f32", [c])
+        ins = (p, p, S("f32", data), p, p) if opset == 1 else (S("f32", data), p, p, p, p)
+        (s,) = infer("BatchNormInference", {"epsilon": "9.99e-06"}, *ins, opset=opset)
+        assert format_shape(s.shape) == format_shape(S("f32", data).shape)
 
 
 def test_mvn_values_and_eps_modes():
