@@ -26,3 +26,4 @@ from . import type_promotion  # noqa: F401,E402
 from . import movement_extra  # noqa: F401,E402
 from . import signal  # noqa: F401,E402
 from . import nms  # noqa: F401,E402
+from . import detection  # noqa: F401,E402

@@ -1,0 +1,185 @@
+"""Detection ops (PriorBox-1/8, PriorBoxClustered-1, ...): spec examples verbatim (shapes),
+hand-computed boxes, shape rules, errors, and differential tests against OpenVINO (PriorBox
+with constant inputs is folded by OpenVINO's reference; the CPU plugin refuses non-constant
+PriorBox-8)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from irrun.errors import OpError, ShapeError
+from irrun.ops.detection import (
+    PriorBox1, PriorBox1Attrs, PriorBox8Attrs, PriorBoxClustered1, PriorBoxClusteredAttrs,
+)
+from irrun.shapes import Dim, TensorSpec
+
+F32 = np.float32
+
+
+def ints(values):
+    return TensorSpec.of_value(np.array(values, np.int64), "i64")
+
+
+# ------------------------------------------------------------------ PriorBox
+
+SPEC_PB = dict(aspect_ratio=(2.0,), clip=False, density=(), fixed_ratio=(), fixed_size=(),
+               flip=True, max_size=(38.46,), min_size=(16.0,), offset=0.5, step=16.0,
+               variance=(0.1, 0.1, 0.2, 0.2))
+
+
+@pytest.mark.parametrize("attrs", [PriorBox1Attrs, PriorBox8Attrs])
+def test_prior_box_spec_example(attrs):
+    a = attrs(**SPEC_PB)
+    (out,) = PriorBox1.infer(a, ints([24, 42]), ints([384, 672]))
+    assert out.shape == (Dim.of(2), Dim.of(16128)) and out.etype.name == "f32"
+    (y,) = PriorBox1.run(a, np.array([24, 42]), np.array([384, 672]))
+    assert y.shape == (2, 16128) and y.dtype == F32
+    # the first point (centre 8, 8): min box 16, then sqrt(16 * 38.46), then ratios 2, 1/2
+    s = np.sqrt(F32(16 * 38.46))
+    r = np.sqrt(F32(2))
+    half = [(8, 8), (s / 2, s / 2), (8 * r, 8 / r), (8 / r, 8 * r)]
+    expect = [[(8 - w) / 672, (8 - h) / 384, (8 + w) / 672, (8 + h) / 384] for w, h in half]
+    np.testing.assert_allclose(y[0, :16], np.ravel(expect), rtol=1e-6)
+    np.testing.assert_array_equal(y[1, :8], F32([0.1, 0.1, 0.2, 0.2] * 2))
+    if attrs is PriorBox8Attrs:   # [min, aspect ratios, max]
+        (y2,) = PriorBox1.run(PriorBox8Attrs(**SPEC_PB, min_max_aspect_ratios_order=False),
+                              np.array([24, 42]), np.array([384, 672]))
+        np.testing.assert_array_equal(y2[0, 4:8], y[0, 8:12])
+        np.testing.assert_array_equal(y2[0, 12:16], y[0, 4:8])
+
+
+def test_prior_box_clip_step_zero_and_single_variance():
+    a = PriorBox8Attrs(offset=0.5, min_size=(30.0,), clip=True, variance=(0.2,))
+    (y,) = PriorBox1.run(a, np.array([2, 2]), np.array([40, 40]))
+    # step 0: centres at (w + 0.5) * 40 / 2 = 10, 30; half size 15, clipped to [0, 1]
+    assert y[0, :4].tolist() == [0, 0, F32(25) / 40, F32(25) / 40]
+    assert y.min() >= 0 and y[0].max() <= 1 and (y[1] == F32(0.2)).all()
+
+
+def test_prior_box_duplicate_ratios_and_density():
+    a = PriorBox8Attrs(offset=0.5, min_size=(10.0,), aspect_ratio=(2.0, 2.0, 0.5), flip=True)
+    (y,) = PriorBox1.run(a, np.array([1, 1]), np.array([10, 10]))
+    assert y.shape == (2, 4 * 3)       # ratios 1, 2, 1/2 (0.5 is 2 flipped)
+    d = PriorBox8Attrs(offset=0.5, fixed_size=(4.0,), density=(2.0,))
+    (y,) = PriorBox1.run(d, np.array([1, 1]), np.array([8, 8]))
+    # four 4x4 boxes around centre 4 shifted by -2 + 1 + {0, 2}: centres 3 and 5
+    assert y[0].reshape(4, 4).tolist() == [[1 / 8, 1 / 8, 5 / 8, 5 / 8], [3 / 8, 1 / 8, 7 / 8, 5 / 8],
+                                           [1 / 8, 3 / 8, 5 / 8, 7 / 8], [3 / 8, 3 / 8, 7 / 8, 7 / 8]]
+
+
+def test_prior_box_shape_rules_and_errors():
+    a = PriorBox8Attrs(**SPEC_PB)
+    out_size = TensorSpec.make("i64", [2])
+    (out,) = PriorBox1.infer(a, out_size, ints([384, 672]))
+    assert out.shape == (Dim.of(2), Dim(0, None))
+    partial = TensorSpec(out_size.etype, out_size.shape, dims=(Dim(2, 4), Dim.of(3)))
+    (out,) = PriorBox1.infer(a, partial, ints([384, 672]))
+    assert out.shape == (Dim.of(2), Dim(96, 192))
+    with pytest.raises(ShapeError, match="output_size must have 2 elements"):
+        PriorBox1.infer(a, ints([2, 3, 4]), ints([384, 672]))
+    with pytest.raises(ShapeError, match="image_size must have an integer"):
+        PriorBox1.infer(a, ints([2, 3]), TensorSpec.make("f32", [2]))
+    with pytest.raises(ShapeError, match="variance must have 0, 1 or 4"):
+        PriorBox1.infer(PriorBox8Attrs(offset=0.5, min_size=(1.0,), variance=(1.0, 2.0)),
+                        ints([2, 3]), ints([4, 4]))
+    with pytest.raises(ShapeError, match="has room for 7"):
+        PriorBox1.infer(PriorBox8Attrs(offset=0.5, fixed_size=(32.0,), density=(2.0,),
+                                       fixed_ratio=(2.0, 0.5)), ints([2, 3]), ints([4, 4]))
+    with pytest.raises(OpError, match="must not be negative"):
+        PriorBox1.run(a, np.array([-1, 3]), np.array([4, 4]))
+
+
+# ------------------------------------------------------------------ PriorBoxClustered
+
+SPEC_PBC = dict(clip=False, height=(44.0, 10.0, 30.0, 19.0, 94.0, 32.0, 61.0, 53.0, 17.0),
+                offset=0.5, step=16.0, variance=(0.1, 0.1, 0.2, 0.2),
+                width=(86.0, 13.0, 57.0, 39.0, 68.0, 34.0, 142.0, 50.0, 23.0))
+
+
+def test_prior_box_clustered_spec_example():
+    a = PriorBoxClusteredAttrs(**SPEC_PBC)
+    (out,) = PriorBoxClustered1.infer(a, ints([10, 19]), ints([180, 320]))
+    assert out.shape == (Dim.of(2), Dim.of(6840))
+    (y,) = PriorBoxClustered1.run(a, np.array([10, 19]), np.array([180, 320]))
+    assert y.shape == (2, 6840)
+    # point (h=0, w=1): centre (24, 8); its first box 86 x 44
+    np.testing.assert_allclose(y[0, 36:40], [(24 - 43) / 320, (8 - 22) / 180, (24 + 43) / 320,
+                                             (8 + 22) / 180], rtol=1e-6)
+    np.testing.assert_array_equal(y[1, :8], F32([0.1, 0.1, 0.2, 0.2] * 2))
+
+
+def test_prior_box_clustered_steps_and_errors():
+    a = PriorBoxClusteredAttrs(offset=0.5, width=(2.0,), height=(2.0,), step_w=4.0, step_h=2.0)
+    (y,) = PriorBoxClustered1.run(a, np.array([1, 2]), np.array([8, 8]))
+    assert y[0].tolist() == [1 / 8, 0, 3 / 8, 2 / 8, 5 / 8, 0, 7 / 8, 2 / 8]   # clip default true
+    with pytest.raises(ShapeError, match="as many widths as heights"):
+        PriorBoxClustered1.infer(PriorBoxClusteredAttrs(offset=0.5, width=(1.0, 2.0)),
+                                 ints([2, 2]), ints([4, 4]))
+
+
+# ------------------------------------------------------------------ OpenVINO
+
+ov = pytest.importorskip("openvino")
+oracle = pytest.importorskip("oracle")
+import openvino.opset1 as o1  # noqa: E402
+import openvino.opset8 as o8  # noqa: E402
+
+
+def _const_model(node):
+    return ov.Model([o8.result(node)], [], "m")
+
+
+@pytest.mark.oracle
+@settings(max_examples=20)
+@given(data=st.data())
+def test_oracle_prior_box(data, tmp_path_factory):
+    v8 = data.draw(st.booleans(), label="v8")
+    h, w = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6))
+    ih, iw = data.draw(st.integers(8, 300)), data.draw(st.integers(8, 300))
+    sizes = st.lists(st.floats(1, 64, width=32), min_size=1, max_size=3)
+    ratios = st.lists(st.sampled_from([0.5, 2.0, 3.0, 1.0, 1 / 3]), max_size=3)
+    attrs = dict(offset=data.draw(st.sampled_from([0.0, 0.5, 0.3])),
+                 flip=data.draw(st.booleans()), clip=data.draw(st.booleans()),
+                 step=data.draw(st.sampled_from([0.0, 8.0, 16.0, 5.5])),
+                 variance=data.draw(st.sampled_from([[], [0.1], [0.1, 0.1, 0.2, 0.2]])),
+                 aspect_ratio=data.draw(ratios))
+    mode = data.draw(st.sampled_from(["minmax", "mxnet", "fixed"]), label="mode")
+    if mode == "fixed":
+        fs = data.draw(st.lists(st.integers(2, 40).map(float), min_size=1, max_size=2))
+        attrs.update(fixed_size=fs, density=[float(data.draw(st.integers(1, 3))) for _ in fs])
+    elif mode == "mxnet":
+        attrs.update(min_size=data.draw(st.lists(st.floats(0.0625, 0.875, width=32), min_size=1,
+                                                 max_size=3)), scale_all_sizes=False)
+    else:
+        mins = data.draw(sizes)
+        attrs.update(min_size=mins, max_size=[m * 2 for m in mins[:data.draw(st.integers(0, len(mins)))]])
+    if v8:
+        attrs["min_max_aspect_ratios_order"] = data.draw(st.booleans())
+    op = o8.prior_box if v8 else o1.prior_box
+    node = op(o8.constant(np.array([h, w], np.int64)), o8.constant(np.array([ih, iw], np.int64)),
+              attrs)
+    oracle.compare(_const_model(node), {}, rtol=1e-6, atol=1e-7,
+                   tmpdir=tmp_path_factory.mktemp("pb"))
+
+
+@pytest.mark.oracle
+@settings(max_examples=15)
+@given(data=st.data())
+def test_oracle_prior_box_clustered(data, tmp_path_factory):
+    n = data.draw(st.integers(1, 4))
+    dims = st.lists(st.floats(1, 100, width=32), min_size=n, max_size=n)
+    attrs = dict(offset=data.draw(st.sampled_from([0.25, 0.5])), width=data.draw(dims),
+                 height=data.draw(dims), clip=data.draw(st.booleans()),
+                 variance=data.draw(st.sampled_from([[], [0.1], [0.1, 0.1, 0.2, 0.2]])),
+                 step=data.draw(st.sampled_from([0.0, 16.0])))
+    if data.draw(st.booleans(), label="own steps"):   # the Python API refuses 0 for these
+        attrs.update(step_widths=10.0, step_heights=12.0)
+    h, w = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6))
+    node = o1.prior_box_clustered(o8.constant(np.array([h, w], np.int64)),
+                                  o8.constant(np.array([data.draw(st.integers(8, 300)),
+                                                        data.draw(st.integers(8, 300))], np.int64)),
+                                  attrs)
+    oracle.compare(_const_model(node), {}, rtol=1e-6, atol=1e-7,
+                   tmpdir=tmp_path_factory.mktemp("pbc"))
