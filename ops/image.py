@@ -656,3 +656,108 @@ class GridSample9:
         if data.dtype.kind in "iu":
             out = np.rint(out)
         return (np.asarray(out).astype(data.dtype),)
+
+
+# ---------------------------------------------------------------- Col2Im
+# Spec page: movement/col2im-15.
+
+
+@dataclass(frozen=True)
+class Col2ImAttrs:
+    strides: tuple[int, ...] = (1, 1)
+    dilations: tuple[int, ...] = (1, 1)
+    pads_begin: tuple[int, ...] = (0, 0)
+    pads_end: tuple[int, ...] = (0, 0)
+
+
+def _col2im_attrs(attrs):
+    for name in ("strides", "dilations", "pads_begin", "pads_end"):
+        v = getattr(attrs, name)
+        if len(v) != 2:
+            fail(f"Col2Im attribute {name} needs 2 values (height, width), got {list(v)}")
+    if any(v < 1 for v in attrs.strides + attrs.dilations):
+        fail(f"Col2Im strides and dilations must be >= 1, got {list(attrs.strides)} and {list(attrs.dilations)}")
+    if any(v < 0 for v in attrs.pads_begin + attrs.pads_end):
+        fail("Col2Im pads must be non-negative")
+
+
+def _col2im_blocks(attrs, out, kernel):
+    counts = []
+    for d in range(2):
+        span = out[d] + attrs.pads_begin[d] + attrs.pads_end[d] - attrs.dilations[d] * (kernel[d] - 1) - 1
+        counts.append(span // attrs.strides[d] + 1 if span >= 0 else 0)
+    return counts
+
+
+@register("Col2Im", since=15, attrs=Col2ImAttrs, category="movement")
+class Col2Im15:
+    @staticmethod
+    def infer(attrs, data: TensorSpec, output_size: TensorSpec, kernel_size: TensorSpec):
+        _col2im_attrs(attrs)
+        for s, name in ((output_size, "output_size (input 1)"), (kernel_size, "kernel_size (input 2)")):
+            if s.etype.name not in ("i32", "i64"):
+                fail(f"Col2Im {name} must be i32 or i64, got {s.etype.name}")
+            if s.shape is not None and (len(s.shape) != 1 or (s.shape[0].is_static and s.shape[0].value != 2)):
+                fail(f"Col2Im {name} must hold 2 values, got shape {format_shape(s.shape)}")
+        if data.rank is not None and data.rank not in (2, 3):
+            fail(f"Col2Im data must be 2-D or 3-D, got {format_shape(data.shape)}")
+        out, k = known_ints(output_size), known_ints(kernel_size)
+        if data.shape is None:
+            return [TensorSpec(data.etype, None)]
+        batched = len(data.shape) == 3
+        lead = (data.shape[0],) if batched else ()
+        ch = data.shape[-2]
+        if k is not None:
+            if any(v < 1 for v in k):
+                fail(f"Col2Im kernel_size must be positive, got {k}")
+            kk = k[0] * k[1]
+            if ch.is_static and ch.value % kk:
+                fail(f"Col2Im data dim {len(data.shape) - 2} ({ch.value}) is not divisible by "
+                     f"prod(kernel_size) = {kk}")
+            c = Dim(-(-ch.lo // kk), None if ch.hi is None else ch.hi // kk)
+        else:
+            c = DYNAMIC
+        if out is not None and k is not None:
+            blocks = _col2im_blocks(attrs, out, k)
+            L = data.shape[-1]
+            if L.is_static and L.value != blocks[0] * blocks[1]:
+                fail(f"Col2Im data has {L.value} blocks but output_size {out} with kernel {k} "
+                     f"makes {blocks[0]} x {blocks[1]} = {blocks[0] * blocks[1]}")
+        spatial = tuple(Dim.of(v) for v in out) if out is not None else (DYNAMIC, DYNAMIC)
+        return [TensorSpec(data.etype, lead + (c,) + spatial)]
+
+    @staticmethod
+    def run(attrs, data, output_size, kernel_size):
+        _col2im_attrs(attrs)
+        out = [int(v) for v in np.asarray(output_size).reshape(-1)]
+        k = [int(v) for v in np.asarray(kernel_size).reshape(-1)]
+        if len(out) != 2 or len(k) != 2 or min(out) < 1 or min(k) < 1:
+            fail(f"Col2Im output_size and kernel_size must hold 2 positive values, got {out} and {k}")
+        x = data if data.ndim == 3 else data[None]
+        n, ck, L = x.shape
+        kk = k[0] * k[1]
+        if ck % kk:
+            fail(f"Col2Im data has {ck} rows, not divisible by prod(kernel_size) = {kk}")
+        bh, bw = _col2im_blocks(attrs, out, k)
+        if L != bh * bw:
+            fail(f"Col2Im data has {L} blocks but output_size {out} with kernel {k} makes {bh * bw}")
+        c = ck // kk
+        check_alloc([n, c] + out, data.dtype, "the Col2Im output")
+        hp, wp = out[0] + attrs.pads_begin[0] + attrs.pads_end[0], out[1] + attrs.pads_begin[1] + attrs.pads_end[1]
+        # Padded output coordinates of every (kernel row, kernel col, block) element; one
+        # bincount sums the overlaps (no loop over taps).
+        ki, kj = np.divmod(np.arange(kk), k[1])
+        li, lj = np.divmod(np.arange(L), max(bw, 1))
+        y = li[None, :] * attrs.strides[0] + ki[:, None] * attrs.dilations[0]     # [kk, L]
+        xx = lj[None, :] * attrs.strides[1] + kj[:, None] * attrs.dilations[1]
+        flat = (y * wp + xx)[None, None]                                          # [1, 1, kk, L]
+        base = (np.arange(n * c) * (hp * wp)).reshape(n, c, 1, 1)
+        idx = (base + flat).reshape(-1)
+        acc = np.bincount(idx, weights=x.reshape(n, c, kk, L).astype(np.float64).reshape(-1),
+                          minlength=n * c * hp * wp).reshape(n, c, hp, wp)
+        acc = acc[:, :, attrs.pads_begin[0]:attrs.pads_begin[0] + out[0],
+                  attrs.pads_begin[1]:attrs.pads_begin[1] + out[1]]
+        if data.dtype.kind in "iu":
+            acc = np.rint(acc)
+        res = acc.astype(data.dtype)
+        return (res if data.ndim == 3 else res[0],)

@@ -301,3 +301,46 @@ def test_grid_sample_matches_openvino(tmp_path_factory, seed, shape, out, mode, 
     node = o9.grid_sample(px, pg, {"align_corners": align, "mode": mode, "padding_mode": pad})
     expected, got = ov_outputs([node], [px, pg], {"x": x, "g": g}, tmp_path_factory)
     oracle.assert_same(got[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- Col2Im-15
+
+import openvino.opset15 as o15  # noqa: E402
+
+
+def test_col2im_shapes_sum_and_errors():
+    # The page's examples 1 and 4 (output 16x16, kernel 2x2): [3,12,225] -> [3,3,16,16] and
+    # [12,225] -> [3,16,16]. (Examples 2 and 3 print inconsistent shapes.)
+    (y,) = infer("Col2Im", {}, S("f32", [3, 12, 225]), V([16, 16], "i64"), V([2, 2], "i64"), opset=15)
+    assert format_shape(y.shape) == "[3,3,16,16]"
+    (y,) = infer("Col2Im", {}, S("f32", [12, 225]), V([16, 16], "i32"), V([2, 2], "i32"), opset=15)
+    assert format_shape(y.shape) == "[3,16,16]"
+    with pytest.raises(ShapeError, match="makes 15 x 15 = 225"):
+        infer("Col2Im", {}, S("f32", [3, 12, 81]), V([16, 16], "i64"), V([2, 2], "i64"), opset=15)
+    # overlapping blocks add up: a 2x2 kernel of ones over a 3x3 image counts the covers
+    x = np.ones((1, 4, 4), np.float32)
+    (y,) = run_op("Col2Im", {}, x, np.array([3, 3]), np.array([2, 2]), opset=15)
+    assert y.tolist() == [[[[1, 2, 1], [2, 4, 2], [1, 2, 1]]]]
+
+
+@pytest.mark.oracle
+@settings(max_examples=15)
+@given(seed=st.integers(0, 2**31), data=st.data(), batched=st.booleans())
+def test_col2im_matches_openvino(tmp_path_factory, seed, data, batched):
+    draw = data.draw
+    out = [draw(st.integers(1, 6)) for _ in range(2)]
+    k = [draw(st.integers(1, 3)) for _ in range(2)]
+    st_ = [draw(st.integers(1, 2)) for _ in range(2)]
+    dil = [draw(st.integers(1, 2)) for _ in range(2)]
+    pb = [draw(st.integers(0, 1)) for _ in range(2)]
+    pe = [draw(st.integers(0, 1)) for _ in range(2)]
+    blocks = [(o + p + q - d * (kk - 1) - 1) // s + 1 for o, p, q, d, kk, s in zip(out, pb, pe, dil, k, st_)]
+    assume(all(b >= 1 for b in blocks))
+    c = draw(st.integers(1, 2))
+    shape = ([draw(st.integers(1, 2))] if batched else []) + [c * k[0] * k[1], blocks[0] * blocks[1]]
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    px = param("x", shape, "f32")
+    node = o15.col2im(px, o1.constant(np.array(out, np.int64)), o1.constant(np.array(k, np.int64)),
+                      st_, dil, pb, pe)
+    expected, got = ov_outputs([node], [px], {"x": x}, tmp_path_factory)
+    oracle.assert_same(got[0], expected[0], rtol=1e-5, atol=1e-5)
