@@ -271,3 +271,17 @@ def test_f16_inputs_compute_in_f32():
     v = np.array([[[1.0], [3.0]]], np.float16)
     (y,) = run_op("ScaledDotProductAttention", {"causal": "false"}, q, k, v, opset=13)
     assert y.dtype == np.float16 and y[0, 0, 0] == np.float16(1.0)
+
+
+def test_bf16_and_f64_keep_their_type():
+    import ml_dtypes
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((2, 3, 4)) for _ in range(3))
+    want = reference(q, k, v, causal=True)
+    (y,) = run_op("ScaledDotProductAttention", {"causal": "true"}, q, k, v, opset=13)
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(y, want, rtol=1e-12)
+    b = [x.astype(ml_dtypes.bfloat16) for x in (q, k, v)]
+    (y,) = run_op("ScaledDotProductAttention", {"causal": "true"}, *b, opset=13)
+    assert y.dtype == b[0].dtype
+    np.testing.assert_allclose(y.astype(np.float64), reference(*b, causal=True), rtol=2e-2, atol=2e-2)
