@@ -32,6 +32,9 @@ try:
     import openvino.opset3 as ov3
     import openvino.opset6 as ov6
     import openvino.opset8 as ov8
+    import openvino.opset15 as ov15
+    import openvino.opset16 as ov16
+    import openvino.opset4 as ov4
 except ImportError:   # the test extra brings OpenVINO; without it irrun is timed alone
     ov = None
 try:
@@ -230,6 +233,167 @@ def bench_ctc(table, N, T, C, repeat):
               check or None)
 
 
+def _close(ours, theirs, tol) -> bool:
+    return bool(np.allclose(np.asarray(ours, np.float32), np.asarray(theirs, np.float32),
+                            rtol=tol, atol=tol * 10))
+
+
+def bench_bags(table, op, reduction, d, n, bags, num_emb, table_type, repeat, with_ov=True):
+    """EmbeddingBagOffsetsSum-3 / EmbeddingBagOffsets-15 / EmbeddingBagPackedSum-3 against
+    torch.nn.functional.embedding_bag on the same lookups (the packed op: n // bags a bag)."""
+    rng = np.random.default_rng(0)
+    np_t = {"f32": np.float32, "f16": np.float16}[table_type]
+    emb = rng.standard_normal((num_emb, d)).astype(np_t)
+    weighted = reduction == "sum"
+    packed = op == "EmbeddingBagPackedSum"
+    if packed:
+        indices = rng.integers(0, num_emb, (bags, n // bags)).astype(np.int32)
+        weights = rng.random((bags, n // bags)).astype(np_t)
+    else:
+        indices = rng.integers(0, num_emb, n).astype(np.int32)
+        offsets = np.sort(rng.integers(0, n, bags)).astype(np.int32)
+        offsets[0] = 0
+        weights = rng.random(n).astype(np_t)
+    with tempfile.TemporaryDirectory() as tmp:
+        t_ov = getattr(ov.Type, table_type)
+        p = [ov8.parameter(list(emb.shape), t_ov, name="emb"),
+             ov8.parameter(list(indices.shape), ov.Type.i32, name="indices")]
+        feed = {"emb": emb, "indices": indices}
+        if not packed:
+            p.append(ov8.parameter([bags], ov.Type.i32, name="offsets"))
+            feed["offsets"] = offsets
+        if weighted:
+            p.append(ov8.parameter(list(weights.shape), t_ov, name="weights"))
+            feed["weights"] = weights
+        if op == "EmbeddingBagOffsetsSum":
+            out = ov3.embedding_bag_offsets_sum(p[0], p[1], p[2], ov8.constant(np.array(-1, np.int32)), p[3])
+        elif op == "EmbeddingBagOffsets":
+            out = ov15.embedding_bag_offsets(p[0], p[1], p[2], ov8.constant(np.array(-1, np.int32)),
+                                             p[3] if weighted else None, reduction=reduction)
+        else:
+            out = ov3.embedding_bag_packed_sum(p[0], p[1], p[2])
+        xml = save(ov.Model([ov8.result(out)], p, "bag"), tmp, "bag")
+        model = irrun.read_model(xml)
+
+        def run_irrun():
+            return model.infer(feed)
+        run_irrun()
+        mem = peak_extra_bytes(run_irrun)
+        ours = next(iter(run_irrun().values()))
+        out_bytes = bags * d * emb.itemsize
+        mem_text = (f"{mem / 2**20:.0f} MiB (output {out_bytes / 2**20:.0f} MiB; [n, d] "
+                    f"{n * d * emb.itemsize / 2**20:.0f} MiB)")
+        fns = [run_irrun]
+        te = torch.from_numpy(emb.astype(np.float32)).to(torch.float16 if table_type == "f16" else torch.float32)
+        ti = torch.from_numpy(indices.astype(np.int64) if packed else indices)
+        to = None if packed else torch.from_numpy(offsets)
+        tw = torch.from_numpy(weights.astype(np.float32)).to(te.dtype) if weighted else None
+
+        def run_torch():
+            return torch.nn.functional.embedding_bag(ti, te, to, mode=reduction,
+                                                     per_sample_weights=tw)
+        fns.append(run_torch)
+        run_ov = ov_callable(xml, feed) if with_ov else None
+        if run_ov is not None:
+            fns.append(run_ov)
+        times = best_of_each(fns, repeat)
+        tol = 1e-2 if table_type == "f16" else 1e-4
+        if not _close(ours, run_torch().float().numpy(), tol):
+            mem_text += " — RESULTS DIFFER FROM TORCH"
+        if run_ov is not None and not _close(ours, next(iter(run_ov().values())), tol):
+            mem_text += " — RESULTS DIFFER FROM OPENVINO"
+    what = f"{reduction}, weights" if weighted else reduction
+    table.add(f"{op} {n // 1000}k lookups, d={d}, {bags // 1000}k bags, {table_type} table, {what}",
+              times[0], times[2] if run_ov is not None else None, times[1], "≤ 1.0× torch", mem_text)
+
+
+def bench_segment_max(table, n, d, segments, repeat):
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((n, d)).astype(np.float32)
+    ids = np.sort(rng.integers(0, segments, n)).astype(np.int32)
+    with tempfile.TemporaryDirectory() as tmp:
+        p = [ov8.parameter([n, d], ov.Type.f32, name="data"), ov8.parameter([n], ov.Type.i32, name="ids")]
+        out = ov16.segment_max(p[0], p[1], ov8.constant(np.array(segments, np.int32)), fill_mode="ZERO")
+        xml = save(ov.Model([ov8.result(out)], p, "sm"), tmp, "sm")
+        model = irrun.read_model(xml)
+        feed = {"data": data, "ids": ids}
+        run_ov = ov_callable(xml, feed)
+        check = same_outputs(model, feed, run_ov)
+        td = torch.from_numpy(data)
+        lengths = torch.from_numpy(np.bincount(ids, minlength=segments).astype(np.int64))
+        run_torch = lambda: torch.segment_reduce(td, "max", lengths=lengths, unsafe=True)  # noqa: E731
+        mem = peak_extra_bytes(lambda: model.infer(feed))
+        ir, t_torch, t_ov = best_of_each([lambda: model.infer(feed), run_torch, run_ov], repeat)
+        ours = next(iter(model.infer(feed).values()))
+        theirs = run_torch().numpy()
+        filled = lengths.numpy() > 0
+        if not np.array_equal(ours[filled], theirs[filled]):
+            check = (check + " — " if check else "") + "RESULTS DIFFER FROM TORCH"
+    table.add(f"SegmentMax [{n // 1000}k, {d}] f32, {segments // 1000}k segments", ir, t_ov,
+              t_torch, "≤ 1.0× torch", f"{mem / 2**20:.0f} MiB" + (f" {check}" if check else ""))
+
+
+def bench_search_sorted(table, rows, m, k, repeat, with_ov=True, target="≤ 1.0× torch"):
+    rng = np.random.default_rng(4)
+    seq = np.sort(rng.standard_normal((rows, m)), axis=1).astype(np.float32)
+    values = rng.standard_normal((rows, k)).astype(np.float32)
+    with tempfile.TemporaryDirectory() as tmp:
+        p = [ov8.parameter([rows, m], ov.Type.f32, name="seq"),
+             ov8.parameter([rows, k], ov.Type.f32, name="values")]
+        out = ov15.search_sorted(p[0], p[1], right_mode=False)
+        xml = save(ov.Model([ov8.result(out)], p, "ss"), tmp, "ss")
+        model = irrun.read_model(xml)
+        feed = {"seq": seq, "values": values}
+        # OpenVINO's CPU plugin takes ~50 s at [256, 1024] x [256, 400]: timed on a smaller case.
+        run_ov = ov_callable(xml, feed) if with_ov else None
+        check = same_outputs(model, feed, run_ov) if with_ov else ""
+        ts, tv = torch.from_numpy(seq), torch.from_numpy(values)
+        run_torch = lambda: torch.searchsorted(ts, tv)  # noqa: E731
+        ir, t_torch, *t_ov = best_of_each([lambda: model.infer(feed), run_torch]
+                                          + ([run_ov] if with_ov else []), repeat)
+        t_ov = t_ov[0] if t_ov else None
+        if not np.array_equal(next(iter(model.infer(feed).values())), run_torch().numpy()):
+            check = (check + " — " if check else "") + "RESULTS DIFFER FROM TORCH"
+    table.add(f"SearchSorted [{rows}, {m}] f32, values [{rows}, {k}]", ir, t_ov, t_torch,
+              target, check or None)
+
+
+def bench_ctc_loss(table, N, T, C, L, repeat):
+    rng = np.random.default_rng(5)
+    logits = rng.standard_normal((N, T, C)).astype(np.float32)
+    logit_len = rng.integers(T * 3 // 4, T + 1, N).astype(np.int32)
+    labels = rng.integers(0, C - 1, (N, T)).astype(np.int32)
+    label_len = rng.integers(L // 2, L + 1, N).astype(np.int32)
+    with tempfile.TemporaryDirectory() as tmp:
+        p = [ov8.parameter([N, T, C], ov.Type.f32, name="logits"),
+             ov8.parameter([N], ov.Type.i32, name="logit_len"),
+             ov8.parameter([N, T], ov.Type.i32, name="labels"),
+             ov8.parameter([N], ov.Type.i32, name="label_len")]
+        out = ov4.ctc_loss(*p)
+        xml = save(ov.Model([ov8.result(out)], p, "ctc"), tmp, "ctc")
+        model = irrun.read_model(xml)
+        feed = {"logits": logits, "logit_len": logit_len, "labels": labels, "label_len": label_len}
+        run_ov = ov_callable(xml, feed)
+        tl = torch.from_numpy(logits)
+        targs = [torch.from_numpy(labels.astype(np.int64)), torch.from_numpy(logit_len.astype(np.int64)),
+                 torch.from_numpy(label_len.astype(np.int64))]
+
+        def run_torch():   # torch takes log-probabilities [T, N, C]: its log_softmax counts
+            lp = torch.log_softmax(tl, 2).transpose(0, 1)
+            return torch.nn.functional.ctc_loss(lp, targs[0], targs[1], targs[2], blank=C - 1,
+                                                reduction="none")
+        mem = peak_extra_bytes(lambda: model.infer(feed))
+        ir, t_torch, t_ov = best_of_each([lambda: model.infer(feed), run_torch, run_ov], repeat)
+        ours = next(iter(model.infer(feed).values()))
+        note = f"{mem / 2**20:.0f} MiB"
+        if not _close(ours, run_torch().numpy(), 1e-4):
+            note += " — RESULTS DIFFER FROM TORCH"
+        if not _close(ours, next(iter(run_ov().values())), 1e-4):
+            note += " — RESULTS DIFFER FROM OPENVINO"
+    table.add(f"CTCLoss N={N}, T={T}, C={C}, labels ≤ {L} f32", ir, t_ov, t_torch,
+              "≤ 1.0× torch", note)
+
+
 # ------------------------------------------------------------------ interpreter and loader
 
 def _convert_chain_xml(path: str, layers: int, dims=(1,)) -> None:
@@ -333,6 +497,17 @@ def main(argv=None):
     n, seg = (100_000, 10_000) if q else (1_000_000, 100_000)
     for tt, it in (("f32", "i32"), ("f32", "i64"), ("f16", "i64")):
         bench_ess(table, 64, n, seg, 200_000 if not q else 20_000, tt, it, args.repeat)
+    if torch is not None:
+        bags = seg
+        for op, reduction in (("EmbeddingBagOffsetsSum", "sum"), ("EmbeddingBagOffsets", "sum"),
+                              ("EmbeddingBagOffsets", "mean"), ("EmbeddingBagPackedSum", "sum")):
+            for tt in ("f32", "f16"):
+                bench_bags(table, op, reduction, 64, n, bags, 200_000 if not q else 20_000, tt,
+                           args.repeat)
+        bench_segment_max(table, n, 16, seg, args.repeat)
+        bench_search_sorted(table, 256, 1024, 400 if q else 4096, args.repeat, with_ov=False)
+        bench_search_sorted(table, 16, 1024, 64, args.repeat, target="OpenVINO's ratio")
+        bench_ctc_loss(table, 8 if q else 32, 500, 100, 100, args.repeat)
     bench_bucketize(table, 400_000 if q else 4_000_000, 1000, args.repeat)
     bench_ctc(table, 8 if q else 64, 500, 1000, args.repeat)
     bench_dispatch(table, 1000, args.repeat)
