@@ -6,7 +6,7 @@ from typing import Literal
 
 import numpy as np
 
-from irrun.opkit import TensorSpec, fail, output_shape, register
+from irrun.opkit import TensorSpec, fail, format_shape, output_shape, register
 
 _NAMES = ["X (input 0)", "input_low (input 1)", "input_high (input 2)", "output_low (input 3)",
           "output_high (input 4)"]
@@ -58,3 +58,65 @@ class FakeQuantize1:
             fail("auto_broadcast='none' needs equal shapes, got "
                  + " and ".join(f"{n} {list(a.shape)}" for n, a in zip(_NAMES, (x, il, ih, ol, oh))))
         return (fake_quantize(x, il, ih, ol, oh, attrs.levels).astype(x.dtype),)
+
+
+# ---------------------------------------------------------------- FakeConvert
+# Spec page: quantization/fake-convert-13.
+
+
+@dataclass(frozen=True)
+class FakeConvertAttrs:
+    destination_type: Literal["f8e4m3", "f8e5m2"] = "f8e4m3"
+
+
+def _to_f8(y: np.ndarray, destination: str) -> np.ndarray:
+    """Round to the f8 type as OpenVINO does: through f16 first (its reference converts to f16
+    and emulates f8 rounding there; the CPU plugin gives the same values), saturating at the
+    f8 type's largest finite value (the reference clamps f8e4m3; the CPU plugin also
+    saturates f8e5m2, and values beyond f16's range). NaN stays NaN (irrun's choice: the
+    reference and the CPU plugin turn it into +-448 or -57344)."""
+    import ml_dtypes
+    f8 = ml_dtypes.float8_e4m3fn if destination == "f8e4m3" else ml_dtypes.float8_e5m2
+    top = np.float16(float(ml_dtypes.finfo(f8).max))
+    with np.errstate(over="ignore", invalid="ignore"):
+        h = y.astype(np.float16)
+        nan = np.isnan(h)
+        h = np.clip(np.where(nan, np.float16(0), h), -top, top)
+        out = h.astype(f8).astype(np.float32)
+    return np.where(nan, np.float32(np.nan), out)
+
+
+@register("FakeConvert", since=13, attrs=FakeConvertAttrs, category="quantization")
+class FakeConvert13:
+    @staticmethod
+    def infer(attrs, data: TensorSpec, scale: TensorSpec, shift: TensorSpec | None = None):
+        if data.etype.name not in ("f32", "f16", "bf16"):
+            fail(f"FakeConvert data must be f32, f16 or bf16, got {data.etype.name}")
+        names = ["data (input 0)", "scale (input 1)", "shift (input 2)"]
+        specs = [data, scale] + ([shift] if shift is not None else [])
+        for name, s in zip(names[1:], specs[1:]):
+            if s.etype != data.etype:
+                fail(f"FakeConvert {name} must have the data's element type {data.etype.name}, got {s.etype.name}")
+        if shift is not None and scale.shape is not None and shift.shape is not None:
+            if len(scale.shape) != len(shift.shape) or any(not a.compatible(b) for a, b in zip(scale.shape, shift.shape)):
+                fail(f"FakeConvert shift {format_shape(shift.shape)} must match scale {format_shape(scale.shape)}")
+        out = output_shape("numpy", *specs, names=names[:len(specs)])
+        if out is not None and data.shape is not None and len(out) != len(data.shape):
+            fail(f"FakeConvert scale/shift must broadcast to the data's shape {format_shape(data.shape)}")
+        return [TensorSpec(data.etype, data.shape)]
+
+    @staticmethod
+    def run(attrs, data, scale, shift=None):
+        dt = data.dtype
+        if np.broadcast_shapes(data.shape, scale.shape, *( [shift.shape] if shift is not None else [])) != data.shape:
+            fail(f"FakeConvert scale {list(scale.shape)} must broadcast to the data's shape {list(data.shape)}")
+        x = data.astype(np.float32)
+        s = scale.astype(np.float32)
+        o = np.zeros((), np.float32) if shift is None else shift.astype(np.float32)
+        # Each step rounds to the data's type, as the reference computes in T.
+        y = (x * s).astype(dt).astype(np.float32)
+        y = (y - o).astype(dt).astype(np.float32)
+        q = _to_f8(y, attrs.destination_type).astype(dt).astype(np.float32)
+        q = (q + o).astype(dt).astype(np.float32)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return ((q / s).astype(dt),)

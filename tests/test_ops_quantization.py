@@ -106,3 +106,50 @@ def test_fake_quantize_matches_openvino(tmp_path_factory, shape, seed, levels, d
         expected = oracle.ov_run(xml, {"x": x})
         got = oracle.irrun_run(xml, {"x": x})
     oracle.assert_same(got[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- FakeConvert-13
+
+import ml_dtypes  # noqa: E402
+import openvino.opset13 as o13  # noqa: E402
+
+
+def test_fake_convert_spec_shapes_and_values():
+    # The page's example: data [1, 64, 56, 56], scale and shift [1, 64, 1, 1]
+    (y,) = infer("FakeConvert", {"destination_type": "f8e4m3"}, S("f32", [1, 64, 56, 56]),
+                 S("f32", [1, 64, 1, 1]), S("f32", [1, 64, 1, 1]), opset=13)
+    assert format_shape(y.shape) == "[1,64,56,56]"
+    x = np.array([0.3, 1.06, 500.0, -1e6, 3.0], np.float32)
+    (y,) = run_op("FakeConvert", {"destination_type": "f8e4m3"}, x, np.float32(1), opset=13)
+    # f8e4m3 has 3 mantissa bits (0.3 -> 0.3125, 1.06 -> 1.0) and saturates at 448
+    assert y.tolist() == [0.3125, 1.0, 448.0, -448.0, 3.0]
+    (y,) = run_op("FakeConvert", {"destination_type": "f8e5m2"}, x, np.float32(2), np.float32(1), opset=13)
+    ref = ((np.clip(x * 2 - 1, -57344, 57344)).astype(np.float16).astype(ml_dtypes.float8_e5m2)
+           .astype(np.float32) + 1) / 2
+    np.testing.assert_array_equal(y, ref)
+    with pytest.raises(ShapeError, match="must be f32, f16 or bf16"):
+        infer("FakeConvert", {}, S("f64", [2]), S("f64", []), opset=13)
+    with pytest.raises(ShapeError, match="must match scale"):
+        infer("FakeConvert", {}, S("f32", [2, 3]), S("f32", [1, 3]), S("f32", [3]), opset=13)
+
+
+@pytest.mark.oracle
+@settings(max_examples=15)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), seed=st.integers(0, 2**32 - 1),
+       dest=st.sampled_from(["f8e4m3", "f8e5m2"]), per_channel=st.booleans(), with_shift=st.booleans())
+def test_fake_convert_matches_openvino(tmp_path_factory, shape, seed, dest, per_channel, with_shift):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * np.exp(rng.uniform(-6, 6, shape))).astype(np.float32)
+    s_shape = [1] * len(shape)
+    if per_channel and len(shape) > 1:
+        s_shape[1] = shape[1]
+    scale = rng.uniform(0.5, 4, s_shape).astype(np.float32)
+    shift = rng.uniform(-1, 1, s_shape).astype(np.float32)
+    px = param("x", shape, "f32")
+    args = [px, o13.constant(scale)] + ([o13.constant(shift)] if with_shift else [])
+    out = o13.fake_convert(*args, destination_type=dest)
+    with tempfile.TemporaryDirectory(dir=tmp_path_factory.getbasetemp()) as d:
+        xml = oracle.save(model([out], [px]), d)
+        expected = oracle.ov_run(xml, {"x": x})
+        got = oracle.irrun_run(xml, {"x": x})
+    oracle.assert_same(got[0], expected[0], rtol=1e-6, atol=0)
