@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, AutoPad, Dim, TensorSpec, check_alloc, check_integer, check_spatial_rank,
+    DYNAMIC, AutoPad, Dim, TensorSpec, check_alloc, check_integer, check_spatial_rank, format_shape,
     check_window_attrs, compute_dtype, dilated, elements, fail, fixed_pads, numeric, register,
     resolve_pads, tap_slices, window_count, window_dim,
 )
@@ -334,3 +334,134 @@ class GroupConvolutionBackpropData1:
     @staticmethod
     def run(attrs, data, filters, output_shape=None):
         return (_backprop_run(attrs, data, filters, output_shape),)
+
+
+# ---------------------------------------------------------------- DeformableConvolution
+# Spec pages: convolution/deformable-convolution-1, deformable-convolution-8.
+
+
+@dataclass(frozen=True)
+class DeformableConv1Attrs:
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads_begin: tuple[int, ...] = ()
+    pads_end: tuple[int, ...] = ()
+    auto_pad: AutoPad = "explicit"
+    group: int = 1
+    deformable_group: int = 1
+
+
+@dataclass(frozen=True)
+class DeformableConv8Attrs(DeformableConv1Attrs):
+    bilinear_interpolation_pad: bool = False
+
+
+def _deform_infer(attrs, data, offsets, filters, mask):
+    if attrs.group < 1 or attrs.deformable_group < 1:
+        fail(f"group and deformable_group must be >= 1, got {attrs.group} and {attrs.deformable_group}")
+    for s, what in ((data, "data"), (offsets, "offsets (input 1)"), (filters, "filters (input 2)")) + \
+            (((mask, "mask (input 3)"),) if mask is not None else ()):
+        if s.rank is not None and s.rank != 4:
+            fail(f"DeformableConvolution {what} must be 4-D (2 spatial axes), got {format_shape(s.shape)}")
+        if s.etype != data.etype:
+            fail(f"DeformableConvolution {what} must have the data's element type {data.etype.name}, got {s.etype.name}")
+    if not data.etype.is_float:
+        fail(f"DeformableConvolution takes floating-point data, got {data.etype.name}")
+    g = attrs.group
+    f = filters.shape if filters.shape is not None else (DYNAMIC,) * 4
+    if f[0].is_static and f[0].value % g:
+        fail(f"the filters' output channels ({f[0].value}) are not divisible by group {g}")
+    og = Dim(-(-f[0].lo // g), None if f[0].hi is None else f[0].hi // g)
+    grouped = TensorSpec(filters.etype, (Dim.of(g), og, f[1], f[2], f[3]))
+    (out,) = _conv_infer(attrs, data, grouped, Dim.of(g))
+    k = f[2] * f[3]
+    dg = attrs.deformable_group
+    for s, per, what in ((offsets, 2, "offsets (input 1)"), (mask, 1, "mask (input 3)")):
+        if s is None or s.shape is None:
+            continue
+        want = k * (2 * dg if per == 2 else dg)
+        if not s.shape[1].compatible(want):
+            fail(f"DeformableConvolution {what} must have {want} channels "
+                 f"({'2 x ' if per == 2 else ''}deformable_group x kernel taps), got {s.shape[1]}")
+        if out.shape is not None:
+            for i in (2, 3):
+                if not s.shape[i].compatible(out.shape[i]):
+                    fail(f"DeformableConvolution {what} spatial dims {format_shape(s.shape)} must be "
+                         f"the output's {format_shape(out.shape)}")
+    return [out]
+
+
+def _deform_run(attrs, x, offsets, w, mask, use_pad: bool):
+    n, c, h, wd = x.shape
+    cout, cg, kh, kw = w.shape
+    g, dg = attrs.group, attrs.deformable_group
+    if c != g * cg or cout % g:
+        fail(f"the data has {c} channels; the filters {list(w.shape)} with group {g} expect {g * cg}")
+    if c % dg:
+        fail(f"the data's {c} channels are not divisible by deformable_group {dg}")
+    pb, pe = resolve_pads(attrs.auto_pad, (h, wd), (kh, kw), attrs.dilations, attrs.strides,
+                          attrs.pads_begin, attrs.pads_end)
+    ho = window_count(h, pb[0] + pe[0], dilated(kh, attrs.dilations[0]), attrs.strides[0])
+    wo = window_count(wd, pb[1] + pe[1], dilated(kw, attrs.dilations[1]), attrs.strides[1])
+    K = kh * kw
+    if offsets.shape != (n, 2 * dg * K, ho, wo):
+        fail(f"DeformableConvolution offsets must be {[n, 2 * dg * K, ho, wo]}, got {list(offsets.shape)}")
+    if mask is not None and mask.shape != (n, dg * K, ho, wo):
+        fail(f"DeformableConvolution mask must be {[n, dg * K, ho, wo]}, got {list(mask.shape)}")
+    acc_t = np.float64 if x.dtype == np.float64 else np.float32
+    check_alloc([n, c, K, ho, wo], acc_t, "the DeformableConvolution sampled columns")
+    off = offsets.astype(acc_t).reshape(n, dg, K, 2, ho, wo)
+    ki, kj = np.divmod(np.arange(K), kw)
+    base_y = (np.arange(ho) * attrs.strides[0] - pb[0])[None, :, None] + (ki * attrs.dilations[0])[:, None, None]
+    base_x = (np.arange(wo) * attrs.strides[1] - pb[1])[None, None, :] + (kj * attrs.dilations[1])[:, None, None]
+    y = base_y.astype(acc_t) + off[:, :, :, 0]           # [N, dg, K, Ho, Wo]
+    xx = base_x.astype(acc_t) + off[:, :, :, 1]
+    if use_pad:
+        # A sample counts when trunc(coordinate) is inside the input: (-1, size); corners
+        # outside read 0.
+        valid = (np.trunc(y) > -1) & (np.trunc(y) < h) & (np.trunc(xx) > -1) & (np.trunc(xx) < wd)
+        y1, x1 = np.floor(y), np.floor(xx)
+        y2, x2 = y1 + 1, x1 + 1
+    else:
+        # A sample counts when it is inside [0, size); the corners clamp to the input.
+        valid = (y >= 0) & (y < h) & (xx >= 0) & (xx < wd)
+        y1, x1 = np.maximum(np.floor(y), 0), np.maximum(np.floor(xx), 0)
+        y2, x2 = np.minimum(np.ceil(y), h - 1), np.minimum(np.ceil(xx), wd - 1)
+    dy, dx = y - y1, xx - x1
+    xr = x.astype(acc_t).reshape(n, dg, c // dg, h, wd)
+    bi = np.arange(n).reshape(n, 1, 1, 1, 1)
+    gi = np.arange(dg).reshape(1, dg, 1, 1, 1)
+
+    def corner(cy, cx):
+        inside = (cy >= 0) & (cy < h) & (cx >= 0) & (cx < wd)
+        v = xr[bi, gi, :, np.clip(cy, 0, h - 1).astype(np.int64), np.clip(cx, 0, wd - 1).astype(np.int64)]
+        return np.where(inside[..., None], v, 0)          # [N, dg, K, Ho, Wo, c/dg]
+
+    s = ((1 - dx) * (1 - dy))[..., None] * corner(y1, x1) + ((1 - dx) * dy)[..., None] * corner(y2, x1) \
+        + (dx * (1 - dy))[..., None] * corner(y1, x2) + (dx * dy)[..., None] * corner(y2, x2)
+    weight = valid.astype(acc_t)
+    if mask is not None:
+        weight = weight * mask.astype(acc_t).reshape(n, dg, K, ho, wo)
+    s = s * weight[..., None]
+    # [N, dg, K, Ho, Wo, c/dg] -> [N, C, K, Ho*Wo] -> per group [N, g, Cg*K, P]
+    s = np.moveaxis(s, -1, 2).reshape(n, c, K, ho * wo).reshape(n, g, cg * K, ho * wo)
+    wt = w.astype(acc_t).reshape(g, cout // g, cg * K)
+    out = np.matmul(wt[None], s)                          # [N, g, Og, P]
+    return out.reshape(n, cout, ho, wo).astype(x.dtype)
+
+
+@register("DeformableConvolution", since=(1, 8), attrs=(DeformableConv1Attrs, DeformableConv8Attrs),
+          category="convolution")
+class DeformableConvolution1:
+    """Inputs: data [N, C, H, W], offsets [N, 2 * deformable_group * kh * kw, Ho, Wo] (y, x per
+    tap), filters [C_OUT, C / group, kh, kw]; v8 adds an optional mask
+    [N, deformable_group * kh * kw, Ho, Wo] and bilinear_interpolation_pad."""
+
+    @staticmethod
+    def infer(attrs, data, offsets, filters, mask=None):
+        return _deform_infer(attrs, data, offsets, filters, mask)
+
+    @staticmethod
+    def run(attrs, data, offsets, filters, mask=None):
+        return (_deform_run(attrs, data, offsets, filters, mask,
+                            getattr(attrs, "bilinear_interpolation_pad", False)),)

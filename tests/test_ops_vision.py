@@ -781,3 +781,81 @@ def test_adaptive_pools_against_openvino(tmp_path_factory, ns, n, c, seed, data)
                          o8.result(mx.output(1))], [p])
     with __import__("tempfile").TemporaryDirectory(dir=tmp_path_factory.getbasetemp()) as d:
         _compare_patched(model, {"x": x}, "explicit", d, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- DeformableConvolution-1/8
+
+DEF = dict(dilations="1,1", pads_begin="0,0", pads_end="0,0", strides="1,1", auto_pad="explicit", group="1")
+
+
+@pytest.mark.parametrize("opset, dg, shapes", [
+    # The pages' examples
+    (1, "1", [[1, 4, 224, 224], [1, 50, 220, 220], [64, 4, 5, 5]]),
+    (1, "4", [[1, 4, 224, 224], [1, 200, 220, 220], [64, 4, 5, 5]]),
+    (8, "1", [[1, 4, 224, 224], [1, 50, 220, 220], [64, 4, 5, 5], [1, 25, 220, 220]]),
+])
+def test_deformable_spec_shapes(opset, dg, shapes):
+    impl, a = op("DeformableConvolution", opset, deformable_group=dg, **DEF)
+    (out,) = impl.infer(a, *[TensorSpec.make("f32", s) for s in shapes])
+    assert dims(out) == ["1", "64", "220", "220"]
+
+
+def test_deformable_zero_offsets_is_convolution_and_errors():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 4, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 2)).astype(np.float32)
+    impl, a = op("DeformableConvolution", 8, dilations="1,1", pads_begin="1,0", pads_end="1,1",
+                 strides="2,1", group="2", deformable_group="2")
+    off = np.zeros((1, 2 * 2 * 6, 3, 5), np.float32)
+    (got,) = impl.run(a, x, off, np.concatenate([w, w]))
+    cimpl, ca = op("GroupConvolution", 1, dilations="1,1", pads_begin="1,0", pads_end="1,1", strides="2,1")
+    (ref,) = cimpl.run(ca, x, np.stack([w, w]))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    # an offset of exactly one row reads the next row
+    off1 = off.copy()
+    off1[:, 0::2] = 1.0
+    (shifted,) = impl.run(a, x, off1, np.concatenate([w, w]))
+    assert not np.allclose(shifted, got)
+    with pytest.raises(irrun.errors.ShapeError, match="offsets .* must have 24 channels"):
+        impl.infer(a, TensorSpec.make("f32", [1, 4, 6, 5]), TensorSpec.make("f32", [1, 12, 3, 5]),
+                   TensorSpec.make("f32", [6, 2, 3, 2]))
+    with pytest.raises(irrun.errors.ShapeError, match="must be 4-D"):
+        impl.infer(a, TensorSpec.make("f32", [1, 4, 6]), TensorSpec.make("f32", [1, 12, 3]),
+                   TensorSpec.make("f32", [6, 2, 3]))
+
+
+@pytest.mark.oracle
+@settings(max_examples=15)
+@given(seed=st.integers(0, 2**31), data=st.data(), v8=st.booleans(), use_pad=st.booleans(), use_mask=st.booleans())
+def test_deformable_against_openvino(tmp_path_factory, seed, data, v8, use_pad, use_mask):
+    import openvino.opset1 as o1
+    import openvino.opset8 as o8
+    draw = data.draw
+    rng = np.random.default_rng(seed)
+    g, dg = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    cg = dg * draw(st.integers(1, 2))
+    c, og, n = g * cg, draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    h, w = draw(st.integers(2, 5)), draw(st.integers(2, 5))
+    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    s = [draw(st.integers(1, 2)) for _ in range(2)]
+    d = [draw(st.integers(1, 2)) for _ in range(2)]
+    pb = [draw(st.integers(0, 1)) for _ in range(2)]
+    pe = [draw(st.integers(0, 1)) for _ in range(2)]
+    ho = (h + pb[0] + pe[0] - ((kh - 1) * d[0] + 1)) // s[0] + 1
+    wo = (w + pb[1] + pe[1] - ((kw - 1) * d[1] + 1)) // s[1] + 1
+    assume(ho >= 1 and wo >= 1)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    off = (rng.standard_normal((n, 2 * dg * kh * kw, ho, wo)) * 1.5).astype(np.float32)
+    filt = rng.standard_normal((og * g, cg, kh, kw)).astype(np.float32)
+    m = rng.uniform(0, 1, (n, dg * kh * kw, ho, wo)).astype(np.float32)
+    px = o8.parameter(list(x.shape), _ov().Type.f32, name="x")
+    po = o8.parameter(list(off.shape), _ov().Type.f32, name="o")
+    if v8:
+        node = o8.deformable_convolution(px, po, o8.constant(filt), s, pb, pe, d,
+                                         mask=o8.constant(m) if use_mask else None, group=g,
+                                         deformable_group=dg, bilinear_interpolation_pad=use_pad)
+    else:
+        node = o1.deformable_convolution(px, po, o8.constant(filt), s, pb, pe, d, group=g, deformable_group=dg)
+    model = _ov().Model([node], [px, po])
+    with __import__("tempfile").TemporaryDirectory(dir=tmp_path_factory.getbasetemp()) as dd:
+        _compare_patched(model, {"x": x, "o": off}, "explicit", dd, rtol=1e-4, atol=1e-4)
