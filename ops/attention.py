@@ -139,6 +139,15 @@ def _static_batch(shapes, names) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _apply_mask(s: np.ndarray, m: np.ndarray) -> None:
+    """Scores s (in place) with a mask block: a boolean one keeps where true (-inf
+    elsewhere), a float one is added."""
+    if m.dtype == np.bool_:
+        np.copyto(s, -np.inf, where=~m)
+    else:
+        s += m
+
+
 def _take(xf: np.ndarray, idx: np.ndarray, h0: int, h1: int) -> np.ndarray:
     """Rows idx[h0:h1] of xf: a view when they are consecutive (no broadcasting)."""
     part = idx[h0:h1]
@@ -196,14 +205,11 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
     qi, ki, vi = (_batch_index(x.shape[:-2], batch) for x in (q, k, v))
     bias, bi = None, None
     if mask is not None:
+        # The mask stays as given (boolean or float, any broadcastable shape): each block
+        # applies its own slice, so a full [N, H, L, S] mask is never converted whole.
         m = mask.reshape((1,) * (2 - mask.ndim) + mask.shape) if mask.ndim < 2 else mask
-        if m.dtype == np.bool_:
-            # Boolean: keep where true (the where() result is small: the mask's own shape).
-            bias = np.where(m, cdt(0), cdt(-np.inf))
-        else:
-            bias = m.astype(cdt, copy=False)
-        bi = _batch_index(bias.shape[:-2], batch)
-        bias = flat(bias)
+        bi = _batch_index(m.shape[:-2], batch)
+        bias = flat(m)
 
     # Groups run one after the other: NumPy's BLAS already spreads each product over the
     # cores, and running groups on the kit's worker threads as well measured no faster.
@@ -225,10 +231,10 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
                 rs = slice(r0, r1) if bias.shape[1] != 1 else slice(None)
                 g = bi[h0:h1]
                 if (g == g[0]).all():
-                    s += bias[g[0], rs]
+                    _apply_mask(s, bias[g[0], rs])
                 else:
                     for j, b in enumerate(g):
-                        s[j] += bias[b, rs]
+                        _apply_mask(s[j], bias[b, rs])
             s -= s.max(axis=-1, keepdims=True)
             np.exp(s, out=s)
             total = s.sum(axis=-1, keepdims=True)

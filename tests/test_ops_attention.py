@@ -228,7 +228,8 @@ def test_kernel_refuses_a_mask_that_does_not_fit():
 
 @given(L=st.integers(1, 40), S_=st.integers(1, 40), heads=st.integers(1, 5),
        budget=st.sampled_from([1, 7, 64, 500, 1 << 22]), causal=st.booleans(),
-       mask_kind=st.sampled_from(["none", "per_head", "shared"]), seed=st.integers(0, 2**32 - 1))
+       mask_kind=st.sampled_from(["none", "per_head", "shared", "bool_per_head", "bool_rows"]),
+       seed=st.integers(0, 2**32 - 1))
 def test_blocked_kernel_equals_reference(L, S_, heads, budget, causal, mask_kind, seed):
     """Any score budget (one row of one head at a time up to everything at once) gives the
     spec's result, for per-head and shared masks."""
@@ -241,8 +242,14 @@ def test_blocked_kernel_equals_reference(L, S_, heads, budget, causal, mask_kind
         mask = rng.standard_normal((2, heads, L, S_))
     elif mask_kind == "shared":
         mask = rng.standard_normal((2, 1, 1, S_))
+    elif mask_kind == "bool_per_head":
+        mask = rng.random((2, heads, L, S_)) < 0.8
+        mask[..., 0] = True
+    elif mask_kind == "bool_rows":
+        mask = rng.random((L, 1)) < 0.7            # whole rows masked: NaN rows, in both
     got = attention(q, k, v, None if causal else mask, None, causal, budget=budget)
-    np.testing.assert_allclose(got, reference(q, k, v, mask, None, causal), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got, reference(q, k, v, mask, None, causal), rtol=1e-12, atol=1e-12,
+                               equal_nan=True)
 
 
 def test_long_sequences_never_hold_all_scores_at_once():
