@@ -219,8 +219,11 @@ class Loop5:
             if p is None or p.etype.name not in ("i32", "i64"):
                 fail("the current-iteration body Parameter must be i32 or i64, got "
                      f"{p.etype.name if p is not None else 'nothing'}")
-            shape = p.shape if p.shape is not None and is_static(p.shape) else (Dim(1, 1),)
-            specs[view.current_iteration] = TensorSpec(p.etype, shape)
+            if not any(rule.parameter == view.current_iteration for rule in view.inputs):
+                shape = p.shape if p.shape is not None and is_static(p.shape) else (Dim(1, 1),)
+                specs[view.current_iteration] = TensorSpec(p.etype, shape)
+            else:
+                specs[view.current_iteration] = _no_value(p)
         if any(s is None for s in specs):
             fail("a body Parameter gets no value (it is neither in the port map nor the "
                  "current iteration)")
@@ -272,7 +275,9 @@ class Loop5:
         declared = body.parameters
         cur = view.current_iteration
         targets = {p for _, p in view.back_edges}
-        if cur is not None:
+        if cur is not None and values[cur] is None:
+            # Iteration 0, unless the port map gives the first value (the reference's rule;
+            # from the second iteration on it is the iteration number either way).
             d = declared[cur]
             shape = static_values(d.shape) if d.shape is not None and is_static(d.shape) else (1,)
             values[cur] = np.zeros(shape, d.etype.dtype)
