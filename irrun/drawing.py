@@ -68,12 +68,13 @@ class Box:
     outputs: list[str]           # "f32[1,3,224,224]" per output port
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)      # e.g. "body: 12 layers"
 
     @property
     def lines(self) -> list[str]:
         name = self.name if len(self.name) <= 40 else self.name[:37] + "..."
         outs = self.outputs if len(self.outputs) <= 1 else [f"{i}: {o}" for i, o in enumerate(self.outputs)]
-        lines = [self.op, name] + outs
+        lines = [self.op, name] + outs + self.notes
         if self.errors:
             first = self.errors[0]
             lines.append("ERROR: " + (first if len(first) <= 48 else first[:45] + "..."))
@@ -130,9 +131,12 @@ def picture(program, diagnostics=None) -> tuple[list[Box], list[Arrow]]:
             "infrastructure" if node.kind != "op" else "unknown")
         count = len(node.specs) if node.specs is not None else (
             0 if node.kind == "result" else len(layer.outputs))
+        # A body is a cluster in DOT; the built-in layout draws only this network, so the
+        # box says what it holds.
+        notes = [f"{sub.role}: {len(sub.doc.layers)} layers" for sub in layer.bodies]
         boxes.append(Box(layer.id, layer.name, layer.op_label, category,
                          [_port_text(node, i) for i in range(count)],
-                         errors.get(layer.id, []), warnings.get(layer.id, [])))
+                         errors.get(layer.id, []), warnings.get(layer.id, []), notes))
     arrows = []
     for u, v, data in program.graph.edges(data=True):
         arrows.append(Arrow(u, v, data["out"], data["inp"], _port_text(program.nodes[u], data["out"])))
