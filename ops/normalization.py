@@ -11,6 +11,7 @@ OpenVINO's reference kernels compute them.
 BatchNormInference-1 takes its inputs as (gamma, beta, data, mean, variance), the order
 OpenVINO's opset1 op and its IR files use; BatchNormInference-5 takes (data, gamma, beta,
 mean, variance). The spec page for version 1 lists the version-5 order; the files win.
+A variance below -epsilon is an error naming the channel (OpenVINO would return NaN).
 
 NormalizeL2 with an empty axes list gives 1 for every non-zero element and 0 for zeros (the
 spec: "each element is divided by itself"), as OpenVINO's reference kernel does.
