@@ -4,6 +4,7 @@ convolution-backprop-data-1, group-convolution-backprop-data-1)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -465,3 +466,48 @@ class DeformableConvolution1:
     def run(attrs, data, offsets, filters, mask=None):
         return (_deform_run(attrs, data, offsets, filters, mask,
                             getattr(attrs, "bilinear_interpolation_pad", False)),)
+
+
+# ---------------------------------------------------------------- BinaryConvolution
+# Spec page: convolution/binary-convolution-1.
+
+
+@dataclass(frozen=True)
+class BinaryConvAttrs:
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    mode: Literal["xnor-popcount"]
+    pad_value: float
+    pads_begin: tuple[int, ...] = ()
+    pads_end: tuple[int, ...] = ()
+    auto_pad: AutoPad = "explicit"
+
+
+@register("BinaryConvolution", since=1, attrs=BinaryConvAttrs, category="convolution")
+class BinaryConvolution1:
+    """xnor-popcount: an input element matches a filter bit when it equals it exactly (0 or 1,
+    as OpenVINO's reference compares them), so each tap adds +1 (match) or -1; the padding
+    holds pad_value. Computed as 2 * (conv(x == 1, w) + conv(x == 0, 1 - w)) - C_IN * taps."""
+
+    @staticmethod
+    def infer(attrs, data: TensorSpec, filters: TensorSpec):
+        if filters.etype.name != "u1":
+            fail(f"BinaryConvolution filters must be u1, got {filters.etype.name}")
+        return _conv_infer(attrs, data, TensorSpec(data.etype, filters.shape), None)
+
+    @staticmethod
+    def run(attrs, data, filters):
+        spatial, kernel = data.shape[2:], filters.shape[2:]
+        pb, pe = resolve_pads(attrs.auto_pad, spatial, kernel, attrs.dilations, attrs.strides,
+                              attrs.pads_begin, attrs.pads_end)
+        check_alloc([s + a + b for s, a, b in zip(spatial, pb, pe)] + list(data.shape[:2]),
+                    np.float32, "the padded BinaryConvolution input")
+        xp = np.pad(data.astype(np.float32), [(0, 0), (0, 0)] + list(zip(pb, pe)),
+                    constant_values=np.float32(attrs.pad_value).astype(data.dtype).astype(np.float32)
+                    if data.dtype.kind == "f" else float(attrs.pad_value))
+        valid = ConvolutionAttrs(attrs.strides, attrs.dilations, (0,) * len(spatial), (0,) * len(spatial), "explicit")
+        w = (filters != 0).astype(np.float32)
+        ones = _conv_run(valid, (xp == 1).astype(np.float32), w[np.newaxis])
+        zeros = _conv_run(valid, (xp == 0).astype(np.float32), (1 - w)[np.newaxis])
+        bits = int(np.prod(filters.shape[1:]))
+        return ((2 * (ones + zeros) - bits).astype(data.dtype),)

@@ -859,3 +859,29 @@ def test_deformable_against_openvino(tmp_path_factory, seed, data, v8, use_pad, 
     model = _ov().Model([node], [px, po])
     with __import__("tempfile").TemporaryDirectory(dir=tmp_path_factory.getbasetemp()) as dd:
         _compare_patched(model, {"x": x, "o": off}, "explicit", dd, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- BinaryConvolution-1
+
+
+def test_binary_convolution_spec_shape_and_textbook_loops():
+    impl, a = op("BinaryConvolution", 1, dilations="1,1", pads_begin="2,2", pads_end="2,2", strides="1,1",
+                 mode="xnor-popcount", pad_value="0", auto_pad="explicit")
+    (out,) = impl.infer(a, TensorSpec.make("f32", [1, 3, 224, 224]), TensorSpec.make("u1", [64, 3, 5, 5]))
+    assert dims(out) == ["1", "64", "224", "224"]          # the page's example
+    rng = np.random.default_rng(2)
+    x = rng.integers(0, 2, (2, 3, 5, 4)).astype(np.float32)
+    w = rng.integers(0, 2, (2, 3, 3, 2)).astype(np.uint8)
+    impl, a = op("BinaryConvolution", 1, dilations="1,2", pads_begin="1,0", pads_end="1,1", strides="2,1",
+                 mode="xnor-popcount", pad_value="1")
+    (got,) = impl.run(a, x, w)
+    # The spec's algorithm by hand: pad with pad_value, count equal bits B, output 2 * P - B.
+    xp = np.pad(x, [(0, 0), (0, 0), (1, 1), (0, 1)], constant_values=1)
+    ref = np.zeros(got.shape)
+    for n, o, i, j in np.ndindex(*got.shape):
+        patch = xp[n, :, i * 2:i * 2 + 3, j:j + 3:2]
+        p = int((patch == w[o]).sum())
+        ref[n, o, i, j] = 2 * p - w[o].size
+    np.testing.assert_array_equal(got, ref)
+    with pytest.raises(irrun.errors.ShapeError, match="filters must be u1"):
+        impl.infer(a, TensorSpec.make("f32", [1, 3, 5, 5]), TensorSpec.make("f32", [2, 3, 3, 3]))
