@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from irrun.errors import ShapeError
+from irrun.errors import OpError, ShapeError
 from irrun.shapes import TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
@@ -173,6 +173,8 @@ def test_batch_norm_input_orders_differ_between_versions():
     (y5,) = run_op("BatchNormInference", {"epsilon": "0"}, x, g, b, m, v, opset=5)
     np.testing.assert_allclose(y1, want, rtol=1e-6)
     np.testing.assert_allclose(y5, want, rtol=1e-6)
+    with pytest.raises(OpError, match=r"variance is -9.0 at channel 1: variance \+ epsilon is negative"):
+        run_op("BatchNormInference", {"epsilon": "5"}, x, g, b, m, -v, opset=5)
     with pytest.raises(ShapeError, match=r"gamma \(input 1\) has 3 values but data has 2 channels"):
         infer("BatchNormInference", {"epsilon": "0"}, S("f32", [1, 2, 4]), S("f32", [3]), S("f32", [2]),
               S("f32", [2]), S("f32", [2]), opset=5)
