@@ -9,7 +9,7 @@ from the attributes ("templates"); the grid is then one broadcast over [H, W, pr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -309,3 +309,288 @@ class PriorBoxClustered1:
         if attrs.clip:
             box = np.minimum(np.maximum(box, F32(0)), F32(1))
         return (_with_variance(box, attrs.variance, "PriorBoxClustered"),)
+
+
+# ---------------------------------------------------------------- DetectionOutput
+
+CodeType = Literal["caffe.PriorBoxParameter.CORNER", "caffe.PriorBoxParameter.CENTER_SIZE"]
+
+
+@dataclass(frozen=True)
+class DetectionOutput8Attrs:
+    keep_top_k: tuple[int, ...]
+    nms_threshold: float
+    background_label_id: int = 0
+    top_k: int = -1
+    variance_encoded_in_target: bool = False
+    code_type: CodeType = "caffe.PriorBoxParameter.CORNER"
+    share_location: bool = True
+    confidence_threshold: float = 0.0
+    clip_after_nms: bool = False
+    clip_before_nms: bool = False
+    decrease_label_id: bool = False
+    normalized: bool = False
+    input_height: int = 1
+    input_width: int = 1
+    objectness_score: float = 0.0
+
+
+@dataclass(frozen=True)
+class DetectionOutput1Attrs(DetectionOutput8Attrs):
+    num_classes: int = 0
+    v1: ClassVar[bool] = True
+
+
+def _do_layout(attrs, loc: TensorSpec | np.ndarray, conf, priors) -> dict:
+    """The sizes DetectionOutput reads from its input shapes (None where not known)."""
+    shape = (lambda x: [Dim.of(d) for d in x.shape]) if isinstance(loc, np.ndarray) else \
+        (lambda x: list(x.shape) if x.shape is not None else None)
+    ls, cs, ps = shape(loc), shape(conf), shape(priors)
+    prior_size = 4 if attrs.normalized else 5
+    lay = {"N": ls[0] if ls else (cs[0] if cs else Dim(0, None)), "P": None, "C": None}
+    if ps is not None and ps[2].is_static:
+        if ps[2].value % prior_size:
+            fail(f"DetectionOutput's priors dim 2 ({ps[2].value}) must be a multiple of the "
+                 f"prior size {prior_size} (normalized={attrs.normalized})")
+        lay["P"] = ps[2].value // prior_size
+    if getattr(attrs, "v1", False):
+        if attrs.num_classes <= 0:
+            fail(f"DetectionOutput-1 needs num_classes > 0, got {attrs.num_classes}")
+        lay["C"] = attrs.num_classes
+    elif cs is not None and cs[1].is_static and lay["P"]:
+        if cs[1].value % lay["P"]:
+            fail(f"DetectionOutput's class predictions dim 1 ({cs[1].value}) must be a "
+                 f"multiple of the {lay['P']} priors")
+        lay["C"] = cs[1].value // lay["P"]
+    return lay
+
+
+def _do_rows(attrs, lay) -> Dim:
+    n = lay["N"]
+    if attrs.keep_top_k[0] > 0:
+        return n * Dim.of(attrs.keep_top_k[0])
+    if lay["C"] is None:
+        return Dim(0, None) if not n.is_static or n.value else Dim.of(0)
+    if attrs.top_k > 0:
+        return n * Dim.of(attrs.top_k * lay["C"])
+    if lay["P"] is None:
+        return Dim(0, None)
+    return n * Dim.of(lay["C"] * lay["P"])
+
+
+def _check_do(attrs, loc, conf, priors, arm_conf, arm_loc) -> None:
+    if not attrs.keep_top_k:
+        fail("DetectionOutput's keep_top_k must have at least one value")
+    for name, spec, rank in (("box logits", loc, 2), ("class predictions", conf, 2),
+                             ("proposals", priors, 3), ("additional class predictions",
+                                                        arm_conf, 2),
+                             ("additional box predictions", arm_loc, 2)):
+        if spec is None:
+            continue
+        if not spec.etype.is_float:
+            fail(f"DetectionOutput's {name} must be floating-point, got {spec.etype.name}")
+        check_rank(spec, (rank,), f"DetectionOutput's {name}")
+    if (arm_conf is None) != (arm_loc is None):
+        fail("DetectionOutput takes both additional inputs (5 inputs) or neither (3 inputs)")
+
+
+def _jaccard(b: np.ndarray, others: np.ndarray, size: F32, sizes: np.ndarray) -> np.ndarray:
+    """Caffe's JaccardOverlap of box b (xmin, ymin, xmax, ymax) with each of `others`."""
+    disjoint = ((others[:, 0] > b[2]) | (others[:, 2] < b[0]) |
+                (others[:, 1] > b[3]) | (others[:, 3] < b[1]))
+    iw = np.minimum(b[2], others[:, 2]) - np.maximum(b[0], others[:, 0])
+    ih = np.minimum(b[3], others[:, 3]) - np.maximum(b[1], others[:, 1])
+    ok = ~disjoint & (iw > 0) & (ih > 0)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        inter = iw * ih
+        overlap = inter / (size + sizes - inter)
+    return np.where(ok, overlap, F32(0)).astype(F32)
+
+
+def _box_sizes(boxes: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    return np.where((boxes[:, 2] < boxes[:, 0]) | (boxes[:, 3] < boxes[:, 1]), F32(0), s).astype(F32)
+
+
+def _greedy(boxes: np.ndarray, order: np.ndarray, threshold: F32) -> list[int]:
+    """Keep boxes in `order` unless their overlap with a kept one exceeds threshold."""
+    sizes = _box_sizes(boxes)
+    kept, alive = [], order
+    while alive.size:
+        i = int(alive[0])
+        kept.append(i)
+        rest = alive[1:]
+        alive = rest[~(_jaccard(boxes[i], boxes[rest], sizes[i], sizes[rest]) > threshold)]
+    return kept
+
+
+def _by_score(scores: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """idx sorted by score descending, then index ascending."""
+    return idx[np.lexsort((idx, -scores[idx]))]
+
+
+def _decode(attrs, priors: np.ndarray, variances, loc: np.ndarray) -> np.ndarray:
+    """[P, 4] predicted offsets relative to [P, 4] prior boxes -> [P, 4] boxes (f32)."""
+    p = priors
+    if not attrs.normalized:
+        p = p / np.array([attrs.input_width, attrs.input_height] * 2, F32)
+    v = np.ones((1, 4), F32) if variances is None else variances
+    if attrs.code_type == "caffe.PriorBoxParameter.CORNER":
+        out = p + v * loc
+    else:
+        pw, ph = p[:, 2] - p[:, 0], p[:, 3] - p[:, 1]
+        pcx, pcy = (p[:, 0] + p[:, 2]) / F32(2), (p[:, 1] + p[:, 3]) / F32(2)
+        with np.errstate(over="ignore", invalid="ignore"):
+            cx = v[:, 0] * loc[:, 0] * pw + pcx
+            cy = v[:, 1] * loc[:, 1] * ph + pcy
+            w = np.exp(v[:, 2] * loc[:, 2]) * pw
+            h = np.exp(v[:, 3] * loc[:, 3]) * ph
+        out = np.stack([cx - w / F32(2), cy - h / F32(2), cx + w / F32(2), cy + h / F32(2)], 1)
+    out = out.astype(F32)
+    if attrs.clip_before_nms:
+        out = np.clip(out, F32(0), F32(1))
+    return out
+
+
+def _detection_output(attrs, loc, conf, priors, arm_conf=None, arm_loc=None) -> np.ndarray:
+    lay = _do_layout(attrs, loc, conf, priors)
+    n, num_p, num_c = loc.shape[0], lay["P"], lay["C"]
+    if not num_p or num_c is None:
+        fail(f"DetectionOutput needs at least one prior and a class count, got proposals "
+             f"{list(priors.shape)} and class predictions {list(conf.shape)}")
+    num_lc = 1 if attrs.share_location else num_c
+    if loc.shape[1] != num_p * num_lc * 4:
+        fail(f"DetectionOutput's box logits must have shape [N, {num_p * num_lc * 4}] "
+             f"(priors x loc classes x 4), got {list(loc.shape)}")
+    if conf.shape != (n, num_p * num_c):
+        fail(f"DetectionOutput's class predictions must have shape [{n}, {num_p * num_c}], "
+             f"got {list(conf.shape)}")
+    pb = priors.shape[0]
+    if pb not in (1, n) or priors.shape[1] != (1 if attrs.variance_encoded_in_target else 2):
+        fail(f"DetectionOutput's proposals must have shape [1 or {n}, "
+             f"{1 if attrs.variance_encoded_in_target else 2}, {priors.shape[2]}], got "
+             f"{list(priors.shape)}")
+    with_arm = arm_conf is not None
+    if with_arm and (arm_conf.shape != (n, num_p * 2) or arm_loc.shape != loc.shape):
+        fail(f"DetectionOutput's additional inputs must have shapes [{n}, {num_p * 2}] and "
+             f"{list(loc.shape)}, got {list(arm_conf.shape)} and {list(arm_loc.shape)}")
+    rows = _do_rows(attrs, {"N": Dim.of(n), "P": num_p, "C": num_c}).value
+    check_alloc([rows, 7], F32, "DetectionOutput's output")
+    psize = 4 if attrs.normalized else 5
+    f = lambda x: np.asarray(x, F32)  # noqa: E731
+    loc = f(loc).reshape(n, num_p, num_lc, 4)
+    conf = f(conf).reshape(n, num_p, num_c).transpose(0, 2, 1).copy()     # [N, C, P]
+    pri = f(priors)
+    pboxes = pri[:, 0, :num_p * psize].reshape(pb, num_p, psize)[..., psize - 4:]
+    # Variances follow the boxes, 4 per prior even for 5-value priors (as the reference reads).
+    flat = pri.reshape(pb, -1)
+    pvars = None if attrs.variance_encoded_in_target else \
+        flat[:, num_p * psize:num_p * psize + num_p * 4].reshape(pb, num_p, 4)
+    if with_arm:
+        arm_conf = f(arm_conf).reshape(n, num_p, 2)
+        arm_loc = f(arm_loc).reshape(n, num_p, num_lc, 4)
+        low = arm_conf[:, :, 1] < F32(attrs.objectness_score)              # [N, P]
+        bg = (np.arange(num_c) == attrs.background_label_id).astype(F32)   # [C]
+        conf = np.where(low[:, None, :], bg[None, :, None], conf)
+    thr, nms_thr = F32(attrs.confidence_threshold), F32(attrs.nms_threshold)
+    out = np.zeros((rows, 7), F32)
+    count = 0
+    for i in range(n):
+        k = 0 if pb == 1 else i
+        var = None if pvars is None else pvars[k]
+        decoded = {}
+        for c in range(num_lc):
+            label = -1 if attrs.share_location else c
+            if attrs.background_label_id > -1 and label == attrs.background_label_id:
+                continue
+            base = pboxes[k]
+            if with_arm:   # cascade: refine the priors by the ARM offsets, then decode
+                base = _decode(attrs, base, var, arm_loc[i, :, c])
+            decoded[label] = _decode(attrs, base, var, loc[i, :, c])
+        indices: dict[int, list[int]] = {}
+        if not attrs.decrease_label_id:          # Caffe: NMS per class
+            for c in range(num_c):
+                if c == attrs.background_label_id:
+                    continue
+                boxes = decoded.get(-1 if attrs.share_location else c)
+                if boxes is None:
+                    continue
+                s = conf[i, c]
+                order = _by_score(s, np.flatnonzero(s > thr))
+                if attrs.top_k > -1:
+                    order = order[:attrs.top_k]
+                indices[c] = _greedy(boxes, order, nms_thr)
+        else:                                    # MXNet: each prior's best class only
+            cand = np.arange(1, num_c)
+            cand = cand[cand != attrs.background_label_id] if attrs.background_label_id > -1 \
+                else cand
+            if cand.size:
+                sub = conf[i, cand]                                          # [C', P]
+                best = np.argmax(sub, axis=0)                                # first maximum
+                best_score = sub[best, np.arange(num_p)]
+                # the reference starts from -1: a prior whose best score is not above -1 has
+                # no class
+                has = (best_score > F32(-1)) & (best_score >= thr)
+                best_cls = cand[best]
+                p_idx = np.flatnonzero(has)
+                order = p_idx[np.lexsort((p_idx, -best_score[p_idx]))]
+                if attrs.top_k != -1:
+                    order = order[:attrs.top_k]
+                for cls in np.unique(best_cls[order]):
+                    sel = order[best_cls[order] == cls]
+                    boxes = decoded[-1 if attrs.share_location else int(cls)]
+                    indices[int(cls)] = _greedy(boxes, sel, nms_thr)
+        num_det = sum(len(v) for v in indices.values())
+        if attrs.keep_top_k[0] > -1 and num_det > attrs.keep_top_k[0]:
+            labels = np.array([c for c, v in indices.items() for _ in v], np.int64)
+            idx = np.array([j for v in indices.values() for j in v], np.int64)
+            s = conf[i, labels, idx]
+            # score descending, then prior index; equal both: label order (the reference's
+            # std::sort leaves that open)
+            order = np.lexsort((labels, idx, -s))[:attrs.keep_top_k[0]]
+            new: dict[int, list[int]] = {}
+            for j in order:
+                new.setdefault(int(labels[j]), []).append(int(idx[j]))
+            indices = new
+        for label in sorted(indices):
+            boxes = decoded.get(-1 if attrs.share_location else label)
+            if boxes is None:
+                continue
+            sel = np.array(indices[label], np.int64)
+            if sel.size == 0:
+                continue
+            m = min(sel.size, rows - count)    # cannot be short for a valid output shape
+            if m <= 0:
+                break
+            sel = sel[:m]
+            b = boxes[sel]
+            if attrs.clip_after_nms:
+                b = np.clip(b, F32(0), F32(1))
+            out[count:count + m, 0] = i
+            out[count:count + m, 1] = label - 1 if attrs.decrease_label_id else label
+            out[count:count + m, 2] = conf[i, label, sel]
+            out[count:count + m, 3:] = b
+            count += m
+    if count < rows:
+        out[count, 0] = -1
+    return out.reshape(1, 1, rows, 7)
+
+
+@register("DetectionOutput", since=(1, 8), attrs=(DetectionOutput1Attrs, DetectionOutput8Attrs),
+          category="detection")
+class DetectionOutput1:
+    @staticmethod
+    def infer(attrs, box_logits: TensorSpec, class_preds: TensorSpec, proposals: TensorSpec,
+              aux_class_preds=None, aux_box_preds=None) -> list[TensorSpec]:
+        _check_do(attrs, box_logits, class_preds, proposals, aux_class_preds, aux_box_preds)
+        lay = _do_layout(attrs, box_logits, class_preds, proposals)
+        return [TensorSpec(box_logits.etype, (Dim.of(1), Dim.of(1), _do_rows(attrs, lay),
+                                              Dim.of(7)))]
+
+    @staticmethod
+    def run(attrs, box_logits, class_preds, proposals, aux_class_preds=None,
+            aux_box_preds=None) -> tuple[np.ndarray]:
+        out = _detection_output(attrs, box_logits, class_preds, proposals, aux_class_preds,
+                                aux_box_preds)
+        return (out.astype(box_logits.dtype),)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
 from irrun.ops.detection import (
-    PriorBox1, PriorBox1Attrs, PriorBox8Attrs, PriorBoxClustered1, PriorBoxClusteredAttrs,
+    DetectionOutput1, DetectionOutput1Attrs, DetectionOutput8Attrs, PriorBox1, PriorBox1Attrs, PriorBox8Attrs, PriorBoxClustered1, PriorBoxClusteredAttrs,
 )
 from irrun.shapes import Dim, TensorSpec
 
@@ -119,6 +119,116 @@ def test_prior_box_clustered_steps_and_errors():
                                  ints([2, 2]), ints([4, 4]))
 
 
+# ------------------------------------------------------------------ DetectionOutput
+
+SPEC_DO = dict(background_label_id=1, code_type="caffe.PriorBoxParameter.CENTER_SIZE",
+               confidence_threshold=0.019999999552965164, input_height=1, input_width=1,
+               keep_top_k=(200,), nms_threshold=0.44999998807907104, normalized=True,
+               share_location=True, top_k=200, variance_encoded_in_target=False,
+               clip_after_nms=False, clip_before_nms=False, objectness_score=0.0,
+               decrease_label_id=False)
+
+
+@pytest.mark.parametrize("v1", [True, False])
+def test_detection_output_spec_example_shapes(v1):
+    a = DetectionOutput1Attrs(**SPEC_DO, num_classes=2) if v1 else DetectionOutput8Attrs(**SPEC_DO)
+    (out,) = DetectionOutput1.infer(a, TensorSpec.make("f32", [1, 5376]),
+                                    TensorSpec.make("f32", [1, 2688]),
+                                    TensorSpec.make("f32", [1, 2, 5376]))
+    assert out.shape == tuple(map(Dim.of, (1, 1, 200, 7))) and out.etype.name == "f32"
+
+
+def _do(attrs, loc, conf, priors, *extra):
+    return DetectionOutput1.run(attrs, np.asarray(loc, F32), np.asarray(conf, F32),
+                                np.asarray(priors, F32), *extra)[0].reshape(-1, 7)
+
+
+# Three normalized priors, corner code, variance 1: the predicted offsets add to the priors.
+PRIORS = [[[0.1, 0.1, 0.3, 0.3, 0.12, 0.1, 0.32, 0.3, 0.6, 0.6, 0.9, 0.9], [1.0] * 12]]
+CORNER_ATTRS = dict(keep_top_k=(-1,), nms_threshold=0.5, normalized=True, background_label_id=0)
+
+
+def test_detection_output_caffe_nms_by_hand():
+    a = DetectionOutput8Attrs(**CORNER_ATTRS, confidence_threshold=0.1)
+    loc = np.zeros((1, 12))
+    loc[0, 8:12] = [0.05, 0, 0.05, 0]                    # moves the third box right
+    # classes: background, A, B; prior 1 overlaps prior 0 (IoU 0.82) and is suppressed in A
+    conf = [[0.5, 0.9, 0.05, 0.5, 0.8, 0.3, 0.1, 0.2, 0.7]]
+    out = _do(a, loc, conf, PRIORS)
+    assert out.shape == (9, 7)                           # N * classes * priors
+    np.testing.assert_allclose(out[:4], [[0, 1, 0.9, 0.1, 0.1, 0.3, 0.3],
+                                         [0, 1, 0.2, 0.65, 0.6, 0.95, 0.9],
+                                         [0, 2, 0.7, 0.65, 0.6, 0.95, 0.9],
+                                         [0, 2, 0.3, 0.12, 0.1, 0.32, 0.3]], rtol=1e-6)
+    assert out[4].tolist() == [-1, 0, 0, 0, 0, 0, 0] and not out[5:].any()
+    # keep_top_k 3: the three best over all classes, then written by class; N * 3 rows
+    out = _do(DetectionOutput8Attrs(**dict(CORNER_ATTRS, keep_top_k=(3,)),
+                                    confidence_threshold=0.1), loc, conf, PRIORS)
+    assert out[:, :3].tolist() == [[0, 1, F32(0.9)], [0, 2, F32(0.7)], [0, 2, F32(0.3)]]
+    # decrease_label_id (MXNet): each prior's best class only, labels shifted down by one
+    out = _do(DetectionOutput8Attrs(**CORNER_ATTRS, confidence_threshold=0.1,
+                                    decrease_label_id=True), loc, conf, PRIORS)
+    assert out[:3, :3].tolist() == [[0, 0, F32(0.9)], [0, 1, F32(0.7)], [-1, 0, 0]]
+
+
+def test_detection_output_boxes_outside_and_clipping():
+    loc = np.zeros((1, 12))
+    loc[0, :4] = [-0.5, -0.5, 0.9, 0.9]                  # far outside the image
+    conf = [[0, 0.9, 0, 0, 0, 0, 0, 0, 0]]
+    a = dict(CORNER_ATTRS, confidence_threshold=0.1)
+    out = _do(DetectionOutput8Attrs(**a), loc, conf, PRIORS)
+    np.testing.assert_allclose(out[0, 3:], [-0.4, -0.4, 1.2, 1.2], rtol=1e-6)
+    out = _do(DetectionOutput8Attrs(**a, clip_after_nms=True), loc, conf, PRIORS)
+    assert out[0, 3:].tolist() == [0, 0, 1, 1]
+
+
+def test_detection_output_zero_area_nan_and_empty():
+    # zero-area priors never overlap: both kept; NaN scores never pass the threshold
+    pri = [[[0.2, 0.2, 0.2, 0.5, 0.2, 0.2, 0.2, 0.5, 0.5, 0.5, 0.6, 0.6], [1.0] * 12]]
+    conf = [[0, 0.9, np.nan, 0, 0.8, 0, 0, 0, np.nan]]
+    out = _do(DetectionOutput8Attrs(**CORNER_ATTRS, confidence_threshold=0.1), np.zeros((1, 12)),
+              conf, pri)
+    assert out[:3, :3].tolist() == [[0, 1, F32(0.9)], [0, 1, F32(0.8)], [-1, 0, 0]]
+    # nothing above the threshold: the first row ends the output
+    out = _do(DetectionOutput8Attrs(**CORNER_ATTRS, confidence_threshold=0.95), np.zeros((1, 12)),
+              conf, pri)
+    assert out[0, 0] == -1 and not out[1:].any()
+    # a zero batch gives zero rows
+    out = _do(DetectionOutput8Attrs(**CORNER_ATTRS), np.zeros((0, 12)), np.zeros((0, 9)), pri)
+    assert out.shape == (0, 7)
+
+
+def test_detection_output_shape_rules_and_errors():
+    a = DetectionOutput8Attrs(keep_top_k=(-1,), nms_threshold=0.5, top_k=10, normalized=True)
+    (out,) = DetectionOutput1.infer(a, TensorSpec.make("f16", [None, 120]),
+                                    TensorSpec.make("f16", [None, 90]),
+                                    TensorSpec.make("f16", [1, 2, 120]))
+    assert out.shape == (Dim.of(1), Dim.of(1), Dim(0, None), Dim.of(7)) and out.etype.name == "f16"
+    (out,) = DetectionOutput1.infer(a, TensorSpec.make("f32", [3, 120]),
+                                    TensorSpec.make("f32", [3, 90]),
+                                    TensorSpec.make("f32", [1, 2, 120]))
+    assert out.shape[2] == Dim.of(3 * 10 * 3)            # N * top_k * classes
+    (out,) = DetectionOutput1.infer(DetectionOutput8Attrs(keep_top_k=(-1,), nms_threshold=0.5,
+                                                          normalized=False),
+                                    TensorSpec.make("f32", [3, 96]), TensorSpec.make("f32", [3, 72]),
+                                    TensorSpec.make("f32", [1, 2, 120]))
+    assert out.shape[2] == Dim.of(3 * 3 * 24)            # N * classes * priors (5 per prior)
+    with pytest.raises(ShapeError, match="must be a multiple of the prior size 5"):
+        DetectionOutput1.infer(DetectionOutput8Attrs(keep_top_k=(5,), nms_threshold=0.5),
+                               TensorSpec.make("f32", [1, 8]), TensorSpec.make("f32", [1, 4]),
+                               TensorSpec.make("f32", [1, 2, 8]))
+    with pytest.raises(ShapeError, match="both additional inputs"):
+        DetectionOutput1.infer(a, TensorSpec.make("f32", [1, 8]), TensorSpec.make("f32", [1, 4]),
+                               TensorSpec.make("f32", [1, 2, 8]), TensorSpec.make("f32", [1, 4]))
+    with pytest.raises(ShapeError, match="num_classes > 0"):
+        DetectionOutput1.infer(DetectionOutput1Attrs(keep_top_k=(5,), nms_threshold=0.5,
+                                                     normalized=True),
+                               TensorSpec.make("f32", [1, 8]), TensorSpec.make("f32", [1, 4]),
+                               TensorSpec.make("f32", [1, 2, 8]))
+    with pytest.raises(OpError, match=r"box logits must have shape \[N, 12\]"):
+        _do(DetectionOutput8Attrs(**CORNER_ATTRS), np.zeros((1, 8)), np.zeros((1, 9)), PRIORS)
+
+
 # ------------------------------------------------------------------ OpenVINO
 
 ov = pytest.importorskip("openvino")
@@ -183,3 +293,60 @@ def test_oracle_prior_box_clustered(data, tmp_path_factory):
                                   attrs)
     oracle.compare(_const_model(node), {}, rtol=1e-6, atol=1e-7,
                    tmpdir=tmp_path_factory.mktemp("pbc"))
+
+
+def _ssd_inputs(rng, n, p, c, share, venc, normalized, pb, arm):
+    lc = 1 if share else c
+    ins = {"loc": (rng.standard_normal((n, p * lc * 4)) * 0.3).astype(F32),
+           "conf": rng.permutation(n * p * c).reshape(n, p * c).astype(F32) / F32(n * p * c)}
+    ps = 4 if normalized else 5
+    xy = rng.random((pb, p, 2)) * 1.1 - 0.1          # some priors start outside the image
+    boxes = np.concatenate([xy, xy + rng.random((pb, p, 2)) * 0.3 + 0.01], -1)
+    if not normalized:
+        boxes = np.concatenate([np.zeros((pb, p, 1)), boxes * [300, 200, 300, 200]], -1)
+    rows = [boxes.reshape(pb, -1)]
+    if not venc:
+        var = np.tile([0.1, 0.1, 0.2, 0.2], (pb, p)).reshape(pb, -1)
+        rows.append(np.concatenate([var, np.zeros((pb, p * ps - p * 4))], -1))
+    ins["priors"] = np.stack(rows, 1).astype(F32)
+    if arm:
+        ins["arm_conf"] = rng.random((n, p * 2)).astype(F32)
+        ins["arm_loc"] = (rng.standard_normal(ins["loc"].shape) * 0.3).astype(F32)
+    return ins
+
+
+@pytest.mark.oracle
+@settings(max_examples=25)
+@given(data=st.data())
+def test_oracle_detection_output(data, tmp_path_factory):
+    v1 = data.draw(st.booleans(), label="v1")
+    n, p, c = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 25)), data.draw(st.integers(2, 5))
+    share, venc, normalized = data.draw(st.booleans()), data.draw(st.booleans()), data.draw(st.booleans())
+    pb = data.draw(st.sampled_from([1, n]))
+    arm = data.draw(st.booleans(), label="arm") and pb == n
+    attrs = dict(keep_top_k=[data.draw(st.sampled_from([-1, 3, 10, 200]))],
+                 nms_threshold=data.draw(st.floats(0.1, 0.9)),
+                 confidence_threshold=data.draw(st.floats(0.0, 0.8)),
+                 top_k=data.draw(st.sampled_from([-1, 5, 400])),
+                 background_label_id=data.draw(st.sampled_from([-1, 0, 1])),
+                 code_type=data.draw(st.sampled_from(["caffe.PriorBoxParameter.CORNER",
+                                                      "caffe.PriorBoxParameter.CENTER_SIZE"])),
+                 clip_before_nms=data.draw(st.booleans()), clip_after_nms=data.draw(st.booleans()),
+                 share_location=share, variance_encoded_in_target=venc, normalized=normalized,
+                 input_width=300, input_height=200)
+    # the CPU plugin refuses decrease_label_id unless background_label_id is 0
+    attrs["decrease_label_id"] = attrs["background_label_id"] == 0 and data.draw(st.booleans())
+    if arm:
+        attrs["objectness_score"] = data.draw(st.floats(0.0, 0.9))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    ins = _ssd_inputs(rng, n, p, c, share, venc, normalized, pb, arm)
+    params = {k: o8.parameter(list(v.shape), ov.Type.f32, name=k) for k, v in ins.items()}
+    args = list(params.values())
+    if v1:
+        attrs["num_classes"] = c
+        node = o1.detection_output(*args[:3], attrs, *args[3:])
+    else:
+        node = o8.detection_output(*args[:3], attrs, *args[3:])
+    model = ov.Model([o8.result(node)], args, "do")
+    # f32 within a few ulp: the CENTER_SIZE decoding's exp is the plugin's
+    oracle.compare(model, ins, rtol=1e-5, atol=1e-6, tmpdir=tmp_path_factory.mktemp("do"))
