@@ -256,7 +256,7 @@ def test_new_activations_on_integers_round_like_the_cpu_plugin():
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=12)
 @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), etype=st.sampled_from(["f32", "f64"]),
        seed=st.integers(0, 2**32 - 1), alpha=st.floats(0.125, 3, width=16),
        beta=st.floats(-1, 1, width=16).filter(lambda b: abs(b) >= 1 / 16),

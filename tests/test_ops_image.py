@@ -121,7 +121,7 @@ def test_linear_onnx_and_nearest_by_hand():
 
 
 @pytest.mark.oracle
-@settings(max_examples=25)
+@settings(max_examples=20)
 @given(rank=st.integers(1, 4), seed=st.integers(0, 2**31), data=st.data(),
        mode=st.sampled_from(["nearest", "linear", "linear_onnx", "cubic", "bilinear_pillow", "bicubic_pillow"]),
        ctm=st.sampled_from(TRANSFORMS), nearest=st.sampled_from(NEAREST), antialias=st.booleans(),
@@ -177,7 +177,7 @@ def test_interpolate_matches_openvino(tmp_path_factory, rank, seed, data, mode, 
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=8)
 @given(rank=st.integers(3, 4), seed=st.integers(0, 2**31), data=st.data(),
        mode=st.sampled_from(["nearest", "linear", "cubic"]), align=st.booleans())
 def test_interpolate1_matches_openvino(tmp_path_factory, rank, seed, data, mode, align):
@@ -238,7 +238,7 @@ def test_color_formula_and_errors():
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=8)
 @given(seed=st.integers(0, 2**31), n=st.integers(1, 2), h=st.integers(1, 4), w=st.integers(1, 4),
        kind=st.sampled_from(["nv12_rgb", "nv12_bgr", "i420_rgb", "i420_bgr"]), single=st.booleans(),
        etype=st.sampled_from(["u8", "f32"]))
@@ -289,7 +289,7 @@ def test_grid_sample_shapes_and_errors():
 
 
 @pytest.mark.oracle
-@settings(max_examples=20)
+@settings(max_examples=10)
 @given(seed=st.integers(0, 2**31), shape=st.lists(st.integers(1, 4), min_size=4, max_size=4),
        out=st.lists(st.integers(1, 4), min_size=2, max_size=2), mode=st.sampled_from(["bilinear", "bicubic", "nearest"]),
        pad=st.sampled_from(["zeros", "border", "reflection"]), align=st.booleans())
@@ -324,7 +324,7 @@ def test_col2im_shapes_sum_and_errors():
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=8)
 @given(seed=st.integers(0, 2**31), data=st.data(), batched=st.booleans())
 def test_col2im_matches_openvino(tmp_path_factory, seed, data, batched):
     draw = data.draw

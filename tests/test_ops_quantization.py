@@ -71,7 +71,7 @@ def test_per_channel_limits_and_errors():
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), seed=st.integers(0, 2**32 - 1),
        levels=st.sampled_from([2, 3, 16, 255, 256]), data=st.data())
 def test_fake_quantize_matches_openvino(tmp_path_factory, shape, seed, levels, data):
@@ -134,7 +134,7 @@ def test_fake_convert_spec_shapes_and_values():
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=8)
 @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), seed=st.integers(0, 2**32 - 1),
        dest=st.sampled_from(["f8e4m3", "f8e5m2"]), per_channel=st.booleans(), with_shift=st.booleans())
 def test_fake_convert_matches_openvino(tmp_path_factory, shape, seed, dest, per_channel, with_shift):

@@ -119,7 +119,7 @@ def test_pad_kernel_checks_values_and_allocation():
 
 
 @pytest.mark.oracle
-@settings(max_examples=20)
+@settings(max_examples=12)
 @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4), seed=st.integers(0, 2**32 - 1),
        mode=st.sampled_from(["constant", "edge", "reflect", "symmetric"]),
        etype=st.sampled_from(["f32", "i32"]), v12=st.booleans(), data=st.data())
@@ -218,7 +218,7 @@ def test_roll_and_squeeze15():
 
 
 @pytest.mark.oracle
-@settings(max_examples=40)
+@settings(max_examples=24)
 @given(seed=st.integers(0, 2**31), data=st.data(),
        kind=st.sampled_from(["d2s", "s2d", "b2s", "s2b", "shuffle", "roll", "patches", "squeeze"]))
 def test_moves_match_openvino(tmp_path_factory, seed, data, kind):

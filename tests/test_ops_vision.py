@@ -618,7 +618,7 @@ def test_backprop_errors():
 
 
 @pytest.mark.oracle
-@settings(max_examples=20)
+@settings(max_examples=12)
 @given(w=windows(), n=st.integers(1, 2), groups=st.integers(1, 2), cg=st.integers(1, 3),
        og=st.integers(1, 3), seed=st.integers(0, 2**31), grouped=st.booleans(),
        with_shape=st.booleans(), data=st.data())
@@ -734,7 +734,7 @@ def test_adaptive_pools_by_hand_and_spec_shapes():
 
 
 @pytest.mark.oracle
-@settings(max_examples=20)
+@settings(max_examples=12)
 @given(w=windows(), n=st.integers(1, 2), c=st.integers(1, 3), rounding=st.sampled_from(["floor", "ceil", "ceil_torch"]),
        kind=st.sampled_from(["max14", "avg14", "avg16"]), exclude=st.booleans(), seed=st.integers(0, 2**31))
 def test_pool14_16_against_openvino(tmp_path_factory, w, n, c, rounding, kind, exclude, seed):
@@ -767,7 +767,7 @@ def test_pool14_16_against_openvino(tmp_path_factory, w, n, c, rounding, kind, e
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(ns=st.integers(1, 3), n=st.integers(1, 2), c=st.integers(1, 2), seed=st.integers(0, 2**31), data=st.data())
 def test_adaptive_pools_against_openvino(tmp_path_factory, ns, n, c, seed, data):
     import openvino.opset8 as o8
@@ -825,7 +825,7 @@ def test_deformable_zero_offsets_is_convolution_and_errors():
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(seed=st.integers(0, 2**31), data=st.data(), v8=st.booleans(), use_pad=st.booleans(), use_mask=st.booleans())
 def test_deformable_against_openvino(tmp_path_factory, seed, data, v8, use_pad, use_mask):
     import openvino.opset1 as o1
