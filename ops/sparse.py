@@ -287,16 +287,15 @@ def _sum_bags(out: np.ndarray, table: np.ndarray, indices: np.ndarray, bounds: n
 
 
 def _divide_integers(out: np.ndarray, counts: np.ndarray) -> None:
-    """out[s] /= counts[s] for the non-empty bags, rounded toward zero as C++ divides."""
+    """out[s] /= counts[s] for the non-empty bags, rounded toward zero as C++ divides (the
+    wrapped sum of the table's type by the bag's size; a bool sum counts as 0 or 1)."""
     full = counts > 0
-    if out.dtype == np.bool_:          # C++: a bool sum (0 or 1) divided by the size
-        out[full] = (out[full].view(np.uint8) // counts[full, None].astype(np.uint8)) > 0
-        return
-    sums, sizes = out[full], counts[full, None].astype(out.dtype)
+    wide = np.uint64 if out.dtype.kind == "u" else np.int64
+    sums, sizes = out[full].astype(wide), counts[full, None].astype(wide)
     quotient = sums // sizes
-    if out.dtype.kind == "i":
+    if wide == np.int64:
         quotient += ((sums % sizes) != 0) & (sums < 0)   # floor -> toward zero
-    out[full] = quotient
+    out[full] = quotient.astype(out.dtype)
 
 
 def _row(width: int, dtype: np.dtype) -> np.ndarray:

@@ -126,6 +126,17 @@ def test_mean_of_integers_rounds_toward_zero():
     assert out.tolist() == [[0, 0]]          # [-1, 1] / 2 -> 0, not -1 (C++ division)
 
 
+def test_mean_of_a_large_bag_divides_the_wrapped_sum():
+    # 128 lookups of -1 in i8: the sum wraps to -128 (as the C++ type does), / 128 = -1;
+    # 130 lookups of 1: 130 wraps to -126, / 130 = 0; u8: 300 lookups of 1 -> 44 / 300 = 0.
+    (out,) = EmbeddingBagOffsets15.run(MEAN, np.array([[-1], [1]], np.int8),
+                                       np.array([0] * 128 + [1] * 130), i32([0, 128]))
+    assert out.tolist() == [[-1], [0]]
+    (out,) = EmbeddingBagPacked15.run(MEAN, np.array([[1], [255]], np.uint8),
+                                      np.array([[0] * 300, [1] * 300]))
+    assert out.tolist() == [[0], [(255 * 300 % 256) // 300]]
+
+
 def test_empty_bags_take_the_default_row_unweighted_and_undivided():
     (out,) = EmbeddingBagOffsets15.run(MEAN, TABLE, i32([0, 1]), i32([0, 0, 2]), i32(3))
     np.testing.assert_allclose(out, [TABLE[3], (TABLE[0] + TABLE[1]) / 2, TABLE[3]], rtol=1e-6)
