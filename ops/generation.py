@@ -392,7 +392,8 @@ def multinomial(attrs, probs: np.ndarray, num_samples: int) -> np.ndarray:
         chosen = (cdf[r, sel] - below).astype(np.float32)
         divisor = (np.float32(1) - chosen).astype(np.float32)
         shifted = np.where(cols >= sel[:, None], cdf - chosen[:, None], cdf).astype(np.float32)
-        cdf = np.where(found[:, None], shifted / divisor[:, None], cdf).astype(np.float32)
+        with np.errstate(divide="ignore", invalid="ignore"):   # the last class: 0 / 0, unused
+            cdf = np.where(found[:, None], shifted / divisor[:, None], cdf).astype(np.float32)
     return out
 
 
