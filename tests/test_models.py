@@ -182,10 +182,15 @@ def _onnx_scan_feeds(folder, rng):
     return [build.sample_inputs(rng, steps) for steps in (1, 3, 17)]
 
 
+def _keras_bilstm_ctc_feeds(folder, rng):
+    build = _build_module(folder)
+    return [build.sample_inputs(rng, batch, frames) for batch, frames in ((1, 1), (3, 7), (2, 16))]
+
+
 FRESH = {"dlrm": _dlrm_feeds, "mobilenet_v3_small": _image_feeds, "mobilenet_v3_small_int8": _image_feeds,
          "tiny_unet": _image_feeds, "torch_bilstm_ctc": _torch_bilstm_ctc_feeds, "ctr_wide_deep": _ctr_feeds, "crnn": _crnn_feeds,
          "keras_gru_classifier": _keras_gru_feeds, "torch_scripted_loop": _torch_scripted_loop_feeds,
-         "onnx_scan_rnn": _onnx_scan_feeds,
+         "onnx_scan_rnn": _onnx_scan_feeds, "keras_bilstm_ctc": _keras_bilstm_ctc_feeds,
          "tiny_bert": _token_feeds, "tiny_bert_onnx": _token_feeds, "tiny_gpt2": _token_feeds,
          "tiny_llama": _token_feeds, "tiny_wav2vec2": _wav2vec2_feeds,
          "tiny_wav2vec2_ctc": _wav2vec2_feeds, "keras_mha_block": _keras_mha_feeds}
