@@ -594,3 +594,202 @@ class DetectionOutput1:
         out = _detection_output(attrs, box_logits, class_preds, proposals, aux_class_preds,
                                 aux_box_preds)
         return (out.astype(box_logits.dtype),)
+
+
+# ---------------------------------------------------------------- ROIAlign, ROIPooling
+
+
+@dataclass(frozen=True)
+class ROIAlign3Attrs:
+    pooled_h: int
+    pooled_w: int
+    sampling_ratio: int
+    spatial_scale: float
+    mode: Literal["avg", "max"]
+    aligned_mode: ClassVar[str] = "asymmetric"
+
+
+@dataclass(frozen=True)
+class ROIAlign9Attrs:
+    pooled_h: int
+    pooled_w: int
+    sampling_ratio: int
+    spatial_scale: float
+    mode: Literal["avg", "max"]
+    aligned_mode: Literal["asymmetric", "half_pixel_for_nn", "half_pixel"] = "asymmetric"
+
+
+def _roi_out_spec(name, attrs, data: TensorSpec, rois: TensorSpec, roi_cols: int) -> TensorSpec:
+    if not data.etype.is_float or not rois.etype.is_float:
+        fail(f"{name} takes floating-point feature maps and boxes, got {data.etype.name} and "
+             f"{rois.etype.name}")
+    check_rank(data, (4,), f"{name}'s feature maps")
+    check_rank(rois, (2,), f"{name}'s boxes")
+    if rois.rank == 2 and not rois.shape[1].compatible(Dim.of(roi_cols)):
+        fail(f"{name}'s boxes must have shape [NUM_ROIS, {roi_cols}], got {rois}")
+    if attrs.pooled_h <= 0 or attrs.pooled_w <= 0:
+        fail(f"{name}'s pooled_h and pooled_w must be positive, got {attrs.pooled_h} and "
+             f"{attrs.pooled_w}")
+    n = rois.shape[0] if rois.shape else Dim(0, None)
+    c = data.shape[1] if data.shape else Dim(0, None)
+    return TensorSpec(data.etype, (n, c, Dim.of(attrs.pooled_h), Dim.of(attrs.pooled_w)))
+
+
+def _check_batch_ids(ids: np.ndarray, n: int, what: str) -> None:
+    bad = np.flatnonzero((ids < 0) | (ids >= n))
+    if bad.size:
+        fail(f"{what}[{bad[0]}] = {ids[bad[0]]} is outside [0, {n - 1}] (the feature maps' "
+             f"batch)")
+
+
+def _align_axis(start, bin_size, pooled: int, ratio: int, size: int):
+    """Sample positions along one axis of one ROI: low/high indices, the two bilinear weights
+    and validity, each [pooled * ratio] (OpenVINO reference's arithmetic, f32)."""
+    dist = bin_size / F32(ratio)
+    b = np.repeat(np.arange(pooled, dtype=F32), ratio)
+    s = np.tile(np.arange(ratio, dtype=F32), pooled)
+    pos = (start + b * bin_size + dist * (s + F32(0.5))).astype(F32)
+    valid = (pos >= -1) & (pos <= F32(size))
+    pos = np.maximum(pos, F32(0))
+    low = np.where(valid, pos, 0).astype(np.int64)
+    top = low >= size - 1
+    low = np.where(top, size - 1, low)
+    high = np.where(top, size - 1, low + 1)
+    pos = np.where(top, low.astype(F32), pos)
+    lw = (pos - low.astype(F32)).astype(F32)
+    return low, high, (F32(1) - lw) * valid, lw * valid
+
+
+@register("ROIAlign", since=(3, 9), attrs=(ROIAlign3Attrs, ROIAlign9Attrs), category="detection")
+class ROIAlign3:
+    @staticmethod
+    def infer(attrs, data: TensorSpec, rois: TensorSpec, batch_indices: TensorSpec) -> list[TensorSpec]:
+        out = _roi_out_spec("ROIAlign", attrs, data, rois, 4)
+        check_integer(batch_indices, "ROIAlign's batch_indices")
+        check_rank(batch_indices, (1,), "ROIAlign's batch_indices")
+        if attrs.sampling_ratio < 0 or attrs.spatial_scale <= 0:
+            fail(f"ROIAlign needs sampling_ratio >= 0 and spatial_scale > 0, got "
+                 f"{attrs.sampling_ratio} and {attrs.spatial_scale}")
+        if batch_indices.shape and out.shape[0].merge(batch_indices.shape[0]) is None:
+            fail(f"ROIAlign's batch_indices {batch_indices} must have one entry per box {rois}")
+        return [out]
+
+    @staticmethod
+    def run(attrs, data, rois, batch_indices) -> tuple[np.ndarray]:
+        n, c, h, w = data.shape
+        r = rois.shape[0]
+        if batch_indices.shape != (r,):
+            fail(f"ROIAlign's batch_indices must have shape [{r}], got {list(batch_indices.shape)}")
+        _check_batch_ids(batch_indices, n, "ROIAlign's batch_indices")
+        ph, pw = attrs.pooled_h, attrs.pooled_w
+        check_alloc([r, c, ph, pw], data.dtype, "ROIAlign's output")
+        fm = data.astype(F32)
+        box = rois.astype(F32)
+        src, dst = {"asymmetric": (0.0, 0.0), "half_pixel_for_nn": (0.0, -0.5),
+                    "half_pixel": (0.5, -0.5)}[attrs.aligned_mode]
+        box = (box + F32(src)) * F32(attrs.spatial_scale) + F32(dst)
+        out = np.zeros((r, c, ph, pw), F32)
+        for i in range(r):
+            x1, y1, x2, y2 = box[i]
+            rw, rh = x2 - x1, y2 - y1
+            if attrs.aligned_mode == "asymmetric":
+                rw, rh = max(rw, F32(1)), max(rh, F32(1))
+            bw, bh = F32(rw / F32(pw)), F32(rh / F32(ph))
+            sx = attrs.sampling_ratio or int(np.ceil(bw))
+            sy = attrs.sampling_ratio or int(np.ceil(bh))
+            if sx <= 0 or sy <= 0:
+                continue          # no samples: 0, as the reference
+            check_alloc([c, ph * sy, pw * sx], F32, "ROIAlign's samples of one box")
+            yl, yh, wy0, wy1 = _align_axis(y1, bh, ph, sy, h)
+            xl, xh, wx0, wx1 = _align_axis(x1, bw, pw, sx, w)
+            f = fm[int(batch_indices[i])]
+            v = (wy0[:, None] * wx0 * f[:, yl][:, :, xl] + wy0[:, None] * wx1 * f[:, yl][:, :, xh] +
+                 wy1[:, None] * wx0 * f[:, yh][:, :, xl] + wy1[:, None] * wx1 * f[:, yh][:, :, xh])
+            v = v.reshape(c, ph, sy, pw, sx)
+            if attrs.mode == "max":
+                # the reference starts its maximum at 0, so a bin of negative samples gives 0
+                out[i] = np.maximum(v.max(axis=(2, 4)), F32(0))
+            else:
+                out[i] = (v / F32(sy * sx)).sum(axis=(2, 4), dtype=F32)
+        return (out.astype(data.dtype),)
+
+
+@dataclass(frozen=True)
+class ROIPoolingAttrs:
+    pooled_h: int
+    pooled_w: int
+    spatial_scale: float
+    method: Literal["max", "bilinear"] = "max"
+
+
+def _round_half_away(x):
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+@register("ROIPooling", since=2, attrs=ROIPoolingAttrs, category="detection")
+class ROIPooling2:
+    @staticmethod
+    def infer(attrs, data: TensorSpec, rois: TensorSpec) -> list[TensorSpec]:
+        if attrs.spatial_scale <= 0:
+            fail(f"ROIPooling's spatial_scale must be positive, got {attrs.spatial_scale}")
+        return [_roi_out_spec("ROIPooling", attrs, data, rois, 5)]
+
+    @staticmethod
+    def run(attrs, data, rois) -> tuple[np.ndarray]:
+        n, c, h, w = data.shape
+        r = rois.shape[0]
+        ph, pw = attrs.pooled_h, attrs.pooled_w
+        check_alloc([r, c, ph, pw], data.dtype, "ROIPooling's output")
+        fm = data.astype(F32)
+        box = rois.astype(F32)
+        ids = np.trunc(box[:, 0]).astype(np.int64) if r else np.zeros(0, np.int64)
+        _check_batch_ids(ids, n, "ROIPooling's boxes[:, 0] (batch id) at box")
+        out = np.zeros((r, c, ph, pw), F32)
+        if attrs.method == "max":
+            q = _round_half_away(box[:, 1:] * F32(attrs.spatial_scale)).astype(np.int64)
+            for i in range(r):
+                ws, hs, we, he = q[i]
+                bh = F32(max(he - hs + 1, 1)) / F32(ph)
+                bw = F32(max(we - ws + 1, 1)) / F32(pw)
+                y0 = np.clip(np.floor(np.arange(ph, dtype=F32) * bh).astype(np.int64) + hs, 0, h)
+                y1 = np.clip(np.ceil(np.arange(1, ph + 1, dtype=F32) * bh).astype(np.int64) + hs, 0, h)
+                x0 = np.clip(np.floor(np.arange(pw, dtype=F32) * bw).astype(np.int64) + ws, 0, w)
+                x1 = np.clip(np.ceil(np.arange(1, pw + 1, dtype=F32) * bw).astype(np.int64) + ws, 0, w)
+                f = fm[ids[i]]
+                for a in range(ph):          # bins: a small static grid
+                    for b in range(pw):
+                        if y1[a] > y0[a] and x1[b] > x0[b]:
+                            out[i, :, a, b] = f[:, y0[a]:y1[a], x0[b]:x1[b]].max(axis=(1, 2))
+        else:
+            x1, y1, x2, y2 = (box[:, k] for k in range(1, 5))
+            rh, rw = (y2 - y1) * F32(h - 1), (x2 - x1) * F32(w - 1)
+            sh = rh / F32(ph - 1) if ph > 1 else np.zeros(r, F32)
+            sw = rw / F32(pw - 1) if pw > 1 else np.zeros(r, F32)
+            a = np.arange(ph, dtype=F32)[None, :]
+            b = np.arange(pw, dtype=F32)[None, :]
+            if ph > 1:
+                iy = np.where(a == ph - 1, F32(h - 1) * y2[:, None], a * sh[:, None] + y1[:, None] * F32(h - 1))
+            else:
+                iy = (F32(0.5) * (y1 + y2) * F32(h - 1))[:, None]
+            if pw > 1:
+                ix = np.where(b == pw - 1, F32(w - 1) * x2[:, None], b * sw[:, None] + x1[:, None] * F32(w - 1))
+            else:
+                ix = (F32(0.5) * (x1 + x2) * F32(w - 1))[:, None]
+            iy, ix = iy.astype(F32), ix.astype(F32)                          # [R, ph], [R, pw]
+            vy = (iy >= 0) & (iy <= F32(h - 1))
+            vx = (ix >= 0) & (ix <= F32(w - 1))
+            top = np.floor(np.where(vy, iy, 0)).astype(np.int64)
+            bot = np.minimum(np.ceil(np.where(vy, iy, 0)).astype(np.int64), h - 1)
+            left = np.floor(np.where(vx, ix, 0)).astype(np.int64)
+            right = np.minimum(np.ceil(np.where(vx, ix, 0)).astype(np.int64), w - 1)
+            fy = (iy - top).astype(F32)[:, None, :, None]
+            fx = (ix - left).astype(F32)[:, None, None, :]
+            bi = ids[:, None, None, None]
+            ch = np.arange(c)[None, :, None, None]
+            g = lambda yy, xx: fm[bi, ch, yy[:, None, :, None], xx[:, None, None, :]]  # noqa: E731
+            tl, tr, bl, br = g(top, left), g(top, right), g(bot, left), g(bot, right)
+            t = tl + (tr - tl) * fx
+            bo = bl + (br - bl) * fx
+            val = t + (bo - t) * fy
+            out = np.where(vy[:, None, :, None] & vx[:, None, None, :], val, F32(0)).astype(F32)
+        return (out.astype(data.dtype),)

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
 from irrun.ops.detection import (
-    DetectionOutput1, DetectionOutput1Attrs, DetectionOutput8Attrs, PriorBox1, PriorBox1Attrs, PriorBox8Attrs, PriorBoxClustered1, PriorBoxClusteredAttrs,
+    DetectionOutput1, DetectionOutput1Attrs, DetectionOutput8Attrs, PriorBox1, ROIAlign3,
+    ROIAlign3Attrs, ROIAlign9Attrs, ROIPooling2, ROIPoolingAttrs, PriorBox1Attrs, PriorBox8Attrs, PriorBoxClustered1, PriorBoxClusteredAttrs,
 )
 from irrun.shapes import Dim, TensorSpec
 
@@ -229,6 +230,82 @@ def test_detection_output_shape_rules_and_errors():
         _do(DetectionOutput8Attrs(**CORNER_ATTRS), np.zeros((1, 8)), np.zeros((1, 9)), PRIORS)
 
 
+# ------------------------------------------------------------------ ROIAlign, ROIPooling
+
+def test_roi_align_spec_example_shapes():
+    a = ROIAlign9Attrs(pooled_h=6, pooled_w=6, spatial_scale=16.0, sampling_ratio=2, mode="avg",
+                       aligned_mode="half_pixel")
+    (out,) = ROIAlign3.infer(a, TensorSpec.make("f32", [7, 256, 200, 200]),
+                             TensorSpec.make("f32", [1000, 4]), TensorSpec.make("i32", [1000]))
+    assert out.shape == tuple(map(Dim.of, (1000, 256, 6, 6))) and out.etype.name == "f32"
+
+
+def test_roi_align_by_hand():
+    x = np.arange(16, dtype=F32).reshape(1, 1, 4, 4)
+    a = ROIAlign3Attrs(pooled_h=1, pooled_w=1, sampling_ratio=1, spatial_scale=1.0, mode="avg")
+    # the box [0, 0, 2, 2]: one sample at its centre (1, 1) -> x[1, 1] = 5
+    (y,) = ROIAlign3.run(a, x, np.array([[0, 0, 2, 2]], F32), np.array([0]))
+    assert y.tolist() == [[[[5.0]]]]
+    # half_pixel_for_nn: the box becomes [-0.5, -0.5, 1.5, 1.5], centre (0.5, 0.5): the mean
+    # of 0, 1, 4, 5
+    a9 = ROIAlign9Attrs(pooled_h=1, pooled_w=1, sampling_ratio=1, spatial_scale=1.0, mode="avg",
+                        aligned_mode="half_pixel_for_nn")
+    (y,) = ROIAlign3.run(a9, x, np.array([[0, 0, 2, 2]], F32), np.array([0]))
+    assert y.tolist() == [[[[2.5]]]]
+
+
+def test_roi_align_outside_zero_area_and_empty():
+    x = np.arange(16, dtype=F32).reshape(1, 1, 4, 4) - 20       # all negative
+    a = ROIAlign3Attrs(pooled_h=2, pooled_w=2, sampling_ratio=2, spatial_scale=1.0, mode="avg")
+    # far outside the map: every sample is dropped, the bins are 0
+    (y,) = ROIAlign3.run(a, x, np.array([[10, 10, 14, 14]], F32), np.array([0]))
+    assert not y.any()
+    # max pooling starts from 0 (OpenVINO's reference and CPU plugin): negative maps give 0
+    (y,) = ROIAlign3.run(ROIAlign3Attrs(2, 2, 2, 1.0, "max"), x, np.array([[0, 0, 3, 3]], F32),
+                         np.array([0]))
+    assert not y.any()
+    # zero-area box, aligned mode, adaptive sampling: no samples, 0 (the CPU plugin gives NaN)
+    a9 = ROIAlign9Attrs(2, 2, 0, 1.0, "avg", "half_pixel")
+    (y,) = ROIAlign3.run(a9, x, np.array([[1, 1, 1, 1]], F32), np.array([0]))
+    assert not y.any() and not np.isnan(y).any()
+    # asymmetric: a zero-area box is a 1 x 1 box
+    (y,) = ROIAlign3.run(ROIAlign3Attrs(1, 1, 1, 1.0, "avg"), x + 20, np.array([[1, 1, 1, 1]], F32),
+                         np.array([0]))
+    assert y.tolist() == [[[[F32(7.5)]]]]                       # sample (1.5, 1.5)
+    (y,) = ROIAlign3.run(a, x, np.zeros((0, 4), F32), np.zeros(0, np.int64))
+    assert y.shape == (0, 1, 2, 2)
+
+
+def test_roi_errors():
+    a = ROIAlign3Attrs(2, 2, 2, 1.0, "avg")
+    with pytest.raises(OpError, match=r"batch_indices\[1\] = 3 is outside \[0, 1\]"):
+        ROIAlign3.run(a, np.zeros((2, 1, 4, 4), F32), np.zeros((2, 4), F32), np.array([0, 3]))
+    with pytest.raises(ShapeError, match=r"boxes must have shape \[NUM_ROIS, 4\]"):
+        ROIAlign3.infer(a, TensorSpec.make("f32", [1, 1, 4, 4]), TensorSpec.make("f32", [3, 5]),
+                        TensorSpec.make("i32", [3]))
+    with pytest.raises(ShapeError, match="one entry per box"):
+        ROIAlign3.infer(a, TensorSpec.make("f32", [1, 1, 4, 4]), TensorSpec.make("f32", [3, 4]),
+                        TensorSpec.make("i32", [2]))
+    with pytest.raises(OpError, match=r"batch id\) at box\[0\] = -1"):
+        ROIPooling2.run(ROIPoolingAttrs(1, 1, 1.0), np.zeros((1, 1, 4, 4), F32),
+                        np.array([[-1, 0, 0, 1, 1]], F32))
+
+
+def test_roi_pooling_by_hand():
+    x = np.arange(16, dtype=F32).reshape(1, 1, 4, 4)
+    (out,) = ROIPooling2.infer(ROIPoolingAttrs(6, 6, 0.0625), TensorSpec.make("f32", [1, 256, 14, 14]),
+                               TensorSpec.make("f32", [None, 5]))
+    assert out.shape == (Dim(0, None), Dim.of(256), Dim.of(6), Dim.of(6))
+    (y,) = ROIPooling2.run(ROIPoolingAttrs(2, 2, 1.0), x, np.array([[0, 0, 0, 3, 3]], F32))
+    assert y.tolist() == [[[[5, 7], [13, 15]]]]
+    # outside the map: empty bins are 0
+    (y,) = ROIPooling2.run(ROIPoolingAttrs(1, 1, 1.0), x, np.array([[0, 9, 9, 12, 12]], F32))
+    assert y.tolist() == [[[[0]]]]
+    # bilinear: normalized corners, corner samples exact
+    (y,) = ROIPooling2.run(ROIPoolingAttrs(2, 2, 1.0, "bilinear"), x, np.array([[0, 0, 0, 1, 1]], F32))
+    assert y.tolist() == [[[[0, 3], [12, 15]]]]
+
+
 # ------------------------------------------------------------------ OpenVINO
 
 ov = pytest.importorskip("openvino")
@@ -350,3 +427,65 @@ def test_oracle_detection_output(data, tmp_path_factory):
     model = ov.Model([o8.result(node)], args, "do")
     # f32 within a few ulp: the CENTER_SIZE decoding's exp is the plugin's
     oracle.compare(model, ins, rtol=1e-5, atol=1e-6, tmpdir=tmp_path_factory.mktemp("do"))
+
+
+import openvino.opset2 as o2  # noqa: E402
+import openvino.opset3 as o3  # noqa: E402
+import openvino.opset9 as o9  # noqa: E402
+
+
+@pytest.mark.oracle
+@settings(max_examples=25)
+@given(data=st.data())
+def test_oracle_roi_align(data, tmp_path_factory):
+    v9 = data.draw(st.booleans(), label="v9")
+    n, c, h, w = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3)),
+                  data.draw(st.integers(1, 9)), data.draw(st.integers(1, 9)))
+    r = data.draw(st.integers(0, 6))
+    attrs = dict(pooled_h=data.draw(st.integers(1, 4)), pooled_w=data.draw(st.integers(1, 4)),
+                 sampling_ratio=data.draw(st.integers(0, 3)),
+                 spatial_scale=data.draw(st.sampled_from([1.0, 0.5, 0.25, 2.0])),
+                 mode=data.draw(st.sampled_from(["avg", "max"])))
+    aligned = data.draw(st.sampled_from(["asymmetric", "half_pixel", "half_pixel_for_nn"])) \
+        if v9 else "asymmetric"
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    x = rng.standard_normal((n, c, h, w)).astype(F32)
+    scale = attrs["spatial_scale"]
+    lo = rng.uniform(-3, max(h, w) + 2, (r, 2)) / scale          # some boxes leave the map
+    # sizes of at least 0.3 pixels: a zero-size box with adaptive sampling in an aligned mode
+    # gives NaN in the CPU plugin (0 samples) and 0 in the reference, which irrun follows
+    boxes = np.concatenate([lo, lo + rng.uniform(0.3, 8, (r, 2)) / scale], 1).astype(F32)
+    bi = rng.integers(0, n, r).astype(np.int32)
+    p = o9.parameter([n, c, h, w], ov.Type.f32, name="x")
+    b = o9.parameter([r, 4], ov.Type.f32, name="boxes")
+    i = o9.parameter([r], ov.Type.i32, name="ids")
+    node = o9.roi_align(p, b, i, aligned_mode=aligned, **attrs) if v9 else \
+        o3.roi_align(p, b, i, **attrs)
+    oracle.compare(ov.Model([o9.result(node)], [p, b, i], "ra"), {"x": x, "boxes": boxes, "ids": bi},
+                   rtol=1e-5, atol=1e-5, tmpdir=tmp_path_factory.mktemp("ra"))
+
+
+@pytest.mark.oracle
+@settings(max_examples=20)
+@given(data=st.data())
+def test_oracle_roi_pooling(data, tmp_path_factory):
+    method = data.draw(st.sampled_from(["max", "bilinear"]))
+    n, c, h, w = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3)),
+                  data.draw(st.integers(2, 9)), data.draw(st.integers(2, 9)))
+    r, ph, pw = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    if method == "max":
+        scale = data.draw(st.sampled_from([1.0, 0.5, 0.0625]))
+        lo = rng.uniform(-2, max(h, w), (r, 2)) / scale
+        # keep products away from .5, where rounding 0.5 * odd values is a tie
+        coords = np.floor(np.concatenate([lo, lo + rng.uniform(0, 6, (r, 2)) / scale], 1)) + 0.25
+    else:
+        scale = 1.0
+        coords = np.sort(rng.uniform(-0.1, 1.1, (r, 2, 2)), axis=2).transpose(0, 2, 1).reshape(r, 4)
+    rois = np.concatenate([rng.integers(0, n, (r, 1)), coords], 1).astype(F32)
+    x = rng.standard_normal((n, c, h, w)).astype(F32)
+    p = o9.parameter([n, c, h, w], ov.Type.f32, name="x")
+    b = o9.parameter([r, 5], ov.Type.f32, name="rois")
+    node = o2.roi_pooling(p, b, [ph, pw], scale, method)
+    oracle.compare(ov.Model([o9.result(node)], [p, b], "rp"), {"x": x, "rois": rois},
+                   rtol=1e-5, atol=1e-5, tmpdir=tmp_path_factory.mktemp("rp"))
