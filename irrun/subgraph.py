@@ -170,8 +170,16 @@ class Body:
         # whole body's time as the layer's.
         listener = current_listener.get()
         for_body = getattr(listener, "for_body", None)
-        return execute(self.program, self._plan, feeds, for_body(self.program) if for_body
-                       else None, state=current_state.get())
+        try:
+            return execute(self.program, self._plan, feeds, for_body(self.program) if for_body
+                           else None, state=current_state.get())
+        except IrrunError as e:
+            # Located at the body's layer; say which layer's body it is (once per level).
+            owner = self.owner.layer
+            role = self.program.doc.name.rsplit("/", 1)[-1]
+            e.diagnostic.message += f" (in the {role} of layer '{owner.name}' ({owner.op_label}))"
+            e.args = (e.diagnostic.message,)
+            raise
 
 
 def _declared_shape(node):

@@ -563,3 +563,25 @@ def test_if_branches_of_different_ranks_give_a_dynamic_rank(tmp_path):
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     assert m.infer({"x": x, "c": np.array(False)})[m.outputs[0].name].shape == (6,)
     assert m.infer({"x": x, "c": np.array(True)})[m.outputs[0].name].shape == (2, 3)
+
+
+def test_a_run_time_error_in_a_body_names_the_body_layer_and_its_loop(tmp_path):
+    x = _f32((3,), "x")
+    bx = _f32((3,), "bx")
+    it = o8.parameter([], np.int64, name="it")
+    g = o8.gather(bx, it, o8.constant(np.int64(0)))     # index 3 at the fourth iteration
+    r, rc = o8.result(o8.unsqueeze(g, o8.constant([0]))), o8.result(o8.constant(True))
+    loop = o8.loop(o8.constant(np.int64(5)), o8.constant(True))
+    loop.set_function(ov.Model([r, rc], [bx, it]))
+    loop.set_special_body_ports([1, 1])
+    loop.set_invariant_input(bx, x.output(0))
+    xml = save(ov.Model([loop.get_concatenated_slices(r.output(0), 0, 1, 1, -1, 0)], [x]),
+               tmp_path)
+    text = Path(xml).read_text().splitlines()
+    m = irrun.read_model(xml)
+    with pytest.raises(irrun.OpError) as e:
+        m.infer({"x": np.ones(3, np.float32)})
+    d = e.value.diagnostic
+    assert d.op == "Gather-opset8" and 'type="Gather"' in text[d.line - 1]
+    assert "indices = 3 is out of range" in d.message
+    assert re.search(r"\(in the body of layer 'Loop_\d+' \(Loop-opset5\)\)$", d.message)
