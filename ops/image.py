@@ -210,14 +210,14 @@ def interpolate(attrs, mode: str, x: np.ndarray, axes, out_sizes, scales, antial
         y = _apply(y, axis, w)
         if mode in ("bilinear_pillow", "bicubic_pillow") and out_dtype.kind in "iu":
             info = np.iinfo(out_dtype)
-            y = np.clip(_round_half_away(y), info.min, info.max)   # Pillow rounds each pass
+            # The reference rounds each Pillow pass half away from zero; OpenVINO 2026.4's
+            # CPU plugin differs by 1 on some u8 pixels (in neither pass order).
+            y = np.clip(_round_half_away(y), info.min, info.max)
     if out_dtype.kind in "iu":
-        if mode == "linear":
-            y = _round_half_away(y)
-        else:
-            y = np.trunc(y)          # the reference's static_cast
+        # Integer results round half to even and saturate, as the CPU plugin gives for u8
+        # images (the reference truncates linear_onnx/cubic and rounds linear half away).
         info = np.iinfo(out_dtype)
-        y = np.clip(y, info.min, info.max)
+        y = np.clip(np.rint(y), info.min, info.max)
     return np.ascontiguousarray(y).astype(out_dtype)
 
 

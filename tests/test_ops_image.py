@@ -348,3 +348,19 @@ def test_col2im_matches_openvino(tmp_path_factory, seed, data, batched):
                       st_, dil, pb, pe)
     expected, got = ov_outputs([node], [px], {"x": x}, tmp_path_factory)
     oracle.assert_same(got[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.oracle
+@settings(max_examples=8)
+@given(seed=st.integers(0, 2**31), data=st.data(), mode=st.sampled_from(["nearest", "linear", "linear_onnx", "cubic"]))
+def test_interpolate_u8_images_match_openvino(tmp_path_factory, seed, data, mode):
+    # u8 results: round half to even and saturate, as the CPU plugin does
+    rng = np.random.default_rng(seed)
+    shape = [1, data.draw(st.integers(1, 3)), data.draw(st.integers(2, 7)), data.draw(st.integers(2, 7))]
+    sizes = [data.draw(st.integers(1, 9)), data.draw(st.integers(1, 9))]
+    x = rng.integers(0, 256, shape).astype(np.uint8)
+    px = param("x", shape, "u8")
+    node = o11.interpolate(px, o1.constant(np.array(sizes, np.int64)), mode=mode, shape_calculation_mode="sizes",
+                           axes=o1.constant(np.array([2, 3], np.int64)))
+    expected, got = ov_outputs([node], [px], {"x": x}, tmp_path_factory)
+    oracle.assert_same(got[0], expected[0])
