@@ -64,7 +64,7 @@ def test_types_are_known_and_map_back_from_their_dtypes():
 
 
 @pytest.mark.oracle
-@settings(max_examples=10)
+@settings(max_examples=8)
 @given(t=st.sampled_from(TYPES), n=st.integers(1, 40), seed=st.integers(0, 2**32 - 1))
 def test_packing_is_byte_identical_to_openvino(tmp_path_factory, t, n, seed):
     rng = np.random.default_rng(seed)
@@ -83,7 +83,7 @@ def test_packing_is_byte_identical_to_openvino(tmp_path_factory, t, n, seed):
 
 
 @pytest.mark.oracle
-@settings(max_examples=10)
+@settings(max_examples=6)
 @given(t=st.sampled_from(TYPES), n=st.integers(1, 40), seed=st.integers(0, 2**32 - 1))
 def test_decompression_pattern_matches_openvino(tmp_path_factory, t, n, seed):
     """Const(T) -> Convert(f32) -> Subtract(zero point) -> Multiply(scale), as NNCF writes

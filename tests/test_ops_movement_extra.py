@@ -127,7 +127,7 @@ def test_gather_tree_errors():
 
 
 @pytest.mark.oracle
-@settings(max_examples=12)
+@settings(max_examples=8)
 @given(T=st.integers(1, 6), B=st.integers(1, 3), K=st.integers(1, 4), et=st.sampled_from(["i32", "f32"]),
        seed=st.integers(0, 2**32 - 1))
 def test_gather_tree_matches_openvino(tmp_path_factory, T, B, K, et, seed):
@@ -185,7 +185,7 @@ def test_slice_scatter_shape_rules_and_errors():
 
 
 @pytest.mark.oracle
-@settings(max_examples=15)
+@settings(max_examples=8)
 @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=3), data=st.data(),
        et=st.sampled_from(["f32", "i32", "u8", "i64"]), with_axes=st.booleans(), seed=st.integers(0, 2**32 - 1))
 def test_slice_scatter_matches_openvino(tmp_path_factory, shape, data, et, with_axes, seed):
@@ -262,7 +262,7 @@ def test_unique_errors():
 
 
 @pytest.mark.oracle
-@settings(max_examples=12)
+@settings(max_examples=8)
 @given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), data=st.data(),
        et=st.sampled_from(["f32", "i32", "u8", "i64"]), sorted_=st.booleans(),
        idx=st.sampled_from(["i32", "i64"]), cnt=st.sampled_from(["i32", "i64"]), seed=st.integers(0, 2**32 - 1))

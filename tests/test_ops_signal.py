@@ -205,7 +205,7 @@ def close(got, expected, scale_tol=2e-5):
 
 
 @pytest.mark.oracle
-@settings(max_examples=12)
+@settings(max_examples=8)
 @given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=3), data=st.data(), seed=st.integers(0, 2**32 - 1))
 def test_fft_family_matches_openvino(tmp_path_factory, shape, data, seed):
     rank = len(shape)
@@ -236,7 +236,7 @@ def test_fft_family_matches_openvino(tmp_path_factory, shape, data, seed):
 
 
 @pytest.mark.oracle
-@settings(max_examples=12)
+@settings(max_examples=8)
 @given(batch=st.sampled_from([None, 1, 3]), frame=st.integers(2, 12), step=st.integers(1, 6), data=st.data(),
        transpose=st.booleans(), center=st.booleans(), normalized=st.booleans(), seed=st.integers(0, 2**32 - 1))
 def test_stft_and_istft_match_openvino(tmp_path_factory, batch, frame, step, data, transpose, center,
