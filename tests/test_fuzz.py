@@ -2,7 +2,8 @@
 
 Seed models are written by OpenVINO's ov.save_model (plus every model in models/). Each
 case applies 1-3 seeded random mutations: delete, duplicate, swap or truncate lines, change
-a number or an attribute value, corrupt the .bin. Then:
+a number or an attribute value, corrupt the .bin; one case in five also sets a size-driving
+attribute (num_splits, kernel, pads, strides, ...) to a huge value (issue 21). Then:
 
 - irrun.validate() never raises and returns Diagnostics, none of them an "internal" error;
 - irrun.read_model() either returns a Model or raises an IrrunError, exactly when
@@ -224,6 +225,30 @@ def _mutate_text(text: str, rng: random.Random, log: list) -> str:
     return "\n".join(lines)
 
 
+# Attributes that set how much work or memory a layer takes (issue 21: a 955-byte file with
+# num_splits=10000000 took 124 s and 6 GB). Set to huge values, they must be refused against
+# the memory budget, or run within the time bound.
+SIZE_ATTRIBUTES = ("num_splits", "kernel", "pads_begin", "pads_end", "strides", "dilations",
+                   "axis", "group", "k", "depth", "output_padding", "shape")
+HUGE = ["10000000", "100000", "65537", "2147483647", "4294967295", "1000000000000"]
+
+
+def _mutate_size(text: str, rng: random.Random, log: list) -> str:
+    found = [m for m in ATTRIBUTE.finditer(text) if m.group(1) in SIZE_ATTRIBUTES]
+    if not found:
+        return text
+    m = rng.choice(found)
+    parts = m.group(2).split(",") if m.group(2) else ["1"]
+    huge = rng.choice(HUGE)
+    if rng.random() < 0.5:
+        parts = [huge] * len(parts)
+    else:
+        parts[rng.randrange(len(parts))] = huge
+    new = ",".join(parts)
+    log.append(f"size attribute {m.group(1)}={m.group(2)[:40]!r} -> {new[:40]!r}")
+    return text[:m.start(2)] + new + text[m.end(2):]
+
+
 def _mutate_bin(blob: bytes, rng: random.Random, log: list) -> bytes:
     data = bytearray(blob)
     kind = rng.choice(["flip", "word", "nan", "truncate", "extend"] if data else ["extend"])
@@ -362,6 +387,10 @@ def run_case(seed: int, seeds, directory: Path) -> str | None:
             blob = _mutate_bin(blob, rng, log)
         else:
             text = _mutate_text(text, rng, log)
+    # Its own random stream, so the cases drawn before this mutation existed stay the same.
+    sizes = random.Random(seed ^ 0x5172E5)
+    if sizes.random() < 0.2:
+        text = _mutate_size(text, sizes, log)
     xml = _write(directory, text, blob)
     stage = "validate"
     old = signal.signal(signal.SIGALRM, _alarm)
