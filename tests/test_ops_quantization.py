@@ -153,3 +153,33 @@ def test_fake_convert_matches_openvino(tmp_path_factory, shape, seed, dest, per_
         expected = oracle.ov_run(xml, {"x": x})
         got = oracle.irrun_run(xml, {"x": x})
     oracle.assert_same(got[0], expected[0], rtol=1e-6, atol=0)
+
+
+# ---------------------------------------------------------------- NNCF-style weight decompression
+
+
+@pytest.mark.oracle
+@settings(max_examples=6)
+@given(seed=st.integers(0, 2**31), signed=st.booleans(), zero_point=st.booleans())
+def test_int8_weight_decompression_matches_openvino(tmp_path_factory, seed, signed, zero_point):
+    """Weights as NNCF writes them: an i8/u8 Const -> Convert f32 -> Subtract (zero point, itself
+    a u8/i8 Const -> Convert) -> Multiply (per-channel scale) -> MatMul with the activations."""
+    import openvino.opset8 as o8
+    rng = np.random.default_rng(seed)
+    dt = np.int8 if signed else np.uint8
+    lo, hi = (-128, 128) if signed else (0, 256)
+    w = rng.integers(lo, hi, (6, 5)).astype(dt)
+    scale = rng.uniform(0.01, 0.1, (6, 1)).astype(np.float32)
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    deq = o8.convert(o8.constant(w), "f32")
+    if zero_point:
+        zp = rng.integers(lo, hi, (6, 1)).astype(dt)
+        deq = o8.subtract(deq, o8.convert(o8.constant(zp), "f32"))
+    deq = o8.multiply(deq, o8.constant(scale))
+    px = param("x", [3, 5], "f32")
+    out = o8.matmul(px, deq, False, True)
+    with tempfile.TemporaryDirectory(dir=tmp_path_factory.getbasetemp()) as d:
+        xml = oracle.save(model([out], [px]), d)
+        expected = oracle.ov_run(xml, {"x": x})
+        got = oracle.irrun_run(xml, {"x": x})
+    oracle.assert_same(got[0], expected[0], rtol=1e-5, atol=1e-5)
