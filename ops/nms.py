@@ -35,7 +35,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from irrun.opkit import DYNAMIC, Dim, TensorSpec, check_alloc, fail, known_ints, register
+from irrun.opkit import DYNAMIC, Dim, TensorSpec, check_alloc, check_integer, fail, known_ints, register
 
 F32 = np.float32
 
@@ -288,3 +288,185 @@ class NonMaxSuppression5:
             score_threshold=None, soft_nms_sigma=None) -> tuple[np.ndarray, ...]:
         return _run(attrs, boxes, scores, max_output_boxes_per_class, iou_threshold,
                     score_threshold, soft_nms_sigma)
+
+
+# ---------------------------------------------------------------- MulticlassNms
+
+
+@dataclass(frozen=True)
+class MulticlassNms8Attrs:
+    # The page calls it sort_result with "class"; OpenVINO's IR writes sort_result_type with
+    # "classid" (irrun reads that name and takes "class" too).
+    sort_result_type: Literal["classid", "class", "score", "none"] = "none"
+    sort_result_across_batch: bool = False
+    output_type: Literal["i64", "i32"] = "i64"
+    iou_threshold: float = 0.0
+    score_threshold: float = 0.0
+    nms_top_k: int = -1
+    keep_top_k: int = -1
+    background_class: int = -1
+    normalized: bool = True
+    nms_eta: float = 1.0
+    version: ClassVar[int] = 8
+
+
+@dataclass(frozen=True)
+class MulticlassNms9Attrs(MulticlassNms8Attrs):
+    version: ClassVar[int] = 9
+
+
+def _iou_xy(box, others, normalized: bool) -> np.ndarray:
+    """IoU of one [xmin, ymin, xmax, ymax] box with each of `others` (MulticlassNms, MatrixNms):
+    unnormalized boxes count both end pixels (+1)."""
+    norm = F32(0) if normalized else F32(1)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        area = (box[3] - box[1] + norm) * (box[2] - box[0] + norm)
+        areas = (others[:, 3] - others[:, 1] + norm) * (others[:, 2] - others[:, 0] + norm)
+        h = np.maximum(np.minimum(box[3], others[:, 3]) - np.maximum(box[1], others[:, 1]) + norm, F32(0))
+        w = np.maximum(np.minimum(box[2], others[:, 2]) - np.maximum(box[0], others[:, 0]) + norm, F32(0))
+        inter = h * w
+        iou = inter / (area + areas - inter)
+    return np.where((area <= 0) | (areas <= 0), F32(0), iou).astype(F32)
+
+
+def _multiclass_class(attrs, boxes, scores) -> list[int]:
+    """Selected box indices of one image and class, in selection (score) order."""
+    cand = np.flatnonzero(scores >= F32(attrs.score_threshold))   # >=, as the reference
+    order = cand[np.argsort(-scores[cand], kind="stable")]
+    if attrs.nms_top_k > -1:
+        order = order[:attrs.nms_top_k]
+    thr = F32(attrs.iou_threshold)
+    eta = F32(attrs.nms_eta)
+    sel: list[int] = []
+    if not (eta < 1 and thr > 0.5):
+        alive = order
+        while alive.size:                    # a fixed threshold: suppress eagerly
+            i = int(alive[0])
+            sel.append(i)
+            rest = alive[1:]
+            alive = rest[~(_iou_xy(boxes[i], boxes[rest], attrs.normalized) >= thr)]
+        return sel
+    # Adaptive NMS: each candidate meets every selected box at the threshold of its turn
+    # (the reference's order), so this walks the candidates one by one.
+    for i in order.tolist():
+        if sel and (_iou_xy(boxes[i], boxes[sel], attrs.normalized) >= thr).any():
+            continue
+        sel.append(i)
+        if eta < 1 and thr > 0.5:
+            thr = F32(thr * eta)
+    return sel
+
+
+def _multiclass_rows(attrs, batches: Dim, classes: Dim, nboxes: Dim) -> Dim:
+    per_class = nboxes if attrs.nms_top_k < 0 else Dim(min(nboxes.lo, attrs.nms_top_k),
+                                                       attrs.nms_top_k if nboxes.hi is None
+                                                       else min(nboxes.hi, attrs.nms_top_k))
+    per_image = per_class * classes
+    hi = per_image.hi
+    if attrs.keep_top_k >= 0:
+        hi = attrs.keep_top_k if hi is None else min(hi, attrs.keep_top_k)
+    total = Dim(0, hi) * batches
+    return Dim(0, total.hi)
+
+
+@register("MulticlassNms", since=(8, 9), attrs=(MulticlassNms8Attrs, MulticlassNms9Attrs),
+          category="sort")
+class MulticlassNms8:
+    @staticmethod
+    def infer(attrs, boxes: TensorSpec, scores: TensorSpec, roisnum=None) -> list[TensorSpec]:
+        for name, spec in (("boxes", boxes), ("scores", scores)):
+            if not spec.etype.is_float:
+                fail(f"{name} must have a floating-point element type, got {spec.etype.name}")
+        if boxes.etype != scores.etype:
+            fail(f"boxes and scores must have the same element type, got {boxes.etype.name} "
+                 f"and {scores.etype.name}")
+        if roisnum is not None and attrs.version == 8:
+            fail("MulticlassNms-8 takes 2 inputs (roisnum came with MulticlassNms-9)")
+        if boxes.rank is not None and boxes.rank != 3:
+            fail(f"boxes must have rank 3, got {boxes}")
+        if boxes.rank == 3 and not boxes.shape[2].compatible(Dim.of(4)):
+            fail(f"boxes must have 4 coordinates in dim 2, got {boxes}")
+        if roisnum is None:
+            if scores.rank is not None and scores.rank != 3:
+                fail(f"scores must have shape [num_batches, num_classes, num_boxes], got {scores}")
+            bs = boxes.shape or (Dim(0, None),) * 3
+            ss = scores.shape or (Dim(0, None),) * 3
+            batches, classes = bs[0].merge(ss[0]), ss[1]
+            nboxes = bs[1].merge(ss[2])
+            if batches is None or nboxes is None:
+                fail(f"boxes {boxes} and scores {scores} disagree on num_batches or num_boxes")
+        else:
+            check_integer(roisnum, "roisnum")
+            if scores.rank is not None and scores.rank != 2:
+                fail(f"with roisnum, scores must have shape [num_classes, num_boxes], got {scores}")
+            bs = boxes.shape or (Dim(0, None),) * 3
+            ss = scores.shape or (Dim(0, None),) * 2
+            classes, nboxes = bs[0].merge(ss[0]), bs[1].merge(ss[1])
+            if classes is None or nboxes is None:
+                fail(f"boxes {boxes} and scores {scores} disagree on num_classes or num_boxes")
+            batches = roisnum.shape[0] if roisnum.shape else Dim(0, None)
+            # each image has at most all the boxes: bound rows by the total instead
+            rows = _multiclass_rows(attrs, Dim.of(1), classes, nboxes)
+            nb = batches
+            rows = Dim(0, None if rows.hi is None or nb.hi is None else rows.hi * max(nb.hi, 1))
+        if roisnum is None:
+            rows = _multiclass_rows(attrs, batches, classes, nboxes)
+        itype = attrs.output_type
+        return [TensorSpec(boxes.etype, (rows, Dim.of(6))), TensorSpec.make(itype, (rows, Dim.of(1))),
+                TensorSpec.make(itype, (batches,))]
+
+    @staticmethod
+    def run(attrs, boxes, scores, roisnum=None) -> tuple[np.ndarray, ...]:
+        b = boxes.astype(F32)
+        s = scores.astype(F32)
+        shared = roisnum is None
+        if shared:
+            if b.ndim != 3 or s.ndim != 3 or b.shape[0] != s.shape[0] or b.shape[1] != s.shape[2] \
+                    or b.shape[2] != 4:
+                fail(f"boxes {list(b.shape)} and scores {list(s.shape)} must be [N, M, 4] and "
+                     f"[N, C, M]")
+            images = [(b[i], s[i], 0) for i in range(b.shape[0])]
+            nclasses = s.shape[1]
+        else:
+            counts = np.asarray(roisnum).astype(np.int64).reshape(-1)
+            if b.ndim != 3 or s.ndim != 2 or b.shape[:2] != s.shape or b.shape[2] != 4:
+                fail(f"boxes {list(b.shape)} and scores {list(s.shape)} must be [C, M, 4] and "
+                     f"[C, M]")
+            if (counts < 0).any() or counts.sum() > b.shape[1]:
+                fail(f"roisnum {counts.tolist()} must be non-negative and sum to at most "
+                     f"num_boxes {b.shape[1]}")
+            starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+            images = [(b[:, st:st + k], s[:, st:st + k], st) for st, k in zip(starts, counts)]
+            nclasses = s.shape[0]
+        rows = []     # (batch, class, box index within the image, score, start offset)
+        per_image = []
+        for img, (ib, isc, start) in enumerate(images):
+            found = []
+            for c in range(nclasses):
+                if c == attrs.background_class:
+                    continue
+                cb = ib if shared else ib[c]
+                sel = _multiclass_class(attrs, cb, isc[c])
+                found += [(img, c, j, float(isc[c][j]), start) for j in sel]
+            # score descending, then class, then box index (the reference's order)
+            found.sort(key=lambda r: (-r[3], r[1], r[2]))
+            if attrs.keep_top_k > -1:
+                found = found[:attrs.keep_top_k]
+            if not attrs.sort_result_across_batch and attrs.sort_result_type in ("class", "classid"):
+                found.sort(key=lambda r: (r[1], -r[3], r[2]))
+            per_image.append(len(found))
+            rows += found
+        if attrs.sort_result_across_batch:
+            if attrs.sort_result_type == "score":
+                rows.sort(key=lambda r: (-r[3], r[0], r[1], r[2]))
+            elif attrs.sort_result_type in ("class", "classid"):
+                rows.sort(key=lambda r: (r[1], r[0], -r[3], r[2]))
+        k = len(rows)
+        out = np.zeros((k, 6), F32)
+        idx = np.zeros((k, 1), np.int64)
+        for n, (img, c, j, sc, start) in enumerate(rows):
+            box = images[img][0][j] if shared else images[img][0][c, j]
+            out[n] = [c, sc, *box]
+            idx[n, 0] = img * b.shape[1] + j if shared else (start + j) * nclasses + c
+        itype = np.int64 if attrs.output_type == "i64" else np.int32
+        return (out.astype(boxes.dtype), idx.astype(itype), np.array(per_image, itype))

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
 from irrun.ops.nms import (
-    NMS1Attrs, NMS3Attrs, NMS4Attrs, NMS5Attrs, NMS9Attrs, NonMaxSuppression1,
-    NonMaxSuppression5,
+    NMS1Attrs, NMS3Attrs, NMS4Attrs, NMS5Attrs, NMS9Attrs, MulticlassNms8, MulticlassNms8Attrs,
+    MulticlassNms9Attrs, NonMaxSuppression1, NonMaxSuppression5,
 )
 from irrun.shapes import DYNAMIC, Dim, TensorSpec
 
@@ -228,6 +228,80 @@ def test_run_errors():
                                np.array(1), np.zeros(2, F32))
 
 
+# ------------------------------------------------------------------ MulticlassNms
+
+def mcnms(boxes, scores, roisnum=None, version=9, **attrs):
+    a = (MulticlassNms9Attrs if version == 9 else MulticlassNms8Attrs)(**attrs)
+    args = [np.asarray(boxes, F32), np.asarray(scores, F32)]
+    if roisnum is not None:
+        args.append(np.asarray(roisnum, np.int64))
+    return MulticlassNms8.run(a, *args)
+
+
+# xmin, ymin, xmax, ymax: the classic three clusters
+XY = [[0, 0, 1, 1], [0.1, 0, 1.1, 1], [-0.1, 0, 0.9, 1], [10, 0, 11, 1], [10.1, 0, 11.1, 1],
+      [100, 0, 101, 1]]
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_multiclass_spec_example_shapes(version):
+    a = (MulticlassNms9Attrs if version == 9 else MulticlassNms8Attrs)(
+        sort_result_type="score", iou_threshold=0.2, score_threshold=0.5, normalized=False,
+        nms_eta=0.0)
+    out, idx, num = MulticlassNms8.infer(a, spec("f32", [3, 100, 4]), spec("f32", [3, 5, 100]))
+    # "-1" in the example: irrun bounds it by num_batches * num_classes * num_boxes
+    assert out.shape == (Dim(0, 1500), Dim.of(6)) and idx.shape == (Dim(0, 1500), Dim.of(1))
+    assert num.shape == (Dim.of(3),) and idx.etype.name == "i64" and out.etype.name == "f32"
+    a = MulticlassNms9Attrs(nms_top_k=10, keep_top_k=20)
+    out = MulticlassNms8.infer(a, spec("f32", [3, 100, 4]), spec("f32", [3, 5, 100]))[0]
+    assert out.shape[0] == Dim(0, 60)                 # min(5 * 10, 20) per image
+
+
+def test_multiclass_by_hand():
+    scores = [[[0.9, 0.75, 0.6, 0.95, 0.5, 0.3], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]]]
+    out, idx, num = mcnms([XY], scores, iou_threshold=0.5, score_threshold=0.3,
+                          sort_result_type="score")
+    # class 0: boxes 3, 0, 5 (0.3 >= score_threshold: kept); class 1: 5, 4, 2 (4 suppresses
+    # 3); by score, the tie at 0.3 by class
+    assert idx[:, 0].tolist() == [3, 0, 5, 4, 5, 2] and num.tolist() == [6]
+    np.testing.assert_allclose(out[:, :2], [[0, 0.95], [0, 0.9], [1, 0.6], [1, 0.5], [0, 0.3],
+                                            [1, 0.3]], rtol=1e-6)
+    np.testing.assert_array_equal(out[0, 2:], XY[3])
+    out, idx, num = mcnms([XY], scores, iou_threshold=0.5, score_threshold=0.3,
+                          sort_result_type="classid", keep_top_k=4, background_class=1)
+    assert out[:, 0].tolist() == [0, 0, 0] and idx[:, 0].tolist() == [3, 0, 5]
+
+
+def test_multiclass_roisnum_index_and_empty_images():
+    boxes = np.array([XY[:4]] * 2, F32)                   # [C=2, M=4, 4]
+    scores = np.array([[0.9, 0.8, 0.7, 0.6], [0.5, 0.4, 0.3, 0.2]], F32)
+    out, idx, num = mcnms(boxes, scores, [0, 2, 2], iou_threshold=0.5, score_threshold=0.25)
+    assert num.tolist() == [0, 2, 3]
+    # the reference's and CPU plugin's index: (image offset + box) * num_classes + class
+    assert idx[:, 0].tolist() == [0, 1, 4, 6, 5]
+
+
+def test_multiclass_eta_nan_zero_area_and_empty():
+    # IoUs 0.82 (0, 1) and 0.67 (0, 2; 1, 2): all kept at 0.9; adaptive NMS lowers the
+    # threshold to 0.45 at the first pick, before the others are checked
+    out, idx, num = mcnms([XY[:3]], [[[0.9, 0.8, 0.7]]], iou_threshold=0.9)
+    assert idx[:, 0].tolist() == [0, 1, 2]
+    out, idx, num = mcnms([XY[:3]], [[[0.9, 0.8, 0.7]]], iou_threshold=0.9, nms_eta=0.5)
+    assert idx[:, 0].tolist() == [0]
+    out, idx, num = mcnms([XY[:3]], [[[np.nan, 0.8, 0.7]]], iou_threshold=0.5)
+    assert idx[:, 0].tolist() == [1]
+    out, idx, num = mcnms([[[0, 0, 0, 1], [0, 0, 0, 1]]], [[[0.9, 0.8]]], iou_threshold=0.1)
+    assert idx[:, 0].tolist() == [0, 1]
+    out, idx, num = mcnms(np.zeros((2, 0, 4)), np.zeros((2, 3, 0)), output_type="i32")
+    assert out.shape == (0, 6) and idx.shape == (0, 1) and idx.dtype == np.int32
+    assert num.tolist() == [0, 0]
+    with pytest.raises(ShapeError, match="MulticlassNms-8 takes 2 inputs"):
+        MulticlassNms8.infer(MulticlassNms8Attrs(), spec("f32", [2, 4, 4]), spec("f32", [2, 4]),
+                             spec("i32", [2]))
+    with pytest.raises(OpError, match="roisnum"):
+        mcnms(np.zeros((2, 4, 4)), np.zeros((2, 4)), [3, 3])
+
+
 # ------------------------------------------------------------------ OpenVINO CPU plugin
 
 ov = pytest.importorskip("openvino")
@@ -315,3 +389,47 @@ def test_oracle_empty_boxes(tmp_path):
     model = ov.Model([o9.result(o) for o in node.outputs()], [b, s], "nms")
     oracle.compare(model, {"boxes": np.zeros((1, 0, 4), F32), "scores": np.zeros((1, 2, 0), F32)},
                    tmpdir=tmp_path)
+
+
+@pytest.mark.oracle
+@settings(max_examples=25)
+@given(data=st.data())
+def test_oracle_multiclass_nms(data, tmp_path_factory):
+    version = data.draw(st.sampled_from([8, 9]))
+    with_rois = version == 9 and data.draw(st.booleans(), label="roisnum")
+    nb, nc, n = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 10))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    attrs = dict(sort_result_type=data.draw(st.sampled_from(["classid", "score", "none"])),
+                 sort_result_across_batch=data.draw(st.booleans()),
+                 output_type=data.draw(st.sampled_from(["i32", "i64"])),
+                 iou_threshold=data.draw(st.floats(0.05, 0.95)),
+                 score_threshold=data.draw(st.floats(0.0, 0.6)),
+                 nms_top_k=data.draw(st.sampled_from([-1, 1, 3, 20])),
+                 keep_top_k=data.draw(st.sampled_from([-1, 2, 5, 50])),
+                 background_class=data.draw(st.sampled_from([-1, 0, 2])),
+                 normalized=data.draw(st.booleans()),
+                 nms_eta=data.draw(st.sampled_from([1.0, 0.7, 0.3])))
+    lo = rng.uniform(-2, 10, (nb, n, 2))
+    boxes = np.concatenate([lo, lo + rng.uniform(0.2, 4, (nb, n, 2))], -1).astype(F32)
+    total = nb * nc * n
+    scores = ((rng.permutation(total) + 1) / (total + 1)).reshape(nb, nc, n).astype(F32)
+    if with_rois:    # per-class boxes [C, M, 4], scores [C, M], M split over the images
+        m = nb * n
+        boxes = np.broadcast_to(boxes.reshape(1, m, 4), (nc, m, 4)).copy()
+        boxes += rng.uniform(-0.3, 0.3, boxes.shape).astype(F32)
+        scores = ((rng.permutation(nc * m) + 1) / (nc * m + 1)).reshape(nc, m).astype(F32)
+        cuts = np.sort(rng.integers(0, m + 1, nb - 1))
+        rois = np.diff(np.concatenate([[0], cuts, [m]])).astype(np.int32)
+    b = o9.parameter(list(boxes.shape), ov.Type.f32, name="boxes")
+    s = o9.parameter(list(scores.shape), ov.Type.f32, name="scores")
+    params, feed = [b, s], {"boxes": boxes, "scores": scores}
+    if with_rois:
+        r = o9.parameter([nb], ov.Type.i32, name="rois")
+        params.append(r)
+        feed["rois"] = rois
+        node = o9.multiclass_nms(b, s, r, **attrs)
+    else:
+        import openvino.opset8 as o8
+        node = (o9 if version == 9 else o8).multiclass_nms(b, s, **attrs)
+    model = ov.Model([o9.result(o) for o in node.outputs()], params, "mc")
+    oracle.compare(model, feed, rtol=1e-6, atol=0, tmpdir=tmp_path_factory.mktemp("mc"))
