@@ -369,8 +369,11 @@ def _run_session(m, feed, steps, pairs, listener, output_path, progress):
               help="SVG/HTML layout: Graphviz's dot (when installed) or irrun's own.")
 @click.option("--weights", "-w", type=click.Path(dir_okay=False),
               help="The .bin file (default: beside MODEL with the same stem).")
+@click.option("--inputs", "-i", "inputs_path", type=click.Path(dir_okay=False),
+              help="HTML: run the model on these inputs and show each layer's time share as "
+                   "its colour, its output statistics, and NaN/Inf flagged.")
 @click.pass_context
-def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights):
+def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights, inputs_path):
     """Draw MODEL's layer graph as DOT, SVG or a self-contained HTML page.
 
     Layers show type-version and output shapes, edges dtype and shape; colours follow the
@@ -387,10 +390,25 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights):
             raise click.UsageError(f"cannot tell the format from '{output_path}': use a .svg, "
                                    ".dot or .html name, or --format")
 
+    if inputs_path and fmt != "html":
+        raise click.UsageError("--inputs goes with an HTML page (-o model.html)")
+
     def go():
         program = drawing.load_for_drawing(model, weights)
+        if fmt == "html":
+            # The interactive viewer (irrun/viewer.py); its own layout, whatever --layout.
+            from .viewer import run_stats, to_viewer_html
+
+            run = None
+            if inputs_path:
+                from .model import read_model
+
+                m = read_model(model, weights)
+                run = run_stats(m, load_npz(inputs_path, m.inputs))
+            text = to_viewer_html(program, run)
         try:
-            text = drawing.render(program, fmt, layout_engine)
+            if fmt != "html":
+                text = drawing.render(program, fmt, layout_engine)
         except RuntimeError as e:   # dot missing or failing
             raise _Fail(f"{model}: error: {e}") from None
         if not output_path:
