@@ -113,3 +113,17 @@ def test_scalar_input_gives_a_0d_array_for_every_destination():
     for dst in ("boolean", "i32", "f16", "u4"):
         out = convert_array(np.array(2.5, np.float32), dst)
         assert isinstance(out, np.ndarray) and out.shape == ()
+
+
+@pytest.mark.parametrize("dst", ["u2", "u3", "u6", "nf4", "f4e2m1", "f8e4m3", "f8e5m2", "f8e8m0"])
+def test_convert_into_compressed_types_follows_their_rules(dst):
+    from irrun.etypes import convert_into, element_type
+
+    x = np.array([0.0, 0.3, -1.7, 2.5, 7.9, 300.0, -0.0, np.nan], np.float32)
+    if dst.startswith("u"):
+        x = np.array([0, 1, 5, 300, 7, 2, 63, 64], np.int32)
+    want = convert_into(x, element_type(dst))
+    got = convert_array(x, dst)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.view(np.uint8) if got.dtype.itemsize == 1 else got,
+                                  want.view(np.uint8) if want.dtype.itemsize == 1 else want)

@@ -5,7 +5,7 @@ from typing import Callable
 
 import numpy as np
 
-from irrun.etypes import element_type, from_dtype
+from irrun.etypes import convert_into, element_type, from_dtype
 
 from .problems import fail
 
@@ -52,6 +52,11 @@ def float_unary(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, what: str
         return as_dtype(fn(x.astype(np.float64)), x.dtype)
 
 
+# Destination types converted by irrun.etypes.convert_into (rounding or packing rules of
+# their own rather than C++ casts).
+_COMPRESSED = frozenset(("u2", "u3", "u6", "nf4", "f4e2m1", "f8e4m3", "f8e5m2", "f8e8m0"))
+
+
 def convert_array(x: np.ndarray, dst) -> np.ndarray:
     """Element-wise conversion with C++ semantics, as OpenVINO's CPU plugin computes it.
 
@@ -60,6 +65,9 @@ def convert_array(x: np.ndarray, dst) -> np.ndarray:
     """
     dst = element_type(dst)
     src_dtype = x.dtype
+    if dst.name in _COMPRESSED:
+        # The weight-compression types round or pack as OpenVINO's converts do (etypes).
+        return convert_into(x, dst)
     if dst.kind == "bool":
         return np.asarray(x != 0)    # a 0-d input would otherwise give a NumPy scalar
     if dst.is_float:
