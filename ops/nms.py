@@ -470,3 +470,113 @@ class MulticlassNms8:
             idx[n, 0] = img * b.shape[1] + j if shared else (start + j) * nclasses + c
         itype = np.int64 if attrs.output_type == "i64" else np.int32
         return (out.astype(boxes.dtype), idx.astype(itype), np.array(per_image, itype))
+
+
+# ---------------------------------------------------------------- MatrixNms
+
+
+@dataclass(frozen=True)
+class MatrixNmsAttrs:
+    sort_result_type: Literal["classid", "class", "score", "none"] = "none"
+    sort_result_across_batch: bool = False
+    output_type: Literal["i64", "i32"] = "i64"
+    score_threshold: float = 0.0
+    nms_top_k: int = -1
+    keep_top_k: int = -1
+    background_class: int = -1
+    normalized: bool = True
+    decay_function: Literal["gaussian", "linear"] = "linear"
+    gaussian_sigma: float = 2.0
+    post_threshold: float = 0.0
+
+
+def _iou_matrix(boxes: np.ndarray, normalized: bool) -> np.ndarray:
+    """[K, K] IoU of [xmin, ymin, xmax, ymax] boxes, as MatrixNms's reference computes it."""
+    norm = F32(0) if normalized else F32(1)
+    a, b = boxes[:, None, :], boxes[None, :, :]
+    disjoint = (b[..., 0] > a[..., 2]) | (b[..., 2] < a[..., 0]) | (b[..., 1] > a[..., 3]) | \
+        (b[..., 3] < a[..., 1])
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        iw = np.minimum(a[..., 2], b[..., 2]) - np.maximum(a[..., 0], b[..., 0]) + norm
+        ih = np.minimum(a[..., 3], b[..., 3]) - np.maximum(a[..., 1], b[..., 1]) + norm
+        inter = iw * ih
+        bad = (boxes[:, 2] < boxes[:, 0]) | (boxes[:, 3] < boxes[:, 1])
+        area = np.where(bad, F32(0), (boxes[:, 2] - boxes[:, 0] + norm) * (boxes[:, 3] - boxes[:, 1] + norm))
+        iou = inter / (area[:, None] + area[None, :] - inter)
+    return np.where(disjoint, F32(0), iou).astype(F32)
+
+
+def _matrix_class(attrs, boxes, scores):
+    """(indices, decayed scores) of one image and class."""
+    cand = np.flatnonzero(scores > F32(attrs.score_threshold))
+    order = cand[np.argsort(-scores[cand], kind="stable")]
+    if attrs.nms_top_k > -1:
+        order = order[:attrs.nms_top_k]
+    k = order.size
+    if k == 0:
+        return order, np.zeros(0, F32)
+    check_alloc([k, k], F32, "MatrixNms's IoU matrix of one class")
+    iou = np.tril(_iou_matrix(boxes[order], attrs.normalized), -1)      # [i, j], j < i
+    iou_max = iou.max(axis=1)                                           # 0 for the first
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        if attrs.decay_function == "gaussian":
+            decay = np.exp((iou_max[None, :] ** 2 - iou ** 2) * F32(attrs.gaussian_sigma))
+        else:
+            decay = (F32(1) - iou) / (F32(1) - iou_max[None, :] + F32(1e-10))
+    lower = np.tri(k, k, -1, dtype=bool)
+    decay = np.minimum(np.where(lower, decay, F32(1)).min(axis=1), F32(1)).astype(F32)
+    ds = (decay * scores[order]).astype(F32)
+    keep = ds > F32(attrs.post_threshold)
+    return order[keep], ds[keep]
+
+
+@register("MatrixNms", since=8, attrs=MatrixNmsAttrs, category="sort")
+class MatrixNms8:
+    @staticmethod
+    def infer(attrs, boxes: TensorSpec, scores: TensorSpec) -> list[TensorSpec]:
+        batches, classes, nboxes = _check_inputs(NMS9Attrs(), boxes, scores, ())
+        if boxes.etype != scores.etype:
+            fail(f"boxes and scores must have the same element type, got {boxes.etype.name} "
+                 f"and {scores.etype.name}")
+        rows = _multiclass_rows(attrs, batches, classes, nboxes)
+        return [TensorSpec(boxes.etype, (rows, Dim.of(6))),
+                TensorSpec.make(attrs.output_type, (rows, Dim.of(1))),
+                TensorSpec.make(attrs.output_type, (batches,))]
+
+    @staticmethod
+    def run(attrs, boxes, scores) -> tuple[np.ndarray, ...]:
+        b, s = boxes.astype(F32), scores.astype(F32)
+        if b.ndim != 3 or s.ndim != 3 or b.shape[0] != s.shape[0] or b.shape[1] != s.shape[2] \
+                or b.shape[2] != 4:
+            fail(f"boxes {list(b.shape)} and scores {list(s.shape)} must be [N, M, 4] and [N, C, M]")
+        nb, nc, m = s.shape
+        bi, ci, ii, si, per_image = [], [], [], [], []
+        for img in range(nb):
+            parts = [(c, *_matrix_class(attrs, b[img], s[img, c])) for c in range(nc)
+                     if c != attrs.background_class]
+            cls = np.concatenate([np.full(p[1].size, p[0], np.int64) for p in parts]) if parts \
+                else np.zeros(0, np.int64)
+            idx = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+            sc = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, F32)
+            order = np.lexsort((idx, cls, -sc))           # score, then class, then box
+            if attrs.keep_top_k > -1:
+                order = order[:attrs.keep_top_k]
+            per_image.append(order.size)
+            bi.append(np.full(order.size, img, np.int64))
+            ci.append(cls[order])
+            ii.append(idx[order])
+            si.append(sc[order])
+        bi, ci, ii, si = (np.concatenate(x) if x else np.zeros(0) for x in (bi, ci, ii, si))
+        bi, ci, ii = bi.astype(np.int64), ci.astype(np.int64), ii.astype(np.int64)
+        si = si.astype(F32)
+        if attrs.sort_result_across_batch and attrs.sort_result_type == "score":
+            order = np.lexsort((ii, ci, bi, -si))
+        elif attrs.sort_result_across_batch and attrs.sort_result_type in ("classid", "class"):
+            order = np.lexsort((ii, -si, bi, ci))
+        else:
+            order = np.arange(si.size)
+        bi, ci, ii, si = bi[order], ci[order], ii[order], si[order]
+        out = np.concatenate([ci[:, None].astype(F32), si[:, None], b[bi, ii].reshape(-1, 4)], 1)
+        itype = np.int64 if attrs.output_type == "i64" else np.int32
+        return (out.astype(boxes.dtype), (bi * m + ii).astype(itype).reshape(-1, 1),
+                np.array(per_image, itype))

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
 from irrun.ops.nms import (
-    NMS1Attrs, NMS3Attrs, NMS4Attrs, NMS5Attrs, NMS9Attrs, MulticlassNms8, MulticlassNms8Attrs,
+    NMS1Attrs, NMS3Attrs, NMS4Attrs, NMS5Attrs, NMS9Attrs, MatrixNms8, MatrixNmsAttrs,
+    MulticlassNms8, MulticlassNms8Attrs,
     MulticlassNms9Attrs, NonMaxSuppression1, NonMaxSuppression5,
 )
 from irrun.shapes import DYNAMIC, Dim, TensorSpec
@@ -302,6 +303,35 @@ def test_multiclass_eta_nan_zero_area_and_empty():
         mcnms(np.zeros((2, 4, 4)), np.zeros((2, 4)), [3, 3])
 
 
+# ------------------------------------------------------------------ MatrixNms
+
+def mxnms(boxes, scores, **attrs):
+    return MatrixNms8.run(MatrixNmsAttrs(**attrs), np.asarray(boxes, F32), np.asarray(scores, F32))
+
+
+def test_matrix_nms_spec_shapes():
+    out, idx, num = MatrixNms8.infer(MatrixNmsAttrs(keep_top_k=7), spec("f32", [3, 100, 4]),
+                                     spec("f32", [3, 5, 100]))
+    assert out.shape == (Dim(0, 21), Dim.of(6)) and idx.shape == (Dim(0, 21), Dim.of(1))
+    assert num.shape == (Dim.of(3),)
+
+
+def test_matrix_nms_decay_by_hand():
+    boxes = [[[0, 0, 1, 1], [0.1, 0, 1.1, 1], [10, 0, 11, 1]]]
+    iou = F32(0.9) / F32(1.1)
+    out, idx, num = mxnms(boxes, [[[0.9, 0.8, 0.7]]], sort_result_type="score")
+    # linear: box 1 decays by (1 - iou) / (1 - 0); box 2 overlaps nothing
+    assert idx[:, 0].tolist() == [0, 2, 1] and num.tolist() == [3]
+    np.testing.assert_allclose(out[:, 1], [0.9, 0.7, 0.8 * (1 - iou)], rtol=1e-6)
+    out, idx, num = mxnms(boxes, [[[0.9, 0.8, 0.7]]], decay_function="gaussian", gaussian_sigma=2.0)
+    np.testing.assert_allclose(out[2, 1], 0.8 * np.exp(-iou * iou * 2.0), rtol=1e-6)
+    # post_threshold drops the decayed box; NaN scores and an empty image select nothing
+    out, idx, num = mxnms(boxes, [[[0.9, 0.8, np.nan]]], post_threshold=0.5)
+    assert idx[:, 0].tolist() == [0]
+    out, idx, num = mxnms(np.zeros((2, 0, 4)), np.zeros((2, 2, 0)))
+    assert out.shape == (0, 6) and num.tolist() == [0, 0]
+
+
 # ------------------------------------------------------------------ OpenVINO CPU plugin
 
 ov = pytest.importorskip("openvino")
@@ -433,3 +463,40 @@ def test_oracle_multiclass_nms(data, tmp_path_factory):
         node = (o9 if version == 9 else o8).multiclass_nms(b, s, **attrs)
     model = ov.Model([o9.result(o) for o in node.outputs()], params, "mc")
     oracle.compare(model, feed, rtol=1e-6, atol=0, tmpdir=tmp_path_factory.mktemp("mc"))
+
+
+@pytest.mark.oracle
+@settings(max_examples=20)
+@given(data=st.data())
+def test_oracle_matrix_nms(data, tmp_path_factory):
+    import openvino.opset8 as o8
+    nb, nc, n = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 10))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    attrs = dict(sort_result_type=data.draw(st.sampled_from(["classid", "score", "none"])),
+                 sort_result_across_batch=data.draw(st.booleans()),
+                 output_type=data.draw(st.sampled_from(["i32", "i64"])),
+                 score_threshold=data.draw(st.floats(0.0, 0.6)),
+                 nms_top_k=data.draw(st.sampled_from([-1, 1, 3, 20])),
+                 keep_top_k=data.draw(st.sampled_from([-1, 2, 5, 50])),
+                 background_class=data.draw(st.sampled_from([-1, 0, 2])),
+                 normalized=data.draw(st.booleans()),
+                 decay_function=data.draw(st.sampled_from(["linear", "gaussian"])),
+                 gaussian_sigma=data.draw(st.sampled_from([0.5, 2.0])),
+                 post_threshold=data.draw(st.sampled_from([0.0, 0.2])))
+    lo = rng.uniform(-2, 6, (nb, n, 2))
+    boxes = np.concatenate([lo, lo + rng.uniform(0.2, 4, (nb, n, 2))], -1).astype(F32)
+    total = nb * nc * n
+    scores = ((rng.permutation(total) + 1) / (total + 1)).reshape(nb, nc, n).astype(F32)
+    ours = MatrixNms8.run(MatrixNmsAttrs(**attrs), boxes, scores)
+    if ours[0].shape[0] == 0:
+        # the plugin refuses to run when nothing is selected ("Total number of boxes is less
+        # or equal than 0")
+        assert not ours[2].any()
+        return
+    b = o8.parameter(list(boxes.shape), ov.Type.f32, name="boxes")
+    s = o8.parameter(list(scores.shape), ov.Type.f32, name="scores")
+    node = o8.matrix_nms(b, s, **attrs)
+    model = ov.Model([o8.result(o) for o in node.outputs()], [b, s], "mx")
+    # decayed scores: f32 within a few ulp (the plugin's exp)
+    oracle.compare(model, {"boxes": boxes, "scores": scores}, rtol=1e-5, atol=1e-7,
+                   tmpdir=tmp_path_factory.mktemp("mx"))
