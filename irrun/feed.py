@@ -69,6 +69,8 @@ def cast_input(name: str, value, etype: ElementType, shape) -> np.ndarray:
             arr = np.asarray(value)
         except (ValueError, TypeError, OverflowError) as e:
             fail(f"cannot make an array of the value ({e})")
+    if etype.kind == "string":
+        return _cast_strings(arr, shape, fail)
     kind = _value_kind(arr.dtype)
     if kind == "other":
         if arr.dtype == np.dtype("V2") and etype.name in ("bf16", "f16"):
@@ -111,6 +113,37 @@ def cast_input(name: str, value, etype: ElementType, shape) -> np.ndarray:
             bad = amin if amin < lo else amax
             fail(f"value {bad} is out of the range of {etype.name} [{lo}, {hi}]")
     return arr.astype(etype.dtype)
+
+
+def _cast_strings(arr: np.ndarray, shape, fail) -> np.ndarray:
+    """A string input as irrun holds strings: an object array of Python str. NumPy unicode
+    ('U'), variable-width (StringDType) and object arrays of str give their strings; bytes
+    ('S', or bytes objects) are decoded from UTF-8 with 'surrogateescape', so that any bytes
+    reach the model unchanged (OpenVINO's strings are bytes)."""
+    if arr.dtype.kind not in "USOT":
+        fail(f"got {arr.dtype} values for a string input")
+    problem = _shape_problem(shape, arr.shape)
+    if problem:
+        fail(f"got {problem}")
+    flat = arr.reshape(-1).tolist()
+    if arr.dtype.kind == "O":
+        odd = next((v for v in flat if not isinstance(v, (str, bytes))), None)
+        if odd is not None:
+            fail(f"got an object array holding {type(odd).__name__} values, not str or bytes")
+    out = np.empty(len(flat), dtype=object)
+    out[:] = [v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
+              for v in flat]
+    return out.reshape(arr.shape)
+
+
+def _writable(a: np.ndarray) -> np.ndarray:
+    """An output as an .npz can hold it: a string tensor (an object array of str) becomes a
+    NumPy unicode array (code points, surrogate escapes included; as NumPy does, trailing
+    NUL characters of each string are not kept)."""
+    if a.dtype == object:
+        return np.array(a.tolist(), dtype=str).reshape(a.shape) if a.size else \
+            np.zeros(a.shape, dtype="U1")
+    return a
 
 
 def _range(etype: ElementType) -> tuple[int, int]:
@@ -301,7 +334,7 @@ def save_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
             with zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
                 for name, a in arrays.items():
                     with z.open(npz_member(name), "w", force_zip64=True) as f:
-                        np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=False)
+                        np.lib.format.write_array(f, _writable(np.asanyarray(a)), allow_pickle=False)
             raw.flush()
             os.fsync(raw.fileno())
         try:
@@ -332,8 +365,9 @@ def load_npy(path: str, inputs) -> dict[str, np.ndarray]:
     path = str(path)
     if len(inputs) != 1:
         names = ", ".join(i.name for i in inputs)
-        raise FeedError(f"a .npy file holds one array, but the model has {len(inputs)} inputs "
-                        f"({names}): give an .npz keyed by input name", file=path)
+        raise FeedError(f"a .npy file holds one array, not an .npz of named arrays, but the "
+                        f"model has {len(inputs)} inputs ({names}): give an .npz keyed by input "
+                        "name", file=path)
     try:
         with open(path, "rb") as f:
             dtype, shape, _ = _npy_header(f)

@@ -100,7 +100,7 @@ def test_npy_inputs_for_a_one_input_model(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "y.npz")["y"], 1 / (1 + np.exp(-x)), rtol=1e-6)
     r = invoke(MODELS / "ctr_wide_deep" / "model.xml", "-i", tmp_path / "x.npy")
     assert r.exit_code == 1
-    assert "a .npy file holds one array, but the model has 4 inputs" in r.output
+    assert "a .npy file holds one array, not an .npz of named arrays, but the model has 4 inputs" in r.output
 
 
 def test_random_inputs_with_a_shape(tmp_path):
