@@ -793,3 +793,131 @@ class ROIPooling2:
             val = t + (bo - t) * fy
             out = np.where(vy[:, None, :, None] & vx[:, None, None, :], val, F32(0)).astype(F32)
         return (out.astype(data.dtype),)
+
+
+# ---------------------------------------------------------------- RegionYolo, ReorgYolo
+
+
+@dataclass(frozen=True)
+class RegionYoloAttrs:
+    axis: int
+    coords: int
+    classes: int
+    end_axis: int
+    num: int
+    anchors: tuple[float, ...] = ()
+    do_softmax: bool = True
+    mask: tuple[int, ...] = ()
+
+
+def _region_axes(attrs, rank: int) -> tuple[int, int]:
+    axis = attrs.axis + rank if attrs.axis < 0 else attrs.axis
+    end = attrs.end_axis + rank if attrs.end_axis < 0 else attrs.end_axis
+    if not (0 <= axis < rank and 0 <= end < rank and axis <= end):
+        fail(f"RegionYolo's axis {attrs.axis} and end_axis {attrs.end_axis} must name a range of "
+             f"the input's {rank} axes")
+    return axis, end
+
+
+def _region_channels(attrs) -> int:
+    regions = attrs.num if attrs.do_softmax else len(attrs.mask)
+    return (attrs.coords + attrs.classes + 1) * regions
+
+
+@register("RegionYolo", since=1, attrs=RegionYoloAttrs, category="detection")
+class RegionYolo1:
+    @staticmethod
+    def infer(attrs, data: TensorSpec) -> list[TensorSpec]:
+        if not data.etype.is_float:
+            fail(f"RegionYolo takes a floating-point tensor, got {data.etype.name}")
+        check_rank(data, (4,), "RegionYolo's input")
+        if attrs.coords < 2 or attrs.classes < 0 or attrs.num < 0:
+            fail(f"RegionYolo needs coords >= 2 and non-negative classes and num, got coords="
+                 f"{attrs.coords}, classes={attrs.classes}, num={attrs.num}")
+        need = _region_channels(attrs)
+        if data.shape is not None and data.shape[1].hi is not None and data.shape[1].hi < need:
+            fail(f"RegionYolo's input needs at least (coords + classes + 1) * regions = {need} "
+                 f"channels, got {data}")
+        if data.shape is None:
+            return [TensorSpec(data.etype, None)]
+        if not attrs.do_softmax:
+            return [TensorSpec(data.etype, (data.shape[0], Dim.of(need), data.shape[2], data.shape[3]))]
+        axis, end = _region_axes(attrs, 4)
+        flat = Dim.of(1)
+        for d in data.shape[axis:end + 1]:
+            flat = flat * d
+        return [TensorSpec(data.etype, data.shape[:axis] + (flat,) + data.shape[end + 1:])]
+
+    @staticmethod
+    def run(attrs, data) -> tuple[np.ndarray]:
+        n, c, h, w = data.shape
+        need = _region_channels(attrs)
+        if c < need:
+            fail(f"RegionYolo's input needs {need} channels, got {c}")
+        regions = attrs.num if attrs.do_softmax else len(attrs.mask)
+        k = attrs.coords + attrs.classes + 1
+        x = data.astype(F32)
+        src = x[:, :need].reshape(n, regions, k, h, w)
+        out = src.copy()
+        sig = lambda v: (F32(1) / (F32(1) + np.exp(-v))).astype(F32)  # noqa: E731
+        with np.errstate(over="ignore"):
+            out[:, :, :2] = sig(src[:, :, :2])                          # x, y
+            if attrs.do_softmax:   # objectness sigmoid, class scores softmax
+                out[:, :, attrs.coords] = sig(src[:, :, attrs.coords])
+                cls = src[:, :, attrs.coords + 1:]
+                e = np.exp(cls - cls.max(axis=2, keepdims=True))
+                out[:, :, attrs.coords + 1:] = e / e.sum(axis=2, keepdims=True, dtype=F32)
+            else:                  # YOLOv3: objectness and every class through a sigmoid
+                out[:, :, attrs.coords:] = sig(src[:, :, attrs.coords:])
+        out = out.reshape(n, need, h, w)
+        if attrs.do_softmax:
+            full = x.copy()        # channels past the regions pass through
+            full[:, :need] = out
+            axis, end = _region_axes(attrs, 4)
+            shape = full.shape[:axis] + (int(np.prod(full.shape[axis:end + 1])),) + full.shape[end + 1:]
+            out = full.reshape(shape)
+        return (out.astype(data.dtype),)
+
+
+@dataclass(frozen=True)
+class ReorgYoloAttrs:
+    stride: tuple[int, ...]
+
+
+@register("ReorgYolo", since=2, attrs=ReorgYoloAttrs, category="detection")
+class ReorgYolo2:
+    @staticmethod
+    def infer(attrs, data: TensorSpec) -> list[TensorSpec]:
+        check_rank(data, (4,), "ReorgYolo's input")
+        s = ReorgYolo2._stride(attrs)
+        if data.shape is None:
+            return [TensorSpec(data.etype, None)]
+        n, c, h, w = data.shape
+        for name, d in (("height", h), ("width", w)):
+            if d.is_static and d.value % s:
+                fail(f"ReorgYolo's input {name} ({d.value}) must be a multiple of the stride {s}")
+        if c.is_static and (c.value < s * s or c.value % (s * s)):
+            fail(f"ReorgYolo needs a multiple of stride * stride = {s * s} channels, got {data}")
+        div = lambda d: Dim(d.lo // s, None if d.hi is None else d.hi // s)  # noqa: E731
+        return [TensorSpec(data.etype, (n, c * Dim.of(s * s), div(h), div(w)))]
+
+    @staticmethod
+    def _stride(attrs) -> int:
+        if len(attrs.stride) not in (1, 2) or len(set(attrs.stride)) != 1 or attrs.stride[0] <= 0:
+            fail(f"ReorgYolo's stride must be one positive value (or two equal ones), got "
+                 f"{list(attrs.stride)}")
+        return attrs.stride[0]
+
+    @staticmethod
+    def run(attrs, data) -> tuple[np.ndarray]:
+        s = ReorgYolo2._stride(attrs)
+        n, c, h, w = data.shape
+        if h % s or w % s or c % (s * s):
+            fail(f"ReorgYolo with stride {s} needs height and width multiples of it and channels "
+                 f"a multiple of {s * s}, got {list(data.shape)}")
+        # OpenVINO's reference (and CPU plugin) read the input as [N, C / s^2, H s, W s] and
+        # write [N, C, H, W] positions, the output being that buffer as [N, C s^2, H / s, W / s]:
+        # y[n, (i * s + j) * C / s^2 + k, h, w] = x_as[n, k, h * s + i, w * s + j].
+        c2 = c // (s * s)
+        x = data.reshape(n, c2, h, s, w, s).transpose(0, 3, 5, 1, 2, 4)
+        return (np.ascontiguousarray(x).reshape(n, c * s * s, h // s, w // s),)

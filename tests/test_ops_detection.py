@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from irrun.errors import OpError, ShapeError
 from irrun.ops.detection import (
     DetectionOutput1, DetectionOutput1Attrs, DetectionOutput8Attrs, PriorBox1, ROIAlign3,
-    ROIAlign3Attrs, ROIAlign9Attrs, ROIPooling2, ROIPoolingAttrs, PriorBox1Attrs, PriorBox8Attrs, PriorBoxClustered1, PriorBoxClusteredAttrs,
+    ROIAlign3Attrs, ROIAlign9Attrs, ROIPooling2, ROIPoolingAttrs, RegionYolo1, RegionYoloAttrs,
+    ReorgYolo2, ReorgYoloAttrs, PriorBox1Attrs, PriorBox8Attrs, PriorBoxClustered1, PriorBoxClusteredAttrs,
 )
 from irrun.shapes import Dim, TensorSpec
 
@@ -306,6 +307,50 @@ def test_roi_pooling_by_hand():
     assert y.tolist() == [[[[0, 3], [12, 15]]]]
 
 
+# ------------------------------------------------------------------ RegionYolo, ReorgYolo
+
+def test_region_yolo_spec_examples():
+    v3 = RegionYoloAttrs(anchors=(10, 14, 23, 27, 37, 58, 81, 82, 135, 169, 344, 319), axis=1,
+                         classes=80, coords=4, do_softmax=False, end_axis=3, mask=(0, 1, 2), num=6)
+    (out,) = RegionYolo1.infer(v3, TensorSpec.make("f32", [1, 255, 26, 26]))
+    assert out.shape == tuple(map(Dim.of, (1, 255, 26, 26)))
+    v2 = RegionYoloAttrs(anchors=(1.08, 1.19, 3.42, 4.41, 6.63, 11.38, 9.42, 5.11, 16.62, 10.52),
+                         axis=1, classes=20, coords=4, do_softmax=True, end_axis=3, num=5)
+    (out,) = RegionYolo1.infer(v2, TensorSpec.make("f32", [1, 125, 13, 13]))
+    assert out.shape == (Dim.of(1), Dim.of(21125))
+
+
+def test_region_yolo_by_hand():
+    a = RegionYoloAttrs(axis=1, classes=2, coords=4, end_axis=3, num=1)
+    x = np.zeros((1, 7, 1, 1), F32)
+    x[0, :, 0, 0] = [0, 2, 5, 6, -1, 1, 1 + np.log(3)]
+    (y,) = RegionYolo1.run(a, x)
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    # x, y and objectness through a sigmoid, w and h as they are, the classes a softmax
+    np.testing.assert_allclose(y[0], [0.5, sig(2), 5, 6, sig(-1), 0.25, 0.75], rtol=1e-6)
+    (y,) = RegionYolo1.run(RegionYoloAttrs(axis=1, classes=2, coords=4, end_axis=3, num=3,
+                                           do_softmax=False, mask=(0,)), x)
+    np.testing.assert_allclose(y[0, :, 0, 0], [0.5, sig(2), 5, 6, sig(-1), sig(1), sig(1 + np.log(3))],
+                               rtol=1e-6)
+    with pytest.raises(ShapeError, match="needs at least .* = 14 channels"):
+        RegionYolo1.infer(RegionYoloAttrs(axis=1, classes=2, coords=4, end_axis=3, num=2),
+                          TensorSpec.make("f32", [1, 7, 1, 1]))
+
+
+def test_reorg_yolo():
+    (out,) = ReorgYolo2.infer(ReorgYoloAttrs((2,)), TensorSpec.make("f32", [1, 64, 26, 26]))
+    assert out.shape == tuple(map(Dim.of, (1, 256, 13, 13)))
+    x = np.arange(32, dtype=F32).reshape(1, 8, 2, 2)
+    (y,) = ReorgYolo2.run(ReorgYoloAttrs((2,)), x)
+    # the CPU plugin's result for this input
+    assert y.reshape(-1).tolist() == [0, 2, 8, 10, 16, 18, 24, 26, 1, 3, 9, 11, 17, 19, 25, 27,
+                                      4, 6, 12, 14, 20, 22, 28, 30, 5, 7, 13, 15, 21, 23, 29, 31]
+    with pytest.raises(ShapeError, match="must be a multiple of the stride 2"):
+        ReorgYolo2.infer(ReorgYoloAttrs((2,)), TensorSpec.make("f32", [1, 8, 5, 4]))
+    with pytest.raises(ShapeError, match="one positive value"):
+        ReorgYolo2.infer(ReorgYoloAttrs((2, 3)), TensorSpec.make("f32", [1, 8, 4, 4]))
+
+
 # ------------------------------------------------------------------ OpenVINO
 
 ov = pytest.importorskip("openvino")
@@ -489,3 +534,34 @@ def test_oracle_roi_pooling(data, tmp_path_factory):
     node = o2.roi_pooling(p, b, [ph, pw], scale, method)
     oracle.compare(ov.Model([o9.result(node)], [p, b], "rp"), {"x": x, "rois": rois},
                    rtol=1e-5, atol=1e-5, tmpdir=tmp_path_factory.mktemp("rp"))
+
+
+@pytest.mark.oracle
+@settings(max_examples=20)
+@given(data=st.data())
+def test_oracle_yolo(data, tmp_path_factory):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    n, h, w = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 5)), data.draw(st.integers(1, 5))
+    if data.draw(st.booleans(), label="reorg"):
+        s = data.draw(st.integers(1, 3))
+        c = s * s * data.draw(st.integers(1, 3))
+        x = rng.standard_normal((n, c, h * s, w * s)).astype(F32)
+        p = o1.parameter(list(x.shape), ov.Type.f32, name="x")
+        node = o2.reorg_yolo(p, [s])
+    else:
+        coords, classes = data.draw(st.integers(2, 4)), data.draw(st.integers(1, 4))
+        soft = data.draw(st.booleans(), label="do_softmax")
+        num = data.draw(st.integers(1, 3))
+        mask = [] if soft else list(range(data.draw(st.integers(1, num))))
+        regions = num if soft else len(mask)
+        # channels past the regions: OpenVINO (reference and CPU plugin) then places batch b
+        # at b * (the regions' size) instead of b * C * H * W; irrun processes each image's
+        # own channels, so those are drawn for one image only
+        extra = data.draw(st.integers(0, 2)) if soft and n == 1 else 0
+        x = (rng.standard_normal((n, (coords + classes + 1) * regions + extra, h, w)) * 3).astype(F32)
+        axis = data.draw(st.integers(0, 3))
+        end = data.draw(st.integers(axis, 3))
+        p = o1.parameter(list(x.shape), ov.Type.f32, name="x")
+        node = o1.region_yolo(p, coords, classes, num, soft, mask, axis, end, [])
+    oracle.compare(ov.Model([o1.result(node)], [p], "y"), {"x": x}, rtol=1e-5, atol=1e-7,
+                   tmpdir=tmp_path_factory.mktemp("y"))
