@@ -580,3 +580,43 @@ class MatrixNms8:
         itype = np.int64 if attrs.output_type == "i64" else np.int32
         return (out.astype(boxes.dtype), (bi * m + ii).astype(itype).reshape(-1, 1),
                 np.array(per_image, itype))
+
+
+# ---------------------------------------------------------------- ExperimentalDetectronTopKROIs
+
+
+@dataclass(frozen=True)
+class TopKROIsAttrs:
+    max_rois: int = 0
+
+
+@register("ExperimentalDetectronTopKROIs", since=6, attrs=TopKROIsAttrs, category="sort")
+class ExperimentalDetectronTopKROIs6:
+    @staticmethod
+    def infer(attrs, rois: TensorSpec, probs: TensorSpec) -> list[TensorSpec]:
+        if not rois.etype.is_float or rois.etype != probs.etype:
+            fail(f"rois and probs must share a floating-point element type, got {rois.etype.name} "
+                 f"and {probs.etype.name}")
+        if rois.rank is not None and (rois.rank != 2 or not rois.shape[1].compatible(Dim.of(4))):
+            fail(f"rois must have shape [number_of_ROIs, 4], got {rois}")
+        if probs.rank is not None and probs.rank != 1:
+            fail(f"probs must be 1D, got {probs}")
+        if rois.rank == 2 and probs.rank == 1 and rois.shape[0].merge(probs.shape[0]) is None:
+            fail(f"rois {rois} and probs {probs} must have one probability per ROI")
+        if attrs.max_rois < 0:
+            fail(f"max_rois must not be negative, got {attrs.max_rois}")
+        return [TensorSpec(rois.etype, (Dim.of(attrs.max_rois), Dim.of(4)))]
+
+    @staticmethod
+    def run(attrs, rois, probs) -> tuple[np.ndarray]:
+        if rois.ndim != 2 or rois.shape[1] != 4 or probs.shape != (rois.shape[0],):
+            fail(f"rois {list(rois.shape)} and probs {list(probs.shape)} must be [R, 4] and [R]")
+        check_alloc([attrs.max_rois, 4], rois.dtype, "ExperimentalDetectronTopKROIs's output")
+        # Descending probability; equal ones (which the page leaves open) by ROI index, and NaN
+        # last. The rows past the ROIs (undefined in the page) are 0.
+        p = probs.astype(np.float64)
+        order = np.lexsort((np.arange(p.size), -np.nan_to_num(p, nan=-np.inf), np.isnan(p)))
+        order = order[:attrs.max_rois]
+        out = np.zeros((attrs.max_rois, 4), rois.dtype)
+        out[:order.size] = rois[order]
+        return (out,)

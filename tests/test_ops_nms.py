@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
 from irrun.ops.nms import (
-    NMS1Attrs, NMS3Attrs, NMS4Attrs, NMS5Attrs, NMS9Attrs, MatrixNms8, MatrixNmsAttrs,
+    NMS1Attrs, NMS3Attrs, NMS4Attrs, NMS5Attrs, NMS9Attrs, ExperimentalDetectronTopKROIs6,
+    MatrixNms8, MatrixNmsAttrs, TopKROIsAttrs,
     MulticlassNms8, MulticlassNms8Attrs,
     MulticlassNms9Attrs, NonMaxSuppression1, NonMaxSuppression5,
 )
@@ -332,6 +333,21 @@ def test_matrix_nms_decay_by_hand():
     assert out.shape == (0, 6) and num.tolist() == [0, 0]
 
 
+# ------------------------------------------------------------------ ExperimentalDetectronTopKROIs
+
+def test_topk_rois():
+    op = ExperimentalDetectronTopKROIs6
+    (out,) = op.infer(TopKROIsAttrs(1000), spec("f32", [5000, 4]), spec("f32", [5000]))
+    assert out.shape == (Dim.of(1000), Dim.of(4))
+    rois = np.arange(16, dtype=F32).reshape(4, 4)
+    (y,) = op.run(TopKROIsAttrs(3), rois, np.array([0.1, 0.9, np.nan, 0.9], F32))
+    assert y.tolist() == [rois[1].tolist(), rois[3].tolist(), rois[0].tolist()]   # ties by index
+    (y,) = op.run(TopKROIsAttrs(6), rois, np.array([0.1, 0.9, 0.5, 0.2], F32))
+    assert y[4:].tolist() == [[0] * 4] * 2 and y[0].tolist() == rois[1].tolist()
+    with pytest.raises(ShapeError, match="one probability per ROI"):
+        op.infer(TopKROIsAttrs(3), spec("f32", [5, 4]), spec("f32", [6]))
+
+
 # ------------------------------------------------------------------ OpenVINO CPU plugin
 
 ov = pytest.importorskip("openvino")
@@ -500,3 +516,25 @@ def test_oracle_matrix_nms(data, tmp_path_factory):
     # decayed scores: f32 within a few ulp (the plugin's exp)
     oracle.compare(model, {"boxes": boxes, "scores": scores}, rtol=1e-5, atol=1e-7,
                    tmpdir=tmp_path_factory.mktemp("mx"))
+
+
+@pytest.mark.oracle
+@settings(max_examples=10)
+@given(data=st.data())
+def test_oracle_topk_rois(data, tmp_path_factory):
+    from openvino.utils.node_factory import NodeFactory   # no Python wrapper for this op
+    r, k = data.draw(st.integers(1, 12)), data.draw(st.integers(0, 15))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    rois = rng.standard_normal((r, 4)).astype(F32)
+    probs = rng.choice(np.linspace(0, 1, 7), r).astype(F32)       # ties on purpose
+    a = o9.parameter([r, 4], ov.Type.f32, name="rois")
+    b = o9.parameter([r], ov.Type.f32, name="probs")
+    node = NodeFactory("opset6").create("ExperimentalDetectronTopKROIs", [a.output(0), b.output(0)],
+                                        {"max_rois": k})
+    xml = oracle.save(ov.Model([o9.result(node)], [a, b], "tk"), tmp_path_factory.mktemp("tk"))
+    feed = {"rois": rois, "probs": probs}
+    (expected,), (got,) = oracle.ov_run(xml, feed), oracle.irrun_run(xml, feed)
+    # rows past the ROIs are undefined (the plugin leaves memory as it was; irrun writes 0)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    np.testing.assert_array_equal(got[:r], expected[:r])
+    assert not got[r:].any()
