@@ -146,8 +146,10 @@ def _pool_infer(attrs, data: TensorSpec):
         if attrs.rounding_type == "ceil_torch":
             if dim.is_static:
                 od = Dim.of(_count(dim.value, pb, pe, extent, attrs.strides[i], "ceil_torch"))
-            else:
-                od = Dim(window_dim(dim, pb + pe, extent, attrs.strides[i], i, False).lo, od.hi)
+            else:       # the count grows with the size: evaluate it at both bounds
+                lo_size = max(dim.lo + pb + pe, extent) - pb - pe
+                od = Dim(_count(lo_size, pb, pe, extent, attrs.strides[i], "ceil_torch"),
+                         None if dim.hi is None else _count(dim.hi, pb, pe, extent, attrs.strides[i], "ceil_torch"))
         out.append(od)
         if dim.is_static:
             empty = _padding_only_windows(dim.value, pb, od.value, attrs.kernel[i], dil[i],

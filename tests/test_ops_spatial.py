@@ -283,3 +283,52 @@ def test_moves_match_openvino(tmp_path_factory, seed, data, kind):
         out = o15.squeeze(px, oracle.i64(axes), draw(st.booleans())) if axes else o15.squeeze(px)
     x = rng.standard_normal(shape).astype(np.float32)
     ov_compare([out], [px], {"x": x}, tmp_path_factory)
+
+
+@pytest.mark.oracle
+@settings(max_examples=20)
+@given(seed=st.integers(0, 2**31), data=st.data(),
+       kind=st.sampled_from(["pad", "d2s", "s2d", "interp", "backprop", "adaptive", "patches",
+                             "maxpool14", "shuffle"]))
+def test_partial_shapes_match_openvino(tmp_path_factory, seed, data, kind):
+    """Dynamic and interval dims through the new ops: irrun infers OpenVINO's partial shape."""
+    import irrun
+    import openvino.opset8 as o8
+    import openvino.opset11 as o11
+    import openvino.opset14 as o14
+    rng = np.random.default_rng(seed)
+    shape = [int(v) for v in rng.integers(1, 6, 4)]
+    shape[1] *= {"d2s": 4, "shuffle": 2}.get(kind, 1)
+    if kind == "s2d":
+        shape[2], shape[3] = shape[2] * 2, shape[3] * 2
+    dims_ = [d if m == 0 else -1 if m == 1 else ov.Dimension(d, d + int(rng.integers(1, 5)))
+             for d, m in zip(shape, rng.integers(0, 3, 4))]
+    p = o1.parameter(ov.PartialShape(dims_), np.float32, name="x")
+    if kind == "pad":
+        node = o12.pad(p, oracle.i64(list(rng.integers(-1, 3, 4))), oracle.i64(list(rng.integers(-1, 3, 4))), "constant")
+    elif kind == "d2s":
+        node = o1.depth_to_space(p, "blocks_first", 2)
+    elif kind == "s2d":
+        node = o1.space_to_depth(p, "depth_first", 2)
+    elif kind == "interp":
+        scales = np.array([data.draw(st.sampled_from([0.5, 1.5, 2.0])), data.draw(st.sampled_from([0.75, 3.0]))], np.float32)
+        node = o11.interpolate(p, o1.constant(scales), "nearest", "scales", axes=oracle.i64([2, 3]))
+    elif kind == "backprop":
+        assume(isinstance(dims_[1], int))
+        node = o1.convolution_backprop_data(p, o1.constant(np.ones((shape[1], 3, 2, 3), np.float32)), [2, 1],
+                                            pads_begin=[0, 1], pads_end=[1, 0], dilations=[1, 1])
+    elif kind == "adaptive":
+        node = o8.adaptive_avg_pool(p, oracle.i64([3, 2]))
+    elif kind == "patches":
+        node = o3.extract_image_patches(p, [2, 2], [2, 1], [1, 1], data.draw(st.sampled_from(["valid", "same_upper", "same_lower"])))
+    elif kind == "maxpool14":
+        node = o14.max_pool(p, [2, 2], [1, 1], [0, 1], [1, 1], [2, 2], "ceil_torch").output(0)
+    else:
+        node = o3.shuffle_channels(p, 1, 2)
+    m = ov.Model([node], [p])
+    with tempfile.TemporaryDirectory(dir=tmp_path_factory.getbasetemp()) as d:
+        xml = oracle.save(m, d)
+        got = [(dd.lo, dd.hi) for dd in irrun.read_model(xml).outputs[0].shape]
+    want = [(dd.get_min_length(), None if dd.get_max_length() < 0 else dd.get_max_length())
+            for dd in m.output(0).partial_shape]
+    assert got == want
