@@ -235,6 +235,23 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, w
 
     def go():
         m = read_model(model, weights, mmap=not no_mmap)
+        if dump_patterns:
+            import fnmatch
+
+            def layer_names(program, prefix=""):
+                # Body layers are named <layer>/<body>/<body layer>, as --dump writes them.
+                for n in program.nodes.values():
+                    yield prefix + n.layer.name
+                    for body in getattr(n, "bodies", None) or ():
+                        if body is not None and body.doc is not None:
+                            role = body.doc.name.rsplit("/", 1)[-1]
+                            yield from layer_names(body, f"{prefix}{n.layer.name}/{role}/")
+
+            names = list(layer_names(m.program))
+            for pattern in dump_patterns:
+                if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+                    raise FeedError(f"--dump-layers '{pattern}' matches no layer"
+                                    f"{m._nearest(pattern)}", file=model)
         path = None if random_inputs else inputs_path or sample_inputs_for(model)
         if random_inputs:
             from .compare import generated_inputs
@@ -271,7 +288,8 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, w
         dumper = inspect.Dumper(dump_dir, dump_patterns) if dump_dir else None
         profiler = inspect.Profiler(per_body=verbose >= 2) if profile else None
         # The trace already shows progress; a bar would garble it.
-        progress = None if verbose else inspect.Progress(len(m.run_order(until)), err)
+        progress = None if verbose else inspect.Progress(
+            len(m.run_order(until, ops_only=True)), err)
         nan_check = inspect.FiniteCheck(model) if check_nan else None
         # Dump and trace before the NaN check, so the offending layer is in both.
         listener = inspect.chain(tracer, dumper, profiler, progress, nan_check)
@@ -684,27 +702,58 @@ def info_cmd(ctx, model):
     from .model import read_model
 
     def go():
+        from .drawing import load_for_drawing
+        from .model import _input_info, _output_info
         from .program import all_nodes
 
-        m = read_model(model)
-        doc = m.program.doc
-        nodes = list(all_nodes(m.program))     # with the layers inside Loop/If bodies
+        # Everything that can be read is shown, even for a model read_model refuses (an
+        # unregistered op, a missing .bin); the problems are flagged after it.
+        program = load_for_drawing(model)
+        doc = program.doc
+        nodes = list(all_nodes(program))     # with the layers inside Loop/If bodies
         inner = len(nodes) - len(doc.layers)
         more = f", {inner} more inside bodies" if inner else ""
         _echo(f"model: {model} (IR v{doc.version}, {len(doc.layers)} layers{more})")
+
+        def port(info_of, node, declared):
+            try:
+                return str(info_of(node))
+            except (IndexError, TypeError, KeyError, AttributeError):
+                # Not inferred: the name and what the file declares.
+                from .drawing import _declared
+
+                names = declared.names if declared is not None and declared.names else ()
+                if node.kind == "result" and node.inputs:
+                    src, out = node.inputs[0]
+                    outs = program.nodes[src].layer.outputs
+                    names = node.layer.output_names or (
+                        outs[out].names if out < len(outs) else ()) or ()
+                name = names[0] if names else node.layer.name
+                shown = _declared(declared) if declared is not None else "? (not inferred)"
+                return f"{name}: {shown}"
+
         _echo("inputs:")
-        for i in m.inputs:
-            _echo(f"  {i}")
+        for p in program.parameters:
+            _echo(f"  {port(_input_info, p, (p.layer.outputs or [None])[0])}")
         _echo("outputs:")
-        for o in m.outputs:
-            _echo(f"  {o}")
-        counts = Counter(f"{n.op.label}" for n in nodes if n.op is not None)
+        for r in program.results:
+            _echo(f"  {port(lambda n: _output_info(program, n), r, (r.layer.inputs or [None])[0])}")
+        counts = Counter(n.op.label if n.op is not None else
+                         f"{n.layer.type}-{n.layer.version} (no kernel)" for n in nodes)
         _echo("ops:")
         for label, c in sorted(counts.items()):
             _echo(f"  {label:32s} {c}")
         opsets = sorted({n.layer.version for n in nodes if n.layer.version},
                         key=lambda v: (len(v), v))
         _echo(f"opsets: {', '.join(opsets)}")
+        errors = [d for d in program.diagnostics if d.severity == "error"]
+        if errors:
+            _echo(f"problems: {len(errors)} error{'s' if len(errors) != 1 else ''} "
+                  "(the model cannot run; `irrun validate` lists every one):")
+            for d in errors[:5]:
+                _echo(f"  {d}")
+            if len(errors) > 5:
+                _echo(f"  ... and {len(errors) - 5} more")
 
     _guard(ctx, go)
 

@@ -123,6 +123,9 @@ def trace_lines(node, outputs, level: int = 1, names: dict | None = None) -> lis
     """
     parts = [describe(_etype_name(node, i, a), a) for i, a in enumerate(outputs)]
     lines = [f"{_where(node)}: {'; '.join(parts) if parts else '(no outputs)'}"]
+    if getattr(node, "folded", None) is not None:
+        lines[0] += f" (folded at load: {node.fold_seconds * 1e3:.3f} ms once)"
+
     if level >= 2:
         if node.inputs:
             def src(s):
@@ -280,6 +283,9 @@ class Profiler:
             dtype=ports[0]["dtype"] if ports else None,
             shape=ports[0]["shape"] if ports else None,
             seconds=seconds)
+        if getattr(node, "folded", None) is not None:
+            # Computed once when the model was read: no run time, its one-time cost apart.
+            self._rows[layer.id]["folded"] = node.fold_seconds
 
     def rows(self) -> list[dict]:
         """One dict per layer, slowest first, with `share` of the total (0..1).
@@ -330,7 +336,8 @@ def profile_table(rows: list[dict], wall_seconds: float | None = None, runs: int
     body = []
     for r in rows:
         outs = "; ".join(f"{p['dtype']}[{','.join(map(str, p['shape']))}]" for p in r["outputs"])
-        body.append([_clip(r["name"], 40), r["op"], _clip(outs, 40), f"{r['seconds'] * 1e3:.3f}",
+        op = r["op"] + (" (folded)" if "folded" in r else "")
+        body.append([_clip(r["name"], 40), op, _clip(outs, 40), f"{r['seconds'] * 1e3:.3f}",
                      f"{r['share'] * 100:.1f}%"])
     total = sum(r["seconds"] for r in rows)
     body.append(["total", f"{len(rows)} layer{'s' if len(rows) != 1 else ''}", "",
@@ -349,6 +356,11 @@ def profile_table(rows: list[dict], wall_seconds: float | None = None, runs: int
                         [[_clip(r["name"], 60), r["op"], str(r["runs"]),
                           f"{r['seconds'] * 1e3:.3f}", f"{r['share'] * 100:.1f}%"]
                          for r in inner], {2, 3, 4})
+    folded = [r["folded"] for r in rows if "folded" in r]
+    if folded:
+        lines.append("")
+        lines.append(f"{len(folded)} layer{'s' if len(folded) != 1 else ''} (folded) computed once "
+                     f"when the model was read, in {sum(folded) * 1e3:.3f} ms; no time per run")
     if wall_seconds is not None:
         lines.append("")
         lines.append(f"wall time of the run: {wall_seconds * 1e3:.3f} ms" if runs == 1 else
@@ -470,6 +482,8 @@ class Dumper:
                          line=layer.line, **extra)
             if stored is not a:
                 entry["stored_as"] = "f32"
+            if getattr(node, "folded", None) is not None:
+                entry["folded_seconds"] = node.fold_seconds   # computed once, at load
             self.entries.append(entry)
 
     def for_body(self, program, outer: str = ""):
@@ -527,10 +541,13 @@ class _BodyDump:
 class Progress:
     """Listener driving click's progress bar, on a terminal only and only for a long run.
 
-    The bar appears once the run has taken `delay` seconds, so short runs print nothing.
+    The bar appears once the run has taken `delay` seconds, so short runs print nothing. It
+    counts the layers that run a kernel (not Parameters, Consts or Results), with the unit
+    in the label, and shows no ETA: layers differ too much in cost for the mean time per
+    layer so far to predict the rest.
     """
 
-    def __init__(self, total: int, stream, delay: float = 1.0, label: str = "running"):
+    def __init__(self, total: int, stream, delay: float = 1.0, label: str = "running layers"):
         self.total = total
         self.stream = stream
         self.delay = delay
@@ -541,7 +558,7 @@ class Progress:
         self._start = time.perf_counter()
 
     def __call__(self, node, outputs, seconds):
-        if not self.enabled:
+        if not self.enabled or getattr(node, "kind", "op") != "op":
             return
         self.done += 1
         if self.bar is None:
@@ -549,7 +566,7 @@ class Progress:
                 return
             import click
             self.bar = click.progressbar(length=self.total, file=self.stream, label=self.label,
-                                         show_pos=True)
+                                         show_pos=True, show_eta=False, show_percent=True)
             self.bar.__enter__()
             self.bar.update(self.done)
         else:

@@ -132,7 +132,16 @@ class Model:
                     raise FeedError(f"layer '{until}' has no outputs", file=self.path)
                 names = [until if n == 1 else f"{until}:{i}" for i in range(n)]
                 return [(node.layer.id, i) for i in range(n)], names
-        raise FeedError(f"no layer named '{until}' in the model", file=self.path)
+        raise FeedError(f"no layer named '{until}' in the model{self._nearest(until)}",
+                        file=self.path)
+
+    def _nearest(self, name: str) -> str:
+        """'; did you mean X?' for the nearest layer names, or ''."""
+        import difflib
+
+        names = [n.layer.name for n in self.program.nodes.values()]
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+        return f"; did you mean {' or '.join(close)}?" if close else ""
 
     def output_names(self, until: str | None = None) -> list[str]:
         """The keys infer() returns, in order (two outputs may share a name: see --output)."""
@@ -242,10 +251,12 @@ class Model:
             self.infer(feed, until=until, listener=profiler)
         return profiler.rows()
 
-    def run_order(self, until: str | None = None) -> list[str]:
-        """The names of the layers a run executes, in order (what a progress bar counts)."""
+    def run_order(self, until: str | None = None, ops_only: bool = False) -> list[str]:
+        """The names of the layers a run executes, in order; with ops_only, only the layers
+        that run a kernel (what the progress bar counts)."""
         plan = self._plan(self._targets(until)[0])
-        return [step.node.layer.name for step in plan.steps]
+        return [step.node.layer.name for step in plan.steps
+                if not ops_only or step.kind == "op"]
 
 
 class Outputs(dict):
@@ -352,17 +363,18 @@ class Session:
         return dict(self._state.values)
 
 
-def read_model(xml, weights=None, *, mmap: bool = True) -> Model:
+def read_model(xml, weights=None, *, mmap: bool = True, fold: bool | None = None) -> Model:
     """Read, check and prepare an IR model. Raises ModelError listing every problem.
 
     The .bin is memory-mapped, and each run first checks that it has not changed (a
     ReadError if it has); mmap=False reads it into a private copy instead, as OpenVINO's
-    ov::enable_mmap(false) does.
+    ov::enable_mmap(false) does. fold=False computes every layer at each run instead of
+    folding the all-Const ones once here (default: IRRUN_FOLD, on; irrun.program.fold_node).
     """
     path = os.fspath(xml)
     if not os.path.exists(path):
         raise ReadError(f"no such model file: '{path}'", file=path)
-    program = load_program(path, weights, mmap=mmap)
+    program = load_program(path, weights, mmap=mmap, fold=fold)
     if not program.ok:
         raise ModelError(program.diagnostics)
     unknown = _uninferred(program)

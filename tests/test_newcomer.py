@@ -128,3 +128,52 @@ def test_start_up_imports_neither_networkx_nor_the_executor():
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
     # The lazy names still resolve.
     assert irrun.read_model is not None and callable(irrun.compare) and callable(irrun.batch)
+
+
+def test_progress_counts_kernel_layers_and_shows_no_eta():
+    import io
+    from types import SimpleNamespace
+
+    from irrun import inspect
+
+    class TTY(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = TTY()
+    p = inspect.Progress(2, tty, delay=0)
+    for kind in ("parameter", "const", "op", "result", "op"):
+        p(SimpleNamespace(kind=kind), (), 0.0)
+    p.close()
+    out = tty.getvalue()
+    assert "running layers" in out and "2/2" in out and "3/2" not in out
+    assert "eta" not in out.lower()
+    m = irrun.read_model(CRNN)
+    assert len(m.run_order(ops_only=True)) < len(m.run_order())
+
+
+def test_info_shows_what_it_can_of_a_model_that_cannot_run(tmp_path):
+    import shutil
+
+    # No .bin beside it, and an op irrun does not know.
+    text = CRNN.read_text().replace('type="ReLU"', 'type="ReLUX"')
+    (tmp_path / "m.xml").write_text(text)
+    r = invoke("info", tmp_path / "m.xml")
+    assert r.exit_code == 0, r.output
+    assert "image: f32[1,1,32,?]" in r.output
+    assert "decoded_classes: i32[1,?] (declared)" in r.output
+    assert "ReLUX-opset1 (no kernel)" in r.output and "Convolution-1" in r.output
+    assert "problems: " in r.output and "unknown op type 'ReLUX'" in r.output
+    assert "cannot read the weights file" in r.output
+    shutil.copy(CRNN.with_suffix(".bin"), tmp_path / "m.bin")
+    assert "weights" not in invoke("info", tmp_path / "m.xml").output
+
+
+def test_layer_name_typos_are_suggested(tmp_path):
+    r = invoke(CRNN, "--until", "relu3")
+    assert r.exit_code == 1
+    assert "no layer named 'relu3' in the model; did you mean relu2 or relu1?" in r.output
+    r = invoke(CRNN, "--dump", tmp_path / "d", "--dump-layers", "relu3")
+    assert r.exit_code == 1
+    assert "--dump-layers 'relu3' matches no layer; did you mean relu2 or relu1?" in r.output
+    assert invoke(CRNN, "--dump", tmp_path / "e", "--dump-layers", "relu*").exit_code == 0
