@@ -3,6 +3,7 @@
     IRRUN_MAX_BYTES   the memory budget: the largest tensor irrun allocates (`1000000`, `512M`,
                       `4G`); default half of the machine's (or the cgroup's) memory
     IRRUN_THREADS     the most threads one kernel uses (default: the usable cores, at most 4)
+    IRRUN_FOLD        `0` turns off constant folding at load (irrun.program); default `1`
 
 A value is parsed once and kept for as long as the variable keeps that text (tests and
 long-lived processes may change it); a bad value is one ConfigError, which the CLI reports
@@ -28,6 +29,7 @@ MAX_THREADS = 4
 class Config:
     max_bytes: int     # the largest tensor irrun may allocate
     threads: int       # the most threads one kernel may use
+    fold: bool = True  # fold all-Const subgraphs when a model is read
 
 
 @functools.cache
@@ -68,7 +70,7 @@ def parse_bytes(text: str) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def _parse(max_bytes_text: str, threads_text: str) -> Config:
+def _parse(max_bytes_text: str, threads_text: str, fold_text: str = "") -> Config:
     if max_bytes_text:
         try:
             max_bytes = parse_bytes(max_bytes_text)
@@ -84,10 +86,13 @@ def _parse(max_bytes_text: str, threads_text: str) -> Config:
         threads = int(threads_text)
     else:
         threads = min(MAX_THREADS, _usable_cores())
-    return Config(max_bytes, threads)
+    if fold_text not in ("", "0", "1"):
+        raise ConfigError(f"IRRUN_FOLD='{fold_text}' is not 0 or 1")
+    return Config(max_bytes, threads, fold_text != "0")
 
 
 def config() -> Config:
     """The settings in force (parsed once per distinct environment text)."""
     env = os.environ
-    return _parse(env.get("IRRUN_MAX_BYTES", "").strip(), env.get("IRRUN_THREADS", "").strip())
+    return _parse(env.get("IRRUN_MAX_BYTES", "").strip(), env.get("IRRUN_THREADS", "").strip(),
+                  env.get("IRRUN_FOLD", "").strip())

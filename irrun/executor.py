@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import IrrunError, OpError, OpProblem, ResourceError, ShapeError
-from .graph import ancestors_and_self
 from .infer import FOLD_MAX_ELEMENTS, _where
 from .subgraph import current_listener, current_state
 from .shapes import (
@@ -37,6 +36,9 @@ class Step:
     expect: tuple = ()           # per output: (NumPy dtype, shape tuple if static else None)
     reads: str | None = None     # ReadValue: the variable it reads in a session
     writes: str | None = None    # Assign: the variable it writes in a session
+    run: object = None           # kind "run" (an op with nothing to check at run time but its
+    attrs: object = None         # outputs): the kernel and attributes, bound once
+    need: int = 0                # the bytes of its static outputs (the live budget's check)
 
 
 _STATE_OPS = {"readvalue": "reads", "assign": "writes"}
@@ -46,7 +48,7 @@ class Plan:
     """`sinks` are layers run although no target needs them (a session's Assigns)."""
 
     def __init__(self, program, targets: list[tuple[str, int]], sinks=()):
-        needed = ancestors_and_self(program.graph, [lid for lid, _ in targets] + list(sinks))
+        needed = _needed(program, [lid for lid, _ in targets] + list(sinks))
         order = [lid for lid in program.order if lid in needed]
         slot_of: dict[tuple[str, int], int] = {}
         for lid in order:
@@ -57,12 +59,15 @@ class Plan:
         steps = []
         for position, lid in enumerate(order):
             node = program.nodes[lid]
-            args = tuple(slot_of[src] for src in node.inputs)
+            args = () if node.folded is not None else tuple(slot_of[src] for src in node.inputs)
             for a in args:
                 last_use[a] = position
             outs = tuple(slot_of[(lid, i)] for i in range(len(node.specs or ())))
             step = Step(node, node.kind, args, outs, ())
-            if node.kind == "op":
+            if node.folded is not None:
+                # Computed once at load (irrun.program.fold_node): its inputs do not run.
+                step.kind, step.args = "folded", ()
+            elif node.kind == "op":
                 in_specs = [program.nodes[src].specs[out] for src, out in node.inputs]
                 if not all(is_static(s.shape) for s in list(in_specs) + list(node.specs)):
                     step.recheck = tuple(s.etype for s in in_specs)
@@ -71,6 +76,11 @@ class Plan:
                 role = _STATE_OPS.get(node.layer.type.lower())
                 if role is not None:
                     setattr(step, role, node.attrs.variable_id)
+                elif step.recheck is None:
+                    # The interpreter's fast path: no state, no shape rule to run again.
+                    step.kind, step.run, step.attrs = "run", node.op.impl.run, node.attrs
+                    step.need = sum(dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+                                    for dtype, shape in step.expect if shape is not None)
             steps.append(step)
         self.targets = [slot_of[t] for t in targets]
         keep = set(self.targets)
@@ -83,6 +93,22 @@ class Plan:
         self.steps = steps
         self.n_slots = len(slot_of)
         self.slot_of = slot_of
+
+
+def _needed(program, roots) -> set[str]:
+    """The roots and every layer they depend on, not looking past folded layers."""
+    nodes, pred = program.nodes, program.graph.pred
+    seen = set(roots)
+    stack = list(seen)
+    while stack:
+        lid = stack.pop()
+        if nodes[lid].folded is not None:
+            continue
+        for u in pred[lid]:
+            if u not in seen:
+                seen.add(u)
+                stack.append(u)
+    return seen
 
 
 def _location(program, node):
@@ -163,15 +189,31 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
 def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=None):
     """The interpreter loop: fills `values` slot by slot."""
     budget = LiveBudget()   # IRRUN_MAX_BYTES for all live tensors, not only each one
+    limit = budget.limit
+    ndarray = np.ndarray
     for step in plan.steps:
         node = step.node
-        t0 = clock() if listener is not None else 0.0
+        kind = step.kind
+        if listener is not None:
+            t0 = clock()
         try:
-            if step.kind == "parameter":
+            if kind == "run":
+                if step.need and budget.live + step.need > limit:
+                    budget.before(step.expect)       # refuses, wording the limit
+                outputs = step.run(step.attrs, *[values[a] for a in step.args])
+                if len(outputs) != len(step.outs):
+                    raise OpError(f"internal error: the kernel returned {len(outputs)} outputs, "
+                                  f"inference promised {len(step.outs)}")
+                for i, (v, (dtype, shape)) in enumerate(zip(outputs, step.expect)):
+                    if type(v) is not ndarray or v.dtype != dtype or v.shape != shape:
+                        check_output(node, i, v)    # see below
+            elif kind == "folded":
+                outputs = node.folded
+            elif kind == "parameter":
                 outputs = (feeds[node.layer.id],)
-            elif step.kind == "const":
+            elif kind == "const":
                 outputs = (node.const_value,)
-            elif step.kind == "result":
+            elif kind == "result":
                 outputs = ()
             elif step.reads is not None and state is not None and (
                     step.reads in state.pending or step.reads in state.values):

@@ -8,7 +8,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import time
 from dataclasses import dataclass, field
+
+import numpy as np
 
 import networkx as nx
 
@@ -16,7 +19,8 @@ from . import checks, registry, subgraph
 from .errors import Collector, IrrunError, UnsupportedError
 from .etypes import element_type, nbytes
 from .graph import build_graph
-from .infer import check_declared_inputs, check_declared_outputs, infer_node
+from .config import config
+from .infer import FOLD_MAX_ELEMENTS, check_declared_inputs, check_declared_outputs, infer_node
 from .reader import IRDocument, Layer, read_document
 from .shapes import TensorSpec, is_static, parse_partial_shape, static_values
 from .weights import Weights, check_alloc, const_value
@@ -33,6 +37,8 @@ class Node:
     bodies: list[Program] = field(default_factory=list)   # a Loop/TensorIterator/If's networks
     views: tuple = ()               # their port-map views (subgraph.BodyView), even if broken
     program: Program | None = None  # the network this node belongs to
+    folded: tuple | None = None     # outputs computed once at load (constant folding)
+    fold_seconds: float = 0.0       # what computing them took
 
     @property
     def id(self) -> str:
@@ -60,6 +66,7 @@ class Program:
     unused: set[str] = field(default_factory=set)   # layers no Result or Assign depends on
     owner: Node | None = None       # for a body: the Loop/TensorIterator/If layer's node
     bin_path: str | None = None     # where the Consts' bytes are read from
+    fold: bool = True               # fold all-Const subgraphs at load (see fold_node)
 
     @property
     def ok(self) -> bool:
@@ -148,6 +155,12 @@ def _load_const(node: Node, weights: Weights | None, bin_path: str, diag: Collec
         diag.error("const-offset", f"offset={a.offset} + size={a.size} runs past the end of "
                    f"'{weights.path}' ({weights.size} bytes)", line=line, layer=layer)
         return None
+    if et.kind == "string":
+        try:
+            return const_value(weights, et, dims, a.offset, a.size)
+        except ValueError as e:
+            diag.error("const-size", f"string Const: {e}", line=line, layer=layer)
+            return None
     if a.size > need:
         diag.warning("const-size", f"size={a.size} bytes is larger than the {need} bytes that "
                      f"shape {list(dims)} of {et.name} needs", line=line, layer=layer)
@@ -172,15 +185,16 @@ def _gc_paused():
             gc.enable()
 
 
-def load_program(xml_path, weights=None, *, mmap: bool = True) -> Program:
+def load_program(xml_path, weights=None, *, mmap: bool = True, fold: bool | None = None) -> Program:
     """Run every loading stage; problems are in Program.diagnostics (never raises for a bad file).
 
-    mmap=False reads the .bin into a private copy instead of mapping it (irrun.weights)."""
+    mmap=False reads the .bin into a private copy instead of mapping it (irrun.weights).
+    fold=False keeps every layer for run time (default: IRRUN_FOLD, on; see fold_node)."""
     with _gc_paused():
-        return _load_program(xml_path, weights, mmap)
+        return _load_program(xml_path, weights, mmap, config().fold if fold is None else fold)
 
 
-def _load_program(xml_path, weights, mmap=True) -> Program:
+def _load_program(xml_path, weights, mmap=True, fold=True) -> Program:
     xml_path = os.fspath(xml_path)
     diag = Collector(file=xml_path)
     doc = read_document(xml_path, diag)
@@ -202,6 +216,7 @@ def _load_program(xml_path, weights, mmap=True) -> Program:
                        f"Const{more} needs: {e.strerror or e}",
                        line=needing[0].layer.data_line, layer=needing[0].layer)
     program.weights, program.bin_path = wfile, bin_path
+    program.fold = fold
     infer_network(program, diag)
     _check_variables(program, diag)
     checks.check_input_names(program.parameters, diag)
@@ -297,6 +312,7 @@ def infer_network(program: Program, diag: Collector,
     root = _root(program)
     wfile, bin_path = root.weights, root.bin_path
     specs: dict[tuple[str, int], TensorSpec | None] = {}
+    known: dict[str, int] | None = {} if root.fold else None   # folded layer -> source bytes
     for lid in program.order:
         node = nodes[lid]
         input_specs = [specs.get(src) if src is not None else None for src in node.inputs]
@@ -329,17 +345,87 @@ def infer_network(program: Program, diag: Collector,
             out = [TensorSpec.of_value(value, value_etype(node))]
             check_declared_outputs(node.layer, out, diag)
             node.specs = out
+            if known is not None:
+                known[lid] = value.nbytes
         elif node.kind == "parameter" and given is not None:
             node.specs = subgraph.body_parameter_spec(node, given.get(lid), diag)
         else:
+            t0 = time.perf_counter()
             node.specs = infer_node(node, input_specs, diag,
                                     fold=not getattr(node.op.impl, "NO_FOLD", False))
+            if known is not None and node.kind == "op" and node.specs is not None:
+                fold_node(node, input_specs, known, time.perf_counter() - t0)
             if node.bodies:
                 subgraph.flush(node, diag)
                 if node.specs is None:
                     subgraph.check_alone(node, input_specs, diag, only_uninferred=True)
         for i, s in enumerate(node.specs or []):
             specs[(lid, i)] = s
+
+
+# Constant folding at load. A layer is computed once, when the model is read, when every
+# output is already known from inference (ShapeOf of a static shape, small constant
+# arithmetic) or when every input is a Const or a folded layer: f16 -> f32 decompression
+# Converts, zero-point Subtract and scale Multiply of compressed weights, Reshape/Transpose
+# of weights. The executor then hands out the stored outputs (Step kind "folded"), and the
+# layers that only feed folded ones no longer run. Memory budget: a folded result may take
+# at most FOLD_MAX_RATIO times the bytes of the Consts it derives from (u8/i8 weights
+# dequantized to f32 are 4x; f16 -> f32 is 2x); anything larger (a Broadcast or Tile of a
+# small Const to a big shape) stays lazy and runs at every inference, as do layers whose
+# kernel fails here (the run reports that failure where it happens). Off with
+# read_model(..., fold=False) or IRRUN_FOLD=0.
+FOLD_MAX_RATIO = 4
+_NEVER_FOLD = frozenset(("Result", "ReadValue", "Assign", "RandomUniform", "Multinomial"))
+
+
+def fold_node(node: Node, input_specs, known: dict[str, int], seconds: float) -> None:
+    """Fold `node` when its outputs are constant and within the budget (see above)."""
+    if (node.op.type in _NEVER_FOLD or node.bodies or getattr(node.op.impl, "NO_FOLD", False)
+            or not node.specs):
+        node.folded = None
+        return
+    specs = node.specs
+    previous, node.folded = node.folded, None    # a body may be inferred again
+    if all(s.value is not None for s in specs):
+        values = [np.asarray(s.value) for s in specs]
+    else:
+        if not node.inputs or any(src[0] not in known for src in node.inputs):
+            return
+        if previous is not None:      # only Consts feed it: the same values as last time
+            node.folded = previous
+            known[node.id] = sum(v.nbytes for v in previous)
+            return
+        if not all(is_static(s.shape) for s in specs):
+            return
+        source = sum(known[src[0]] for src in node.inputs)
+        out_bytes = sum(nbytes(s.etype, int(np.prod(static_values(s.shape), dtype=np.int64)))
+                        for s in specs)
+        if out_bytes > FOLD_MAX_RATIO * source and out_bytes > 8 * FOLD_MAX_ELEMENTS:
+            return
+        producers = node.program.nodes
+        args = []
+        for src, out in node.inputs:
+            p = producers[src]
+            args.append(p.const_value if p.kind == "const" else p.folded[out])
+        t0 = time.perf_counter()
+        try:
+            with np.errstate(all="ignore"):
+                values = list(node.op.run(node.attrs, *args))
+        except Exception:
+            return     # it fails at run time too, and is reported there with its location
+        seconds = time.perf_counter() - t0
+        if len(values) != len(specs) or any(
+                type(v) is not np.ndarray or v.dtype != s.etype.dtype or
+                v.shape != static_values(s.shape) for v, s in zip(values, specs)):
+            return     # the executor's output check words this at run time
+    frozen = []
+    for v in values:
+        v = v.view()
+        v.flags.writeable = False    # shared by every run: a caller may not change it
+        frozen.append(v)
+    node.folded = tuple(frozen)
+    node.fold_seconds = seconds
+    known[node.id] = sum(v.nbytes for v in frozen)
 
 
 def _root(program: Program) -> Program:
