@@ -30,11 +30,11 @@ import irrun
 try:
     import openvino as ov
     import openvino.opset3 as ov3
+    import openvino.opset4 as ov4
     import openvino.opset6 as ov6
     import openvino.opset8 as ov8
     import openvino.opset15 as ov15
     import openvino.opset16 as ov16
-    import openvino.opset4 as ov4
 except ImportError:   # the test extra brings OpenVINO; without it irrun is timed alone
     ov = None
 try:
@@ -321,7 +321,7 @@ def bench_segment_max(table, n, d, segments, repeat):
         check = same_outputs(model, feed, run_ov)
         td = torch.from_numpy(data)
         lengths = torch.from_numpy(np.bincount(ids, minlength=segments).astype(np.int64))
-        run_torch = lambda: torch.segment_reduce(td, "max", lengths=lengths, unsafe=True)  # noqa: E731
+        run_torch = lambda: torch.segment_reduce(td, "max", lengths=lengths, unsafe=True)
         mem = peak_extra_bytes(lambda: model.infer(feed))
         ir, t_torch, t_ov = best_of_each([lambda: model.infer(feed), run_torch, run_ov], repeat)
         ours = next(iter(model.infer(feed).values()))
@@ -348,7 +348,7 @@ def bench_search_sorted(table, rows, m, k, repeat, with_ov=True, target="≤ 1.0
         run_ov = ov_callable(xml, feed) if with_ov else None
         check = same_outputs(model, feed, run_ov) if with_ov else ""
         ts, tv = torch.from_numpy(seq), torch.from_numpy(values)
-        run_torch = lambda: torch.searchsorted(ts, tv)  # noqa: E731
+        run_torch = lambda: torch.searchsorted(ts, tv)
         ir, t_torch, *t_ov = best_of_each([lambda: model.infer(feed), run_torch]
                                           + ([run_ov] if with_ov else []), repeat)
         t_ov = t_ov[0] if t_ov else None

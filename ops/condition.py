@@ -8,8 +8,18 @@ from typing import Literal
 import numpy as np
 
 from irrun.opkit import (
-    ElementType, OpProblem, TensorSpec, check_alloc, even_ranges, fail, format_shape, from_dtype,
-    parallel, register, warn, workers,
+    ElementType,
+    OpProblem,
+    TensorSpec,
+    check_alloc,
+    even_ranges,
+    fail,
+    format_shape,
+    from_dtype,
+    parallel,
+    register,
+    warn,
+    workers,
 )
 
 

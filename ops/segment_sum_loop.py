@@ -173,7 +173,7 @@ def _segment_max(out, data, bounds, first, last):
             for c in range(data.shape[1]):
                 v = data[j, c]
                 cur = out[s, c]
-                if v > cur or cur != cur:
+                if v > cur or cur != cur:      # noqa: PLR0124 (cur is NaN; ints compile too)
                     out[s, c] = v
     return last
 

@@ -14,6 +14,7 @@ loop releases the GIL). NumPy's part is the messages for bad inputs and the sort
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -21,8 +22,19 @@ import ml_dtypes
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, Dim, OpProblem, TensorSpec, UnsupportedError, check_alloc, even_ranges, fail,
-    format_shape, parallel, register, warn, workers,
+    DYNAMIC,
+    Dim,
+    OpProblem,
+    TensorSpec,
+    UnsupportedError,
+    check_alloc,
+    even_ranges,
+    fail,
+    format_shape,
+    parallel,
+    register,
+    warn,
+    workers,
 )
 
 _INDEX_TYPES = ("i32", "i64")
@@ -326,7 +338,7 @@ def _bag_spans(bounds: np.ndarray, parts: int) -> list[tuple[int, int]]:
         if cut > cuts[-1]:
             cuts.append(cut)
     cuts.append(bags)
-    return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a] or [(0, bags)]
+    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a] or [(0, bags)]
 
 
 

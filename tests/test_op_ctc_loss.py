@@ -10,9 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
-from irrun.ops.sequence import (
-    CTCGreedyDecoder1, CTCGreedyDecoderAttrs, CTCLoss4, CTCLossAttrs,
-)
+from irrun.ops.sequence import CTCGreedyDecoder1, CTCGreedyDecoderAttrs, CTCLoss4, CTCLossAttrs
 from irrun.shapes import DYNAMIC, Dim, TensorSpec
 
 MERGE, NO_MERGE = CTCGreedyDecoderAttrs(True), CTCGreedyDecoderAttrs(False)
@@ -94,7 +92,7 @@ def loss(logits, logit_len, labels, label_len, blank=None, collapse=False, merge
 def brute_force(logits, logit_len, labels, label_len, blank, collapse, merge, unique):
     """-ln of the sum of p(S) over every path S of each row that decodes to the decoded
     target, by enumeration (C ** T paths: small inputs only)."""
-    n, t, c = logits.shape
+    n, _, c = logits.shape
     out = []
     for b in range(n):
         target = list(labels[b, :label_len[b]])
@@ -196,15 +194,15 @@ def test_zero_lengths():
 
 
 @pytest.mark.parametrize("args, message", [
-    (dict(logit_len=[4, 5]), r"logit_length\[1\] is 5, expected in \[0, 4\] \(T\)"),
-    (dict(label_len=[3, 3], logit_len=[4, 2]), r"label_length\[1\] is 3, expected in \[0, 2\]"),
-    (dict(labels=[[0, 1, 9, 0], [0, 0, 0, 0]]), r"labels\[0, 2\] is 9, expected in \[0, 5\)"),
-    (dict(labels=[[0, 4, 1, 0], [0, 0, 0, 0]]), r"labels\[0, 1\] is 4, .*not the blank_index 4"),
-    (dict(blank=5), r"blank_index is 5, expected in \[0, 5\)"),
+    ({"logit_len": [4, 5]}, r"logit_length\[1\] is 5, expected in \[0, 4\] \(T\)"),
+    ({"label_len": [3, 3], "logit_len": [4, 2]}, r"label_length\[1\] is 3, expected in \[0, 2\]"),
+    ({"labels": [[0, 1, 9, 0], [0, 0, 0, 0]]}, r"labels\[0, 2\] is 9, expected in \[0, 5\)"),
+    ({"labels": [[0, 4, 1, 0], [0, 0, 0, 0]]}, r"labels\[0, 1\] is 4, .*not the blank_index 4"),
+    ({"blank": 5}, r"blank_index is 5, expected in \[0, 5\)"),
 ])
 def test_loss_errors(args, message):
-    kw = {**dict(logits=np.zeros((2, 4, 5)), logit_len=[4, 4], labels=np.zeros((2, 4)),
-                 label_len=[3, 2]), **args}
+    kw = {"logits": np.zeros((2, 4, 5)), "logit_len": [4, 4], "labels": np.zeros((2, 4)),
+          "label_len": [3, 2], **args}
     with pytest.raises(OpError, match=message):
         loss(**kw)
 
@@ -232,8 +230,8 @@ def test_loss_shape_rules():
 
 ov = pytest.importorskip("openvino")
 oracle = pytest.importorskip("oracle")
-import openvino.opset1 as o1  # noqa: E402
-import openvino.opset4 as o4  # noqa: E402
+import openvino.opset1 as o1
+import openvino.opset4 as o4
 
 
 @pytest.mark.oracle
@@ -282,4 +280,4 @@ def test_oracle_ctc_loss(data):
                        unique=unique)
     # Both sum in f32 in a different order (the plugin backward, irrun forward): a few ulp
     # per step of up to 8 steps.
-    got, expected = oracle.compare(ov.Model([node], params, "ctc"), feed, rtol=1e-5, atol=1e-5)
+    oracle.compare(ov.Model([node], params, "ctc"), feed, rtol=1e-5, atol=1e-5)

@@ -14,7 +14,10 @@ from irrun.errors import OpError, ShapeError
 from irrun.etypes import element_type
 from irrun.opkit.problems import collect_warnings, stop_collecting
 from irrun.ops.sparse import (
-    EmbeddingBagAttrs, EmbeddingBagOffsets15, EmbeddingBagOffsetsSum3, EmbeddingBagPacked15,
+    EmbeddingBagAttrs,
+    EmbeddingBagOffsets15,
+    EmbeddingBagOffsetsSum3,
+    EmbeddingBagPacked15,
     EmbeddingBagPackedSum3,
 )
 from irrun.shapes import DYNAMIC, Dim, TensorSpec
@@ -214,7 +217,7 @@ def test_random_bags_match_the_reference(data):
 
 
 def test_threads_split_bags_not_lookups(monkeypatch):
-    import irrun.ops.sparse as sparse
+    from irrun.ops import sparse
     monkeypatch.setattr(sparse, "_workers", lambda n: 3)
     rng = np.random.default_rng(1)
     table = rng.standard_normal((50, 16)).astype(np.float32)
@@ -340,8 +343,8 @@ def test_infer_agrees_with_run():
 
 ov = pytest.importorskip("openvino")
 oracle = pytest.importorskip("oracle")
-import openvino.opset3 as o3  # noqa: E402
-import openvino.opset15 as o15  # noqa: E402
+import openvino.opset3 as o3
+import openvino.opset15 as o15
 
 # The CPU plugin computes f32, i32, i8 and u8 tables (f16 / bf16 through f32, kept out of
 # exact comparisons). Its region: every offset below the number of indices (it refuses an

@@ -84,7 +84,7 @@ def test_random_rows_match_numpy(data):
 
 
 def test_large_batched_input_uses_the_threads(monkeypatch):
-    import irrun.ops.condition as condition
+    from irrun.ops import condition
     monkeypatch.setattr(condition, "_PARALLEL_MIN", 1000)
     monkeypatch.setattr(condition, "_BLOCK", 777)
     rng = np.random.default_rng(2)
@@ -135,7 +135,7 @@ def test_shape_rules():
 
 ov = pytest.importorskip("openvino")
 oracle = pytest.importorskip("oracle")
-import openvino.opset15 as o15  # noqa: E402
+import openvino.opset15 as o15
 
 
 @pytest.mark.oracle

@@ -211,7 +211,7 @@ def test_fill_shape_rules():
 
 ov = pytest.importorskip("openvino")
 oracle = pytest.importorskip("oracle")
-import openvino.opset16 as o16  # noqa: E402
+import openvino.opset16 as o16
 
 
 @pytest.mark.oracle

@@ -26,7 +26,7 @@ import openvino as ov
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from write import write_model  # noqa: E402  (models/write.py)
+from write import write_model
 
 SEED = 1512
 SLOTS = 20   # item ids per request (static, see below)
