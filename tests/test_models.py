@@ -163,7 +163,7 @@ def _keras_mha_feeds(folder, rng):
 
 def _image_feeds(folder, rng):
     build = _build_module(folder)
-    return [build.sample_inputs(rng) for _ in range(3)]
+    return [build.sample_inputs(rng) for _ in range(2)]
 
 
 def _dlrm_feeds(folder, rng):

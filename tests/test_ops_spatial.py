@@ -218,7 +218,7 @@ def test_roll_and_squeeze15():
 
 
 @pytest.mark.oracle
-@settings(max_examples=24)
+@settings(max_examples=16)
 @given(seed=st.integers(0, 2**31), data=st.data(),
        kind=st.sampled_from(["d2s", "s2d", "b2s", "s2b", "shuffle", "roll", "patches", "squeeze"]))
 def test_moves_match_openvino(tmp_path_factory, seed, data, kind):
@@ -286,7 +286,7 @@ def test_moves_match_openvino(tmp_path_factory, seed, data, kind):
 
 
 @pytest.mark.oracle
-@settings(max_examples=20)
+@settings(max_examples=14)
 @given(seed=st.integers(0, 2**31), data=st.data(),
        kind=st.sampled_from(["pad", "d2s", "s2d", "interp", "backprop", "adaptive", "patches",
                              "maxpool14", "shuffle"]))
