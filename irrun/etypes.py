@@ -14,7 +14,7 @@ class ElementType:
     name: str          # IR name: "f32", "i64", "boolean", "u4", ...
     dtype: np.dtype    # how irrun holds the values (sub-byte types are unpacked to one byte)
     bits: int          # bits per element in the .bin
-    kind: str          # "float" | "int" | "uint" | "bool"
+    kind: str          # "float" | "int" | "uint" | "bool" | "string"
 
     @property
     def is_float(self) -> bool:
@@ -63,10 +63,13 @@ ELEMENT_TYPES: dict[str, ElementType] = {e.name: e for e in [
     _et("f4e2m1", ml_dtypes.float4_e2m1fn, 4, "float"),
     # nf4 codes index NF4_VALUES; irrun holds the f32 values they stand for.
     _et("nf4", np.float32, 4, "float"),
+    # string: held as a NumPy object array of Python str (see decode_strings); `bits` is the
+    # size of one reference, what check_alloc counts before the strings themselves exist.
+    _et("string", object, 64, "string"),
 ]}
 
 # Types OpenVINO knows that irrun reads but cannot compute with yet.
-UNSUPPORTED = ("string",)
+UNSUPPORTED: tuple[str, ...] = ()
 
 # The 16 values of the nf4 codes (QLoRA's NormalFloat4, as OpenVINO's ConvertNF4 has them),
 # and the 15 boundaries between neighbours a value is quantized against (x > boundary, in f64).
@@ -112,8 +115,8 @@ def element_type(name: str) -> ElementType:
     if key in UNSUPPORTED:
         raise UnsupportedError(f"element type '{name}' is not supported yet "
                                f"(supported: {', '.join(ELEMENT_TYPES)})")
-    raise ValueError(f"unknown element type '{name}' (known: {', '.join(ELEMENT_TYPES)}, "
-                     f"{', '.join(UNSUPPORTED)})")
+    raise ValueError(f"unknown element type '{name}' (known: "
+                     f"{', '.join([*ELEMENT_TYPES, *UNSUPPORTED])})")
 
 
 def normalize_precision(precision: str) -> str | None:
@@ -136,7 +139,11 @@ def from_dtype(dtype) -> ElementType:
 
 def nbytes(et: ElementType, count: int) -> int:
     """Bytes that `count` elements take in the .bin (sub-byte types are packed; u3 and u6
-    in whole groups of 3 bytes, 8 or 4 values each, as OpenVINO writes them)."""
+    in whole groups of 3 bytes, 8 or 4 values each, as OpenVINO writes them). For strings,
+    the bytes of the packed layout's header only (the count and count + 1 offsets): the
+    symbols after it are as long as its last offset says (see decode_strings)."""
+    if et.kind == "string":
+        return 4 * (count + 2)
     if et.bits == 3:
         return -(-count // 8) * 3
     if et.bits == 6:
@@ -146,6 +153,8 @@ def nbytes(et: ElementType, count: int) -> int:
 
 def decode(raw: np.ndarray, et: ElementType, shape: tuple[int, ...]) -> np.ndarray:
     """Values of `shape` from the raw uint8 bytes of a Const, without a copy when byte-sized."""
+    if et.kind == "string":
+        return decode_strings(raw, shape)
     count = int(np.prod(shape, dtype=np.int64))
     if et.bits >= 8:
         return np.frombuffer(raw, dtype=et.dtype, count=count).reshape(shape)
@@ -173,6 +182,64 @@ def decode(raw: np.ndarray, et: ElementType, shape: tuple[int, ...]) -> np.ndarr
         elif et.name == "f4e2m1":
             values = values.view(ml_dtypes.float4_e2m1fn)
     return values.astype(et.dtype, copy=False).reshape(shape)
+
+
+def decode_strings(raw: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A string Const from OpenVINO's packed layout: an i32 count, then count + 1 i32 byte
+    offsets into the symbols that follow (string i is symbols[offset[i]:offset[i + 1]]).
+
+    Strings are held as a NumPy object array of Python str, decoded from UTF-8 with
+    'surrogateescape' so that bytes which are not UTF-8 round-trip exactly (OpenVINO's
+    strings are bytes). Raises ValueError saying what is wrong with the layout."""
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    raw = np.asarray(raw, dtype=np.uint8).reshape(-1)
+    header = 4 * (count + 2)
+    if raw.size < header:
+        raise ValueError(f"the packed strings need at least {header} bytes for {count} "
+                         f"strings (a count and {count + 1} offsets), got {raw.size}")
+    ints = raw[:header].view("<i4")
+    if int(ints[0]) != count:
+        raise ValueError(f"the packed strings hold {int(ints[0])} strings, shape "
+                         f"{list(shape)} needs {count}")
+    offsets = ints[1:].astype(np.int64)
+    symbols = raw[header:]
+    bad = np.flatnonzero((offsets < 0) | (offsets > symbols.size))
+    if bad.size:
+        raise ValueError(f"offset {int(bad[0])} of the packed strings is {int(offsets[bad[0]])}, "
+                         f"outside the {symbols.size} bytes of symbols")
+    down = np.flatnonzero(np.diff(offsets) < 0)
+    if down.size:
+        raise ValueError(f"offsets of the packed strings decrease at string {int(down[0])} "
+                         f"({int(offsets[down[0]])} to {int(offsets[down[0] + 1])})")
+    return strings_from_bytes(symbols, offsets[:-1], offsets[1:], shape)
+
+
+def strings_from_bytes(symbols: np.ndarray, begins: np.ndarray, ends: np.ndarray,
+                       shape) -> np.ndarray:
+    """An object array of `shape` of the str in symbols[begins[i]:ends[i]] (checked bounds).
+
+    Making one Python object per string is the one per-element loop here: a list
+    comprehension over slices of one bytes object."""
+    data = bytes(np.asarray(symbols, dtype=np.uint8).data)
+    out = np.empty(len(begins), dtype=object)
+    out[:] = [data[b:e].decode("utf-8", "surrogateescape")
+              for b, e in zip(begins.tolist(), ends.tolist())]
+    return out.reshape(shape)
+
+
+def strings_to_bytes(values: np.ndarray) -> list[bytes]:
+    """The UTF-8 bytes of each string of an object array, in C order (the inverse of
+    strings_from_bytes: surrogate escapes become the bytes they stand for)."""
+    return [s.encode("utf-8", "surrogateescape") for s in np.asarray(values).reshape(-1).tolist()]
+
+
+def encode_strings(values: np.ndarray) -> bytes:
+    """OpenVINO's packed layout of a string tensor (the inverse of decode_strings)."""
+    parts = strings_to_bytes(values)
+    offsets = np.zeros(len(parts) + 2, dtype="<i4")
+    offsets[0] = len(parts)
+    offsets[2:] = np.cumsum([len(b) for b in parts], dtype=np.int64)
+    return offsets.tobytes() + b"".join(parts)
 
 
 def _groups(packed: np.ndarray, count: int, per: int, size: int) -> np.ndarray:
@@ -205,6 +272,8 @@ def _decode_u6(packed: np.ndarray, count: int) -> np.ndarray:
 
 def encode(values: np.ndarray, et: ElementType) -> bytes:
     """The .bin bytes for `values` (the inverse of decode); used by tests and tools."""
+    if et.kind == "string":
+        return encode_strings(values)
     flat = np.ascontiguousarray(values, dtype=et.dtype).reshape(-1)
     if et.bits >= 8:
         return flat.tobytes()

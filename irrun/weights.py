@@ -158,6 +158,10 @@ def const_value(weights: Weights | None, et, shape: tuple[int, ...], offset: int
     """Decode one Const. The caller has checked offset/size against the file and shape."""
     count = int(np.prod(shape, dtype=np.int64)) if shape else 1
     need = nbytes(et, count)
+    if et.kind == "string" and weights is not None:
+        # The packed strings (count, offsets, symbols) take all of `size`: the header says
+        # how much of it the symbols are; decode checks it (ValueError).
+        return decode(weights.slice(offset, size), et, shape)
     if need == 0 or weights is None:
         return decode(np.zeros(need, dtype=np.uint8), et, shape)
     return decode(weights.slice(offset, need), et, shape)

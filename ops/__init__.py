@@ -27,3 +27,4 @@ from . import movement_extra  # noqa: F401,E402
 from . import signal  # noqa: F401,E402
 from . import nms  # noqa: F401,E402
 from . import detection  # noqa: F401,E402
+from . import strings  # noqa: F401,E402

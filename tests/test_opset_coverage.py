@@ -41,8 +41,6 @@ ALLOWED_MISSING = {
         "RegionYolo-1", "ReorgYolo-2", "GenerateProposals-9", "ExperimentalDetectronDetectionOutput-6",
         "ExperimentalDetectronGenerateProposalsSingleImage-6",
         "ExperimentalDetectronPriorGridGenerator-6", "ExperimentalDetectronROIFeatureExtractor-6"],
-    # Issue 18's own remainder: the string element type and its two ops are not built yet.
-    "issue 18 (string element type, not built yet)": ["StringTensorPack-15", "StringTensorUnpack-15"],
 }
 
 
