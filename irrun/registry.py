@@ -305,8 +305,9 @@ def lookup(type: str, version: str | None) -> OpDef:
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
         custom = ""
         if version == "extension":
-            custom = ('. It looks like a custom op (version="extension"): register a kernel with '
-                      "@irrun.register in a Python file and pass it with --extension.")
+            custom = ((" " if hint else ". ") + 'It looks like a custom op (version="extension"): '
+                      "register a kernel with @irrun.register in a Python file and pass it with "
+                      "--extension.")
         listed = (f"registered: {', '.join(names)}; " if len(names) <= _LIST_TYPES_UP_TO
                   else f"{len(names)} op types are registered; ")
         raise LookupFailure(f"unknown op type '{type}'{hint}{custom} ({listed}"

@@ -76,3 +76,18 @@ def test_readme_console_example(line, command, shown, status, tmp_path):
     missing = [s for s in shown if s != "..." and s.strip() and s not in out + err]
     assert not missing, (f"README line {line}: {cmd}\nshown but not printed: {missing}\n"
                          f"printed:\n{done.stdout}{done.stderr}")
+
+
+def test_readme_shows_the_real_no_extension_hint(tmp_path):
+    from test_extension import model_xml
+
+    (tmp_path / "custom.xml").write_text(model_xml())
+    import numpy as np
+
+    np.savez(tmp_path / "in.npz", x=np.ones((2, 3), np.float32))
+    done = subprocess.run([sys.executable, "-m", "irrun", "custom.xml", "-i", "in.npz"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    line = done.stderr.strip()
+    assert line.startswith("custom.xml:8: error: layer 'act' (ScaledTanh-extension): ")
+    assert line in README, f"the README's hint differs from what irrun prints:\n{line}"
