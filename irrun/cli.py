@@ -220,6 +220,9 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, w
     if shapes and not random_inputs:
         raise click.UsageError("--shape goes with --random-inputs")
     shape_of_input = _parse_shapes(shapes)
+    if output_path and not os.path.splitext(os.path.basename(output_path))[1]:
+        # `-o out` writes out.npz (as np.savez would name it); any other name is kept exactly.
+        output_path += ".npz"
     if loop_back and not steps:
         raise click.UsageError("--loop-back needs --steps N")
     if steps and (until or dump_dir or repeat > 1):

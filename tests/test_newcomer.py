@@ -177,3 +177,15 @@ def test_layer_name_typos_are_suggested(tmp_path):
     assert r.exit_code == 1
     assert "--dump-layers 'relu3' matches no layer; did you mean relu2 or relu1?" in r.output
     assert invoke(CRNN, "--dump", tmp_path / "e", "--dump-layers", "relu*").exit_code == 0
+
+
+def test_output_path_is_written_exactly_or_gets_npz_without_a_suffix(tmp_path):
+    r = invoke(CRNN, "-o", tmp_path / "out")
+    assert r.exit_code == 0 and f"to {tmp_path / 'out.npz'}" in r.output
+    assert (tmp_path / "out.npz").exists() and not (tmp_path / "out").exists()
+    r = invoke(CRNN, "-o", tmp_path / "out.npy")
+    assert r.exit_code == 0 and f"to {tmp_path / 'out.npy'}" in r.output
+    assert set(np.load(tmp_path / "out.npy")) == {"decoded_classes", "decoded_lengths"}
+    r = invoke(CRNN, "-o", tmp_path / "missing" / "out.npz")
+    assert r.exit_code == 1 and "the directory" in r.output and "does not exist" in r.output
+    assert "internal error" not in r.output
