@@ -337,7 +337,7 @@ def _kind(a: np.ndarray) -> str:
     k = a.dtype.kind
     if k == "V":                           # ml_dtypes bfloat16 / float8
         return "f"
-    return {"f": "f", "i": "i", "u": "i", "b": "b"}.get(k, "?")
+    return {"f": "f", "i": "i", "u": "i", "b": "b", "O": "s", "U": "s", "S": "s"}.get(k, "?")
 
 
 def compare_tensor(a: np.ndarray, b: np.ndarray, tolerance: dict) -> dict:
@@ -346,6 +346,20 @@ def compare_tensor(a: np.ndarray, b: np.ndarray, tolerance: dict) -> dict:
     stats = dict(size=int(a.size), mismatches=0)
     if a.size == 0:
         return dict(stats, status="agree")
+    if _kind(a) == "s":
+        # Strings as OpenVINO's Python API shows them: UTF-8 decoded with replacement
+        # characters, trailing NULs dropped (NumPy unicode).
+        def shown(x):
+            return [v.encode("utf-8", "surrogateescape").decode("utf-8", "replace").rstrip("\x00")
+                    if isinstance(v, str) else v.decode("utf-8", "replace").rstrip("\x00")
+                    for v in np.asarray(x).reshape(-1).tolist()]
+        sa, sb = shown(a), shown(b)
+        bad = [i for i, (x, y) in enumerate(zip(sa, sb)) if x != y]
+        flat = bad[0] if bad else 0
+        return dict(stats, status="differ" if bad else "agree", mismatches=len(bad),
+                    max_abs=None, max_rel=None,
+                    worst_index=[int(i) for i in np.unravel_index(flat, a.shape)],
+                    irrun_value=sa[flat], other_value=sb[flat])
     if tolerance.get("exact") or _kind(a) != "f":
         if _kind(a) == "b" or _kind(b) == "b":
             bad = np.asarray(a, bool) != np.asarray(b, bool)
@@ -517,8 +531,10 @@ def _openvino():
     return ov
 
 
-def _ov_array(tensor, etype_is_bf16: bool) -> np.ndarray:
+def _ov_array(tensor, etype_is_bf16: bool, is_string: bool = False) -> np.ndarray:
     value = np.array(tensor)
+    if is_string and value.dtype.kind != "U":
+        value = value.astype(str)          # an empty string tensor comes back as f64
     if etype_is_bf16:
         import ml_dtypes
         # OpenVINO's Python API hands bf16 back as 16-bit words: reinterpret them.
@@ -531,6 +547,12 @@ def _ov_input(ov, value: np.ndarray):
         t = ov.Tensor(ov.Type.bf16, list(value.shape))
         t.data.view(np.uint16)[...] = value.view(np.uint16)
         return t
+    if value.dtype == object:
+        # A string tensor (object array of str) goes in as the bytes irrun's strings stand
+        # for (see irrun.etypes.decode_strings); NumPy's 'S' drops trailing NULs.
+        parts = [v.encode("utf-8", "surrogateescape") for v in value.reshape(-1).tolist()]
+        return np.array(parts, dtype="S").reshape(value.shape) if parts else \
+            np.zeros(value.shape, dtype="S1")
     return np.ascontiguousarray(value) if value.ndim else value
 
 
@@ -715,7 +737,8 @@ def run_openvino(model, feeds_by_id: dict, ports: list, device: str, precision: 
         key = (lid, src.get_index())
         if lid is None or key in values:
             continue
-        values[key] = _ov_array(results[out], out.get_element_type() == ov.Type.bf16)
+        values[key] = _ov_array(results[out], out.get_element_type() == ov.Type.bf16,
+                                out.get_element_type() == ov.Type.string)
     for key in wanted:
         if key not in values and key not in missing:
             missing[key] = "not exposed: OpenVINO's compiled model has no output for it"

@@ -76,6 +76,8 @@ def _number(v) -> str:
         return "true" if v else "false"
     if isinstance(v, (np.integer, int)):
         return str(int(v))
+    if isinstance(v, str):         # a string tensor's lexicographic min/max
+        return repr(v if len(v) <= 20 else v[:20] + "...")
     return format(float(v), ".6g")
 
 

@@ -363,3 +363,30 @@ def test_string_consts_saved_by_openvino(tmp_path_factory, data):
     assert want[0].size == 0 or _as_lists(want[0]) == _as_lists(data)
     for g, w in zip(got[1:], want[1:]):
         oracle.assert_same(g, w)
+
+
+def test_verbose_trace_shows_string_ranges(tmp_path):
+    xml = hand_model(tmp_path)
+    np.savez(tmp_path / "in.npz", s=np.array(["b", "a"]))
+    result = CliRunner().invoke(cli, ["run", "-v", xml, "-i", str(tmp_path / "in.npz")])
+    assert result.exit_code == 0, result.output
+    assert "string[2] in ['a', 'b']" in result.output
+
+
+@pytest.mark.oracle
+def test_irrun_compare_agrees_with_openvino_on_strings(tmp_path):
+    oracle = pytest.importorskip("oracle")
+    ov = oracle.ov
+    import openvino.opset15 as o15
+    p = o15.parameter([-1], ov.Type.string, name="s")
+    un = o15.string_tensor_unpack(p)
+    pk = o15.string_tensor_pack(*un.outputs())
+    c = ov.op.Constant(ov.Tensor(np.array(["Intel", "", "ÖpenVINO"])))
+    model = ov.Model([o15.result(x) for x in (*un.outputs(), pk, c)], [p], "strings")
+    xml = oracle.save(model, tmp_path)
+    # Bytes that are not UTF-8 included: both sides see the same bytes.
+    np.savez(tmp_path / "in.npz", s=np.array([b"ab", b"", b"\xff\xc3", "é".encode()]))
+    result = CliRunner().invoke(cli, ["compare", xml, "-i", str(tmp_path / "in.npz")])
+    assert result.exit_code == 0, result.output
+    assert "all 5 compared tensors agree" in result.output
+    assert "string[4]" in result.output
