@@ -393,8 +393,11 @@ def _run_session(m, feed, steps, pairs, listener, output_path, progress):
 @click.option("--inputs", "-i", "inputs_path", type=click.Path(dir_okay=False),
               help="HTML: run the model on these inputs and show each layer's time share as "
                    "its colour, its output statistics, and NaN/Inf flagged.")
+@click.option("--compare", "with_compare", is_flag=True,
+              help="HTML: also run `irrun compare` (OpenVINO) and colour each layer by its "
+                   "agreement.")
 @click.pass_context
-def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights, inputs_path):
+def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights, inputs_path, with_compare):
     """Draw MODEL's layer graph as DOT, SVG or a self-contained HTML page.
 
     Layers show type-version and output shapes, edges dtype and shape; colours follow the
@@ -411,8 +414,8 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights, inputs_path)
             raise click.UsageError(f"cannot tell the format from '{output_path}': use a .svg, "
                                    ".dot or .html name, or --format")
 
-    if inputs_path and fmt != "html":
-        raise click.UsageError("--inputs goes with an HTML page (-o model.html)")
+    if (inputs_path or with_compare) and fmt != "html":
+        raise click.UsageError("--inputs and --compare go with an HTML page (-o model.html)")
 
     def go():
         program = drawing.load_for_drawing(model, weights)
@@ -426,7 +429,13 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights, inputs_path)
 
                 m = read_model(model, weights)
                 run = run_stats(m, load_npz(inputs_path, m.inputs))
-            text = to_viewer_html(program, run)
+            agreement = None
+            if with_compare:
+                from .compare import compare
+                from .viewer import agreement_of
+
+                agreement = agreement_of(compare(model, inputs_path, weights=weights))
+            text = to_viewer_html(program, run, agreement)
         try:
             if fmt != "html":
                 text = drawing.render(program, fmt, layout_engine)

@@ -273,9 +273,12 @@ def _network(program, key: str, title: str, run: dict | None, diagnostics,
         if "share" in det:
             heat = min(1.0, det["share"] * 4)
             fill = f"rgb(255,{int(255 - 170 * heat)},{int(255 - 200 * heat)})"
-        if det.get("agreement") in ("differ", "diverges"):
+        agreement = det.get("agreement")
+        if agreement == "differ":
             fill = "#ffb3b3"
-        elif det.get("agreement") == "agree":
+        elif agreement == "drift":       # differs only as its inputs do
+            fill = "#ffe0a0"
+        elif agreement == "agree":
             fill = "#c8f0c8"
         stroke, sw = "#555", 1
         kinds = {s.split(":")[0] for s in det["diagnostics"]}
@@ -347,6 +350,20 @@ def run_stats(model, feed) -> dict:
     return stats
 
 
+def agreement_of(result) -> dict[str, str]:
+    """{layer id: "differ" | "drift" | "agree"} from an irrun.compare result: a layer's worst
+    tensor (differ: wrong on its own account; drift: wrong only as its inputs are)."""
+    rank = {"agree": 0, "drift": 1, "differ": 2}
+    out: dict[str, str] = {}
+    for t in result.tensors:
+        lid = getattr(t, "layer_id", None)
+        if lid is None or t.status not in rank:
+            continue
+        if rank[t.status] >= rank.get(out.get(lid, "agree"), 0):
+            out[lid] = t.status
+    return out
+
+
 def to_viewer_html(program, run: dict | None = None, agreement: dict | None = None) -> str:
     """The page for a loaded Program (a run's `run_stats` and a compare's per-layer status
     optional)."""
@@ -360,7 +377,9 @@ def to_viewer_html(program, run: dict | None = None, agreement: dict | None = No
     errors = sum(d.severity == "error" for d in program.diagnostics)
     warnings = len(program.diagnostics) - errors
     summary = (f"{len(program.doc.layers)} layers, {errors} errors, {warnings} warnings"
-               + ("; coloured by time share of one run" if run else ""))
+               + ("; coloured by time share of one run" if run and not agreement else "")
+               + ("; coloured by agreement with OpenVINO (green agrees, amber differs only "
+                  "as its inputs do, red differs)" if agreement else ""))
     payload = json.dumps(data).replace("</", "<\\/")
     return _PAGE.format(title=e(title), summary=e(summary), svgs=svgs, payload=payload,
                         file=e(program.path))

@@ -189,3 +189,21 @@ def test_output_path_is_written_exactly_or_gets_npz_without_a_suffix(tmp_path):
     r = invoke(CRNN, "-o", tmp_path / "missing" / "out.npz")
     assert r.exit_code == 1 and "the directory" in r.output and "does not exist" in r.output
     assert "internal error" not in r.output
+
+
+@pytest.mark.oracle
+def test_viewer_colours_layers_by_agreement_with_openvino(tmp_path):
+    pytest.importorskip("openvino")
+    import re
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_compare import _ess_model
+
+    xml = _ess_model(tmp_path)
+    r = invoke("graph", xml, "-o", tmp_path / "page.html", "--compare")
+    assert r.exit_code == 0, r.output
+    page = (tmp_path / "page.html").read_text()
+    fills = dict(re.findall(r'data-name="(\w+)"[^>]*><rect[^>]*fill="([^"]+)"', page))
+    # ESS is wrong on its own account (red), the ReLU after it only through its input (amber).
+    assert fills["ess"] == "#ffb3b3" and fills["relu"] == "#ffe0a0" and fills["mm"] == "#c8f0c8"
+    assert "coloured by agreement with OpenVINO" in page
