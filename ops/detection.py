@@ -921,3 +921,198 @@ class ReorgYolo2:
         c2 = c // (s * s)
         x = data.reshape(n, c2, h, s, w, s).transpose(0, 3, 5, 1, 2, 4)
         return (np.ascontiguousarray(x).reshape(n, c * s * s, h // s, w // s),)
+
+
+# ---------------------------------------------------------------- Proposal
+
+
+@dataclass(frozen=True)
+class Proposal1Attrs:
+    base_size: int
+    pre_nms_topn: int
+    post_nms_topn: int
+    nms_thresh: float
+    feat_stride: int
+    min_size: int
+    ratio: tuple[float, ...]
+    scale: tuple[float, ...]
+    clip_before_nms: bool = True
+    clip_after_nms: bool = False
+    normalize: bool = False
+    box_size_scale: float = 1.0
+    box_coordinate_scale: float = 1.0
+    framework: str = ""
+    with_probs: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class Proposal4Attrs(Proposal1Attrs):
+    with_probs: ClassVar[bool] = True
+
+
+def _proposal_anchors(attrs) -> np.ndarray:
+    """[A, 4] anchors (x0, y0, x1, y1), ratio-major, as OpenVINO's reference generates them."""
+    tf = attrs.framework == "tensorflow"
+    off = F32(0) if tf else F32(1)
+    base = F32(attrs.base_size)
+    center = F32(0.5) * (base - off)
+    rows = []
+    for r in attrs.ratio:
+        w = np.sqrt(base * base / F32(r))
+        if not tf:
+            w = F32(np.floor(abs(w) + F32(0.5)) * np.sign(w))     # roundf: half away from 0
+            h = F32(np.floor(abs(w * F32(r)) + F32(0.5)))
+        else:
+            h = w * F32(r)
+        for s in attrs.scale:
+            sw = F32(0.5) * (w * F32(s) - off)
+            sh = F32(0.5) * (h * F32(s) - off)
+            box = [center - sw, center - sh, center + sw, center + sh]
+            if tf:
+                box = [v - base * F32(0.5) for v in box]
+            rows.append(box)
+    return np.array(rows, F32).reshape(-1, 4)
+
+
+def _check_proposal(attrs) -> None:
+    if attrs.pre_nms_topn <= 0 or attrs.post_nms_topn <= 0 or attrs.base_size <= 0 or \
+            attrs.feat_stride <= 0:
+        fail(f"Proposal needs positive base_size, feat_stride, pre_nms_topn and post_nms_topn, "
+             f"got {attrs.base_size}, {attrs.feat_stride}, {attrs.pre_nms_topn}, "
+             f"{attrs.post_nms_topn}")
+    if not attrs.ratio or not attrs.scale:
+        fail("Proposal needs at least one ratio and one scale")
+    if attrs.framework not in ("", "caffe", "tensorflow"):
+        fail(f"Proposal's framework must be '' (Caffe), 'caffe' or 'tensorflow', got "
+             f"'{attrs.framework}'")
+
+
+@register("Proposal", since=(1, 4), attrs=(Proposal1Attrs, Proposal4Attrs), category="detection")
+class Proposal1:
+    @staticmethod
+    def infer(attrs, class_probs: TensorSpec, bbox_deltas: TensorSpec,
+              image_shape: TensorSpec) -> list[TensorSpec]:
+        _check_proposal(attrs)
+        for name, spec in (("class_probs", class_probs), ("bbox_deltas", bbox_deltas),
+                           ("image_shape", image_shape)):
+            if not spec.etype.is_float:
+                fail(f"Proposal's {name} must be floating-point, got {spec.etype.name}")
+        check_rank(class_probs, (4,), "Proposal's class_probs")
+        check_rank(bbox_deltas, (4,), "Proposal's bbox_deltas")
+        check_rank(image_shape, (1,), "Proposal's image_shape")
+        if image_shape.rank == 1 and image_shape.shape[0].is_static and \
+                image_shape.shape[0].value not in (3, 4):
+            fail(f"Proposal's image_shape must have 3 or 4 elements, got {image_shape}")
+        a = len(attrs.ratio) * len(attrs.scale)
+        if class_probs.shape and class_probs.shape[1].is_static and \
+                class_probs.shape[1].value != 2 * a:
+            fail(f"Proposal's class_probs must have 2 * {a} anchors' channels (ratios x scales), "
+                 f"got {class_probs}")
+        n = class_probs.shape[0] if class_probs.shape else \
+            (bbox_deltas.shape[0] if bbox_deltas.shape else Dim(0, None))
+        rows = n * Dim.of(attrs.post_nms_topn)
+        out = [TensorSpec(class_probs.etype, (rows, Dim.of(5)))]
+        if attrs.with_probs:
+            out.append(TensorSpec(class_probs.etype, (rows,)))
+        return out
+
+    @staticmethod
+    def run(attrs, class_probs, bbox_deltas, image_shape) -> tuple[np.ndarray, ...]:
+        _check_proposal(attrs)
+        n, c2, fh, fw = class_probs.shape
+        anchors = _proposal_anchors(attrs)
+        a = anchors.shape[0]
+        if c2 != 2 * a or bbox_deltas.shape != (n, 4 * a, fh, fw):
+            fail(f"Proposal's class_probs {list(class_probs.shape)} and bbox_deltas "
+                 f"{list(bbox_deltas.shape)} must be [N, 2 * {a}, H, W] and [N, 4 * {a}, H, W]")
+        info = np.asarray(image_shape, F32).reshape(-1)
+        if info.size not in (3, 4):
+            fail(f"Proposal's image_shape must have 3 or 4 elements, got {info.size}")
+        img_h, img_w, sh = info[0], info[1], info[2]
+        if not (img_h > 0 and img_w > 0):
+            fail(f"Proposal's image_shape must give a positive image height and width, got "
+                 f"{float(img_h)} and {float(img_w)}")
+        sw = info[3] if info.size == 4 else sh
+        min_h, min_w = F32(attrs.min_size) * sh, F32(attrs.min_size) * sw
+        tf = attrs.framework == "tensorflow"
+        off = F32(0) if tf else F32(1)
+        if tf:
+            # TensorFlow's layout runs x over the feature map's rows; OpenVINO's CPU plugin
+            # then bounds x by the image height and y by its width (the reference does not
+            # swap the bounds, mixing the two); irrun follows the plugin
+            img_h, img_w = img_w, img_h
+        post = attrs.post_nms_topn
+        check_alloc([n * post, 5], F32, "Proposal's output")
+        total = a * fh * fw
+        pre = min(total, attrs.pre_nms_topn)
+        rois = np.zeros((n, post, 5), F32)
+        probs = np.zeros((n, post), F32)
+        hh, ww = np.meshgrid(np.arange(fh), np.arange(fw), indexing="ij")
+        gx, gy = (hh, ww) if tf else (ww, hh)      # TensorFlow's layout swaps x and y
+        gx = (gx * attrs.feat_stride).astype(F32)[..., None]           # [H, W, 1]
+        gy = (gy * attrs.feat_stride).astype(F32)[..., None]
+        with np.errstate(over="ignore", invalid="ignore"):
+            for b in range(n):
+                d = bbox_deltas[b].astype(F32).reshape(a, 4, fh, fw).transpose(2, 3, 0, 1)
+                score = class_probs[b, a:].astype(F32).transpose(1, 2, 0)   # [H, W, A]
+                x0, y0 = gx + anchors[:, 0], gy + anchors[:, 1]
+                x1, y1 = gx + anchors[:, 2], gy + anchors[:, 3]
+                if tf:
+                    x0, x1 = np.clip(x0, 0, img_w), np.clip(x1, 0, img_w)
+                    y0, y1 = np.clip(y0, 0, img_h), np.clip(y1, 0, img_h)
+                bw, bh = x1 - x0 + off, y1 - y0 + off
+                cx, cy = x0 + F32(0.5) * bw, y0 + F32(0.5) * bh
+                dx = d[..., 0] / F32(attrs.box_coordinate_scale)
+                dy = d[..., 1] / F32(attrs.box_coordinate_scale)
+                dw = d[..., 2] / F32(attrs.box_size_scale)
+                dh = d[..., 3] / F32(attrs.box_size_scale)
+                pcx, pcy = dx * bw + cx, dy * bh + cy
+                pw, ph = np.exp(dw) * bw, np.exp(dh) * bh
+                x0, y0 = pcx - F32(0.5) * pw, pcy - F32(0.5) * ph
+                x1, y1 = pcx + F32(0.5) * pw, pcy + F32(0.5) * ph
+                if attrs.clip_before_nms:
+                    x0, x1 = (np.maximum(F32(0), np.minimum(v, img_w - off)) for v in (x0, x1))
+                    y0, y1 = (np.maximum(F32(0), np.minimum(v, img_h - off)) for v in (y0, y1))
+                keep = (min_w <= x1 - x0 + off) & (min_h <= y1 - y0 + off)
+                boxes = np.stack([x0, y0, x1, y1], -1).astype(F32).reshape(-1, 4)
+                sc = (keep.astype(F32) * score).astype(F32).reshape(-1)
+                # the pre_nms_topn best; equal scores by proposal index (the reference's
+                # partial_sort leaves them open)
+                order = np.argsort(-sc, kind="stable")[:pre]
+                kept = _proposal_nms(boxes[order], F32(attrs.nms_thresh), post, off)
+                sel = order[kept]
+                k = sel.size
+                bx = boxes[sel]
+                if attrs.clip_after_nms:
+                    bx = np.maximum(F32(0), np.minimum(bx, np.array([img_w, img_h, img_w, img_h], F32)))
+                if attrs.normalize:
+                    bx = bx / np.array([img_w, img_h, img_w, img_h], F32)
+                rois[b, :k, 0] = b
+                rois[b, :k, 1:] = bx
+                probs[b, :k] = sc[sel]
+                if k < post:
+                    rois[b, k, 0] = -1
+        out = (rois.reshape(n * post, 5).astype(class_probs.dtype),)
+        if attrs.with_probs:
+            out += (probs.reshape(n * post).astype(class_probs.dtype),)
+        return out
+
+
+def _proposal_nms(boxes: np.ndarray, thresh: F32, limit: int, off: F32) -> np.ndarray:
+    """Greedy NMS in score order: positions kept (at most `limit`); IoU > thresh suppresses."""
+    kept, alive = [], np.arange(boxes.shape[0])
+    area = (boxes[:, 2] - boxes[:, 0] + off) * (boxes[:, 3] - boxes[:, 1] + off)
+    while alive.size and len(kept) < limit:
+        i = int(alive[0])
+        kept.append(i)
+        rest = alive[1:]
+        o = boxes[rest]
+        b = boxes[i]
+        overlap = (b[0] <= o[:, 2]) & (b[1] <= o[:, 3]) & (o[:, 0] <= b[2]) & (o[:, 1] <= b[3])
+        w = np.maximum(F32(0), np.minimum(b[2], o[:, 2]) - np.maximum(b[0], o[:, 0]) + off)
+        h = np.maximum(F32(0), np.minimum(b[3], o[:, 3]) - np.maximum(b[1], o[:, 1]) + off)
+        inter = w * h
+        with np.errstate(invalid="ignore", divide="ignore"):
+            iou = np.where(overlap, inter / (area[i] + area[rest] - inter), F32(0))
+        alive = rest[~(thresh < iou)]
+    return np.array(kept, np.int64)
