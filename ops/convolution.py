@@ -100,6 +100,12 @@ def _conv_run(attrs, x: np.ndarray, w: np.ndarray) -> np.ndarray:
                  f"({size} + pads {pb[i] + pe[i]}) at spatial axis {i}")
         counts.append(window_count(size, pb[i] + pe[i], extent, attrs.strides[i]))
     acc_t = compute_dtype(x.dtype)
+    if x.dtype == acc_t and acc_t.kind == "f":
+        # Fast paths for f32/f64 (integers keep the per-tap path and its wrapping sums).
+        if g == 1 and _fits_im2col(n, counts, kernel, cg, acc_t):
+            return _conv_im2col(attrs, x, w[0], pb, pe, counts)
+        if cg == 1 and og == 1:
+            return _conv_depthwise(attrs, x, w, pb, pe, counts)
     xp = np.pad(x.astype(acc_t, copy=False), [(0, 0), (0, 0)] + list(zip(pb, pe)))
     # [N, G, Cg, *S] -> [G, N, *S, Cg]
     xp = np.moveaxis(xp.reshape((n, g, cg) + xp.shape[2:]), (1, 2), (0, -1))
@@ -114,6 +120,80 @@ def _conv_run(attrs, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     out = np.moveaxis(out, (0, -1), (1, 2)).reshape((n, g * og) + tuple(counts))
     # Integer results wrap like the C++ types; f16/bf16 are rounded once here.
     return np.ascontiguousarray(out).astype(x.dtype, copy=False)
+
+
+# im2col scratch (the patch matrix) above this many bytes falls back to one matmul per tap.
+_IM2COL_MAX_BYTES = 64 << 20
+
+
+def _fits_im2col(n, counts, kernel, c, dtype) -> bool:
+    rows = n * int(np.prod(counts, dtype=np.int64))
+    return rows * int(np.prod(kernel, dtype=np.int64)) * c * dtype.itemsize <= _IM2COL_MAX_BYTES
+
+
+# Filters laid out for the matmul once per weight tensor: a Const's or folded layer's array
+# is read-only and lives as long as the model, so the layout is kept beside it (by id, with
+# a weak reference proving it is still the same array).
+_LAYOUTS: dict[int, tuple] = {}
+
+
+def _filter_matrix(w: np.ndarray) -> np.ndarray:
+    """[O, C, *k] -> [prod(k) * C, O], matching the patch columns (taps outer, channels inner)."""
+    def lay():
+        return np.ascontiguousarray(w.transpose(tuple(range(2, w.ndim)) + (1, 0))).reshape(
+            -1, w.shape[0])
+    if w.flags.writeable:
+        return lay()
+    import weakref
+    key = id(w)
+    hit = _LAYOUTS.get(key)
+    if hit is not None and hit[0]() is w and hit[1].shape[1] == w.shape[0]:
+        return hit[1]
+    try:
+        ref = weakref.ref(w, lambda _, k=key: _LAYOUTS.pop(k, None))
+    except TypeError:
+        return lay()
+    m = lay()
+    _LAYOUTS[key] = (ref, m)
+    return m
+
+
+def _conv_im2col(attrs, x, w, pb, pe, counts):
+    """One convolution as one matmul: the padded input channel-last, every window's taps a
+    row of a patch matrix [N*P, prod(k)*C] (one strided view, copied once) times the filters
+    [prod(k)*C, O]."""
+    n, c = x.shape[:2]
+    kernel = w.shape[2:]
+    nd = len(kernel)
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(pb, pe))) if any(pb) or any(pe) else x
+    xl = np.ascontiguousarray(np.moveaxis(xp, 1, -1))             # [N, *S, C]
+    st = xl.strides
+    shape = (n,) + tuple(counts) + tuple(kernel) + (c,)
+    strides = ((st[0],) + tuple(st[1 + i] * attrs.strides[i] for i in range(nd))
+               + tuple(st[1 + i] * attrs.dilations[i] for i in range(nd)) + (st[-1],))
+    patches = np.lib.stride_tricks.as_strided(xl, shape, strides, writeable=False)
+    rows = n * int(np.prod(counts, dtype=np.int64))
+    out = patches.reshape(rows, -1) @ _filter_matrix(w)             # [N*P, O]
+    out = out.reshape((n,) + tuple(counts) + (w.shape[0],))
+    return np.ascontiguousarray(np.moveaxis(out, -1, 1))
+
+
+def _conv_depthwise(attrs, x, w, pb, pe, counts):
+    """Depthwise (one channel per group): per kernel tap, a strided view of the padded input
+    times that tap's per-channel weight, summed in place; no matmul, no re-layout."""
+    n, c = x.shape[:2]
+    kernel = w.shape[3:]
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(pb, pe))) if any(pb) or any(pe) else x
+    wc = w.reshape((c,) + tuple(kernel))
+    acc = np.zeros((n, c) + tuple(counts), dtype=x.dtype)
+    tmp = np.empty_like(acc)
+    bshape = (1, c) + (1,) * len(kernel)
+    for tap in np.ndindex(*kernel):
+        offsets = [t * d for t, d in zip(tap, attrs.dilations)]
+        view = xp[(slice(None), slice(None)) + tap_slices(offsets, attrs.strides, counts)]
+        np.multiply(view, wc[(slice(None),) + tap].reshape(bshape), out=tmp)
+        acc += tmp
+    return acc
 
 
 @register("Convolution", since=1, attrs=ConvolutionAttrs, category="convolution")

@@ -1,0 +1,69 @@
+"""The f32/f64 fast paths of Convolution (one im2col matmul) and depthwise GroupConvolution
+(per-tap multiply-add), against textbook loops and OpenVINO's CPU plugin."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from irrun import registry
+
+from oracle import compare
+from test_ops_vision import naive_conv
+
+CASES = [   # x shape, kernel, strides, dilations, pads_begin, pads_end
+    ((2, 5, 11, 9), (3, 2), (2, 1), (1, 2), (1, 0), (2, 1)),
+    ((1, 3, 16, 16), (7, 7), (2, 2), (1, 1), (3, 3), (3, 3)),
+    ((1, 4, 9), (3,), (1,), (2,), (0,), (1,)),
+    ((1, 2, 5, 6, 4), (2, 3, 1), (1, 2, 1), (1, 1, 1), (1, 0, 0), (0, 1, 0)),
+    ((3, 8, 4, 4), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),
+]
+
+
+def _attrs(op, strides, dil, pb, pe):
+    text = lambda v: ",".join(map(str, v))  # noqa: E731
+    a, problems, _ = registry.parse_attrs(op.attrs, dict(
+        strides=text(strides), dilations=text(dil), pads_begin=text(pb), pads_end=text(pe)))
+    assert not problems
+    return a
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, k, strides, dil, pb, pe", CASES)
+def test_fast_paths_match_textbook_loops(shape, k, strides, dil, pb, pe, dtype):
+    rng = np.random.default_rng(len(shape) + sum(k))
+    x = rng.standard_normal(shape).astype(dtype)
+    w = rng.standard_normal((6, shape[1]) + k).astype(dtype)
+    conv = registry.lookup("Convolution", "opset1")
+    (got,) = conv.run(_attrs(conv, strides, dil, pb, pe), x, w)
+    assert got.dtype == dtype and got.flags.c_contiguous
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, naive_conv(x, w, strides, dil, pb, pe), rtol=tol, atol=tol * 10)
+    # Read-only filters (a Const's or folded layer's) take the cached layout: same result.
+    w.flags.writeable = False
+    for _ in range(2):
+        np.testing.assert_array_equal(conv.run(_attrs(conv, strides, dil, pb, pe), x, w)[0], got)
+    # Depthwise: one channel per group, each channel its own filter.
+    gconv = registry.lookup("GroupConvolution", "opset1")
+    wd = rng.standard_normal((shape[1], 1, 1) + k).astype(dtype)
+    (dw,) = gconv.run(_attrs(gconv, strides, dil, pb, pe), x, wd)
+    want = np.concatenate([naive_conv(x[:, c:c + 1], wd[c], strides, dil, pb, pe)
+                           for c in range(shape[1])], axis=1)
+    np.testing.assert_allclose(dw, want, rtol=tol, atol=tol * 10)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("shape, k, strides, dil, pb, pe", CASES[:3])
+def test_fast_paths_match_openvino(shape, k, strides, dil, pb, pe):
+    import openvino as ov
+    import openvino.opset8 as ops
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape).astype(np.float32)
+    p = ops.parameter(shape, np.float32, name="x")
+    w = ops.constant(rng.standard_normal((6, shape[1]) + k).astype(np.float32))
+    wd = ops.constant(rng.standard_normal((shape[1], 1, 1) + k).astype(np.float32))
+    y = ops.convolution(p, w, list(strides), list(pb), list(pe), list(dil))
+    z = ops.group_convolution(p, wd, list(strides), list(pb), list(pe), list(dil))
+    # Up to 147-term f32 sums of unit normals (|sum| ~ 12) in another order than the plugin's:
+    # an output near 0 from cancellation differs by a few f32 ulps of 12, not of itself.
+    compare(ov.Model([y, z], [p]), {"x": x}, atol=1e-5)
