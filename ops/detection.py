@@ -1116,3 +1116,100 @@ def _proposal_nms(boxes: np.ndarray, thresh: F32, limit: int, off: F32) -> np.nd
             iou = np.where(overlap, inter / (area[i] + area[rest] - inter), F32(0))
         alive = rest[~(thresh < iou)]
     return np.array(kept, np.int64)
+
+
+# ---------------------------------------------------------------- PSROIPooling
+
+
+@dataclass(frozen=True)
+class PSROIPoolingAttrs:
+    output_dim: int
+    spatial_scale: float
+    group_size: int = 1
+    mode: Literal["average", "bilinear"] = "average"
+    spatial_bins_x: int = 1
+    spatial_bins_y: int = 1
+
+
+def _psroi_channels(attrs) -> int:
+    if attrs.mode == "average":
+        return attrs.output_dim * attrs.group_size * attrs.group_size
+    return attrs.output_dim * attrs.spatial_bins_x * attrs.spatial_bins_y
+
+
+@register("PSROIPooling", since=1, attrs=PSROIPoolingAttrs, category="detection")
+class PSROIPooling1:
+    @staticmethod
+    def infer(attrs, data: TensorSpec, rois: TensorSpec) -> list[TensorSpec]:
+        if min(attrs.output_dim, attrs.group_size, attrs.spatial_bins_x, attrs.spatial_bins_y) <= 0:
+            fail(f"PSROIPooling's output_dim, group_size and spatial bins must be positive, got "
+                 f"{attrs.output_dim}, {attrs.group_size}, {attrs.spatial_bins_x}, "
+                 f"{attrs.spatial_bins_y}")
+        g = attrs.group_size
+        out = _roi_out_spec("PSROIPooling", ROIPoolingAttrs(g, g, attrs.spatial_scale), data, rois, 5)
+        need = _psroi_channels(attrs)
+        if data.shape is not None and data.shape[1].is_static and data.shape[1].value != need:
+            what = "output_dim * group_size^2" if attrs.mode == "average" else \
+                "output_dim * spatial_bins_x * spatial_bins_y"
+            fail(f"PSROIPooling's feature maps need {what} = {need} channels, got {data}")
+        return [TensorSpec(out.etype, (out.shape[0], Dim.of(attrs.output_dim), Dim.of(g), Dim.of(g)))]
+
+    @staticmethod
+    def run(attrs, data, rois) -> tuple[np.ndarray]:
+        n, c, h, w = data.shape
+        if c != _psroi_channels(attrs):
+            fail(f"PSROIPooling's feature maps need {_psroi_channels(attrs)} channels, got {c}")
+        r, g, od = rois.shape[0], attrs.group_size, attrs.output_dim
+        check_alloc([r, od, g, g], F32, "PSROIPooling's output")
+        x = data.astype(F32)
+        box = rois.astype(F32)
+        ids = np.trunc(box[:, 0]).astype(np.int64) if r else np.zeros(0, np.int64)
+        _check_batch_ids(ids, n, "PSROIPooling's boxes[:, 0] (batch id) at box")
+        out = np.zeros((r, od, g, g), F32)
+        scale = F32(attrs.spatial_scale)
+        for i in range(r):
+            f = x[ids[i]]
+            if attrs.mode == "average":
+                q = _round_half_away(box[i, 1:])
+                sw, sh = q[0] * scale, q[1] * scale
+                ew, eh = (q[2] + F32(1)) * scale, (q[3] + F32(1)) * scale
+                bw, bh = (ew - sw) / F32(g), (eh - sh) / F32(g)
+                chans = f.reshape(od, g, g, h, w)
+                for ph in range(g):                # bins: a small static grid
+                    for pw in range(g):
+                        # a bin that starts past the map is empty (0), as in the CPU plugin (the
+                        # reference clips its start to the last pixel); starts clip at 0 too
+                        ws = min(max(int(np.floor(sw + F32(pw) * bw)), 0), w)
+                        hs = min(max(int(np.floor(sh + F32(ph) * bh)), 0), h)
+                        we = min(max(int(np.ceil(sw + F32(pw + 1) * bw)), 0), w)
+                        he = min(max(int(np.ceil(sh + F32(ph + 1) * bh)), 0), h)
+                        if we > ws and he > hs:
+                            out[i, :, ph, pw] = chans[:, ph, pw, hs:he, ws:we].sum(axis=(1, 2), dtype=F32) \
+                                / F32((we - ws) * (he - hs))
+            else:
+                sw, sh, ew, eh = box[i, 1:] * scale
+                nbx, nby = attrs.spatial_bins_x, attrs.spatial_bins_y
+                bw, bh = (ew - sw) / F32(nbx), (eh - sh) / F32(nby)
+                xs = bw * F32(w - 1) / F32(g - 1) if g > 1 else F32(0)
+                ys = bh * F32(h - 1) / F32(g - 1) if g > 1 else F32(0)
+                chans = f.reshape(nby * nbx, od, h, w)
+                for ph in range(g):
+                    for pw in range(g):
+                        acc = np.zeros(od, F32)
+                        for sby in range(nby):
+                            for sbx in range(nbx):
+                                bsw, bsh = sw + F32(sbx) * bw, sh + F32(sby) * bh
+                                px = F32(pw) * xs + bsw * F32(w - 1) if g > 1 else \
+                                    (bsw + bsw + bw) * F32(w - 1) / F32(2)
+                                py = F32(ph) * ys + bsh * F32(h - 1) if g > 1 else \
+                                    (bsh + bsh + bh) * F32(h - 1) / F32(2)
+                                if not (0 <= px < w and 0 <= py < h):
+                                    continue
+                                left, top = int(np.floor(px)), int(np.floor(py))
+                                right, bottom = min(int(np.ceil(px)), w - 1), min(int(np.ceil(py)), h - 1)
+                                m = chans[sby * nbx + sbx]
+                                t = m[:, top, left] + (m[:, top, right] - m[:, top, left]) * F32(px - left)
+                                b = m[:, bottom, left] + (m[:, bottom, right] - m[:, bottom, left]) * F32(px - left)
+                                acc += t + (b - t) * F32(py - top)
+                        out[i, :, ph, pw] = acc / F32(nbx * nby)
+        return (out.astype(data.dtype),)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from irrun.errors import OpError, ShapeError
 from irrun.ops.detection import (
     DetectionOutput1, DetectionOutput1Attrs, DetectionOutput8Attrs, PriorBox1, Proposal1,
+    PSROIPooling1, PSROIPoolingAttrs,
     Proposal1Attrs, Proposal4Attrs, ROIAlign3,
     ROIAlign3Attrs, ROIAlign9Attrs, ROIPooling2, ROIPoolingAttrs, RegionYolo1, RegionYoloAttrs,
     ReorgYolo2, ReorgYoloAttrs, PriorBox1Attrs, PriorBox8Attrs, PriorBoxClustered1, PriorBoxClusteredAttrs,
@@ -396,6 +397,27 @@ def test_proposal_by_hand():
         Proposal1.run(a5, probs, deltas, np.array([0, 20, 1], F32))
 
 
+# ------------------------------------------------------------------ PSROIPooling
+
+def test_psroi_pooling_spec_example_and_by_hand():
+    a = PSROIPoolingAttrs(group_size=6, mode="bilinear", output_dim=360, spatial_bins_x=3,
+                          spatial_bins_y=3, spatial_scale=1.0)
+    (out,) = PSROIPooling1.infer(a, TensorSpec.make("f32", [1, 3240, 38, 38]),
+                                 TensorSpec.make("f32", [300, 5]))
+    assert out.shape == tuple(map(Dim.of, (300, 360, 6, 6)))
+    with pytest.raises(ShapeError, match="need output_dim \\* group_size\\^2 = 8 channels"):
+        PSROIPooling1.infer(PSROIPoolingAttrs(output_dim=2, spatial_scale=1.0, group_size=2),
+                            TensorSpec.make("f32", [1, 6, 4, 4]), TensorSpec.make("f32", [3, 5]))
+    # average, group 2: bin (i, j) reads channel i * 2 + j over its quarter of the box
+    x = np.stack([np.full((4, 4), v, F32) for v in (1, 2, 3, 4)])[None]
+    a = PSROIPoolingAttrs(output_dim=1, spatial_scale=1.0, group_size=2)
+    (y,) = PSROIPooling1.run(a, x, np.array([[0, 0, 0, 3, 3]], F32))
+    assert y.tolist() == [[[[1, 2], [3, 4]]]]
+    # a box reaching past the map: bins that start beyond it are 0
+    (y,) = PSROIPooling1.run(a, x, np.array([[0, 2, 2, 9, 9]], F32))
+    assert y.tolist() == [[[[1, 0], [0, 0]]]]
+
+
 # ------------------------------------------------------------------ OpenVINO
 
 ov = pytest.importorskip("openvino")
@@ -663,3 +685,33 @@ def test_oracle_proposal(data, tmp_path_factory):
         rows = expected[0][:, 0].reshape(n, -1)
         valid = np.cumprod(rows >= 0, axis=1).astype(bool).reshape(-1)
         oracle.assert_same(got[1][valid], expected[1][valid])
+
+
+@pytest.mark.oracle
+@settings(max_examples=20)
+@given(data=st.data())
+def test_oracle_psroi_pooling(data, tmp_path_factory):
+    mode = data.draw(st.sampled_from(["average", "bilinear"]))
+    od, g = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    bx, by = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))) if mode == "bilinear" else (1, 1)
+    c = od * g * g if mode == "average" else od * bx * by
+    n, h, w, r = data.draw(st.integers(1, 2)), data.draw(st.integers(2, 9)), data.draw(st.integers(2, 9)), \
+        data.draw(st.integers(1, 4))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    x = rng.standard_normal((n, c, h, w)).astype(F32)
+    if mode == "average":
+        scale = data.draw(st.sampled_from([1.0, 0.5]))
+        lo = rng.uniform(0, max(h, w), (r, 2)) / scale
+        # away from .5, where the coordinate rounding ties
+        co = np.floor(np.concatenate([lo, lo + rng.uniform(0, 8, (r, 2)) / scale], 1)) + 0.25
+    else:
+        # inside the map: the reference reads before it for negative points (undefined)
+        scale = 1.0
+        lo = rng.uniform(0, 0.6, (r, 2))
+        co = np.concatenate([lo, lo + rng.uniform(0, 0.4, (r, 2))], 1)
+    rois = np.concatenate([rng.integers(0, n, (r, 1)), co], 1).astype(F32)
+    p = o1.parameter(list(x.shape), ov.Type.f32, name="x")
+    b = o1.parameter([r, 5], ov.Type.f32, name="rois")
+    node = o1.psroi_pooling(p, b, od, g, scale, bx, by, mode)
+    oracle.compare(ov.Model([o1.result(node)], [p, b], "ps"), {"x": x, "rois": rois},
+                   rtol=1e-5, atol=1e-5, tmpdir=tmp_path_factory.mktemp("ps"))
