@@ -1213,3 +1213,85 @@ class PSROIPooling1:
                                 acc += t + (b - t) * F32(py - top)
                         out[i, :, ph, pw] = acc / F32(nbx * nby)
         return (out.astype(data.dtype),)
+
+
+# ---------------------------------------------------------------- ROIAlignRotated
+
+
+@dataclass(frozen=True)
+class ROIAlignRotatedAttrs:
+    pooled_h: int
+    pooled_w: int
+    sampling_ratio: int
+    spatial_scale: float
+    clockwise_mode: bool = False
+
+
+def _bilinear_points(f: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """f [C, H, W] sampled at points (y, x) (any equal shapes) with ROIAlign's reference rules:
+    a point more than one pixel outside gives 0, others clamp to the border."""
+    c, h, w = f.shape
+    valid = (x >= -1) & (x <= F32(w)) & (y >= -1) & (y <= F32(h))
+    x = np.maximum(np.where(valid, x, 0), F32(0)).astype(F32)
+    y = np.maximum(np.where(valid, y, 0), F32(0)).astype(F32)
+    yl, xl = y.astype(np.int64), x.astype(np.int64)
+    ty, tx = yl >= h - 1, xl >= w - 1
+    yl, xl = np.where(ty, h - 1, yl), np.where(tx, w - 1, xl)
+    yh, xh = np.where(ty, h - 1, yl + 1), np.where(tx, w - 1, xl + 1)
+    y, x = np.where(ty, yl.astype(F32), y), np.where(tx, xl.astype(F32), x)
+    ly, lx = (y - yl).astype(F32), (x - xl).astype(F32)
+    hy, hx = F32(1) - ly, F32(1) - lx
+    v = (hy * hx * f[:, yl, xl] + hy * lx * f[:, yl, xh] + ly * hx * f[:, yh, xl] +
+         ly * lx * f[:, yh, xh])
+    return np.where(valid, v, F32(0)).astype(F32)
+
+
+@register("ROIAlignRotated", since=15, attrs=ROIAlignRotatedAttrs, category="detection")
+class ROIAlignRotated15:
+    @staticmethod
+    def infer(attrs, data: TensorSpec, rois: TensorSpec, batch_indices: TensorSpec) -> list[TensorSpec]:
+        out = _roi_out_spec("ROIAlignRotated", attrs, data, rois, 5)
+        check_integer(batch_indices, "ROIAlignRotated's batch_indices")
+        check_rank(batch_indices, (1,), "ROIAlignRotated's batch_indices")
+        if attrs.sampling_ratio < 0 or attrs.spatial_scale <= 0:
+            fail(f"ROIAlignRotated needs sampling_ratio >= 0 and spatial_scale > 0, got "
+                 f"{attrs.sampling_ratio} and {attrs.spatial_scale}")
+        if batch_indices.shape and out.shape[0].merge(batch_indices.shape[0]) is None:
+            fail(f"ROIAlignRotated's batch_indices {batch_indices} must have one entry per box {rois}")
+        return [out]
+
+    @staticmethod
+    def run(attrs, data, rois, batch_indices) -> tuple[np.ndarray]:
+        n, c, h, w = data.shape
+        r = rois.shape[0]
+        if batch_indices.shape != (r,):
+            fail(f"ROIAlignRotated's batch_indices must have shape [{r}], got "
+                 f"{list(batch_indices.shape)}")
+        _check_batch_ids(batch_indices, n, "ROIAlignRotated's batch_indices")
+        ph, pw = attrs.pooled_h, attrs.pooled_w
+        check_alloc([r, c, ph, pw], data.dtype, "ROIAlignRotated's output")
+        fm = data.astype(F32)
+        box = rois.astype(F32)
+        scale = F32(attrs.spatial_scale)
+        out = np.zeros((r, c, ph, pw), F32)
+        for i in range(r):
+            cx, cy = box[i, 0] * scale - F32(0.5), box[i, 1] * scale - F32(0.5)
+            rw, rh = box[i, 2] * scale, box[i, 3] * scale
+            angle = -box[i, 4] if attrs.clockwise_mode else box[i, 4]
+            cos, sin = F32(np.cos(angle)), F32(np.sin(angle))
+            bw, bh = F32(rw / F32(pw)), F32(rh / F32(ph))
+            sx = attrs.sampling_ratio or int(np.ceil(bw))
+            sy = attrs.sampling_ratio or int(np.ceil(bh))
+            if sx <= 0 or sy <= 0:
+                continue
+            check_alloc([c, ph * sy, pw * sx], F32, "ROIAlignRotated's samples of one box")
+            # sample positions in the box's frame (origin at its centre), then rotated
+            py = (-rh / F32(2) + np.repeat(np.arange(ph, dtype=F32), sy) * bh +
+                  (bh / F32(sy)) * (np.tile(np.arange(sy, dtype=F32), ph) + F32(0.5))).astype(F32)
+            px = (-rw / F32(2) + np.repeat(np.arange(pw, dtype=F32), sx) * bw +
+                  (bw / F32(sx)) * (np.tile(np.arange(sx, dtype=F32), pw) + F32(0.5))).astype(F32)
+            yy = (py[:, None] * cos - px[None, :] * sin + cy).astype(F32)
+            xx = (py[:, None] * sin + px[None, :] * cos + cx).astype(F32)
+            v = _bilinear_points(fm[int(batch_indices[i])], yy, xx).reshape(c, ph, sy, pw, sx)
+            out[i] = (v / F32(sy * sx)).sum(axis=(2, 4), dtype=F32)
+        return (out.astype(data.dtype),)

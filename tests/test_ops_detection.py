@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from irrun.errors import OpError, ShapeError
 from irrun.ops.detection import (
     DetectionOutput1, DetectionOutput1Attrs, DetectionOutput8Attrs, PriorBox1, Proposal1,
-    PSROIPooling1, PSROIPoolingAttrs,
+    PSROIPooling1, PSROIPoolingAttrs, ROIAlignRotated15, ROIAlignRotatedAttrs,
     Proposal1Attrs, Proposal4Attrs, ROIAlign3,
     ROIAlign3Attrs, ROIAlign9Attrs, ROIPooling2, ROIPoolingAttrs, RegionYolo1, RegionYoloAttrs,
     ReorgYolo2, ReorgYoloAttrs, PriorBox1Attrs, PriorBox8Attrs, PriorBoxClustered1, PriorBoxClusteredAttrs,
@@ -418,6 +418,35 @@ def test_psroi_pooling_spec_example_and_by_hand():
     assert y.tolist() == [[[[1, 0], [0, 0]]]]
 
 
+# ------------------------------------------------------------------ ROIAlignRotated
+
+def test_roi_align_rotated():
+    a = ROIAlignRotatedAttrs(pooled_h=6, pooled_w=6, spatial_scale=16.0, sampling_ratio=2,
+                             clockwise_mode=True)
+    (out,) = ROIAlignRotated15.infer(a, TensorSpec.make("f32", [7, 256, 200, 200]),
+                                     TensorSpec.make("f32", [1000, 5]), TensorSpec.make("i32", [1000]))
+    assert out.shape == tuple(map(Dim.of, (1000, 256, 6, 6)))
+    x = np.arange(16, dtype=F32).reshape(1, 1, 4, 4)
+    a = ROIAlignRotatedAttrs(pooled_h=2, pooled_w=2, sampling_ratio=1, spatial_scale=1.0)
+    # centre (2, 2) - 0.5 = pixel (1.5, 1.5), a 2 x 2 box: samples at pixels 1 and 2
+    (y,) = ROIAlignRotated15.run(a, x, np.array([[2, 2, 2, 2, 0]], F32), np.array([0]))
+    assert y.tolist() == [[[[5, 6], [9, 10]]]]
+    # a half turn swaps the bins, either direction
+    for cw in (False, True):
+        (y,) = ROIAlignRotated15.run(ROIAlignRotatedAttrs(2, 2, 1, 1.0, cw), x,
+                                     np.array([[2, 2, 2, 2, np.pi]], F32), np.array([0]))
+        np.testing.assert_allclose(y, [[[[10, 9], [6, 5]]]], atol=1e-5)
+    # a quarter turn: counterclockwise and clockwise differ
+    (ccw,) = ROIAlignRotated15.run(a, x, np.array([[2, 2, 2, 2, np.pi / 2]], F32), np.array([0]))
+    (cw,) = ROIAlignRotated15.run(ROIAlignRotatedAttrs(2, 2, 1, 1.0, True), x,
+                                  np.array([[2, 2, 2, 2, np.pi / 2]], F32), np.array([0]))
+    np.testing.assert_allclose(ccw, [[[[9, 5], [10, 6]]]], atol=1e-5)
+    np.testing.assert_allclose(cw, [[[[6, 10], [5, 9]]]], atol=1e-5)
+    # outside the map: 0
+    (y,) = ROIAlignRotated15.run(a, x, np.array([[20, 20, 2, 2, 0.3]], F32), np.array([0]))
+    assert not y.any()
+
+
 # ------------------------------------------------------------------ OpenVINO
 
 ov = pytest.importorskip("openvino")
@@ -715,3 +744,29 @@ def test_oracle_psroi_pooling(data, tmp_path_factory):
     node = o1.psroi_pooling(p, b, od, g, scale, bx, by, mode)
     oracle.compare(ov.Model([o1.result(node)], [p, b], "ps"), {"x": x, "rois": rois},
                    rtol=1e-5, atol=1e-5, tmpdir=tmp_path_factory.mktemp("ps"))
+
+
+@pytest.mark.oracle
+@settings(max_examples=20)
+@given(data=st.data())
+def test_oracle_roi_align_rotated(data, tmp_path_factory):
+    import openvino.opset15 as o15
+    n, c, h, w = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3)),
+                  data.draw(st.integers(1, 9)), data.draw(st.integers(1, 9)))
+    r = data.draw(st.integers(0, 5))
+    scale = data.draw(st.sampled_from([1.0, 0.5, 2.0]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    x = rng.standard_normal((n, c, h, w)).astype(F32)
+    rois = np.concatenate([rng.uniform(-2, max(h, w) + 2, (r, 2)) / scale,
+                           rng.uniform(0.3, 8, (r, 2)) / scale, rng.uniform(-4, 4, (r, 1))], 1).astype(F32)
+    bi = rng.integers(0, n, r).astype(np.int32)
+    p = o15.parameter([n, c, h, w], ov.Type.f32, name="x")
+    b = o15.parameter([r, 5], ov.Type.f32, name="boxes")
+    i = o15.parameter([r], ov.Type.i32, name="ids")
+    node = o15.roi_align_rotated(p, b, i, pooled_h=data.draw(st.integers(1, 4)),
+                                 pooled_w=data.draw(st.integers(1, 4)),
+                                 sampling_ratio=data.draw(st.integers(0, 3)), spatial_scale=scale,
+                                 clockwise_mode=data.draw(st.booleans()))
+    # f32 within a few ulp of the rotated sample positions (sin/cos of the plugin)
+    oracle.compare(ov.Model([o15.result(node)], [p, b, i], "rr"), {"x": x, "boxes": rois, "ids": bi},
+                   rtol=1e-4, atol=1e-4, tmpdir=tmp_path_factory.mktemp("rr"))
