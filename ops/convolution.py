@@ -131,51 +131,22 @@ def _fits_im2col(n, counts, kernel, c, dtype) -> bool:
     return rows * int(np.prod(kernel, dtype=np.int64)) * c * dtype.itemsize <= _IM2COL_MAX_BYTES
 
 
-# Filters laid out for the matmul once per weight tensor: a Const's or folded layer's array
-# is read-only and lives as long as the model, so the layout is kept beside it (by id, with
-# a weak reference proving it is still the same array).
-_LAYOUTS: dict[int, tuple] = {}
-
-
-def _filter_matrix(w: np.ndarray) -> np.ndarray:
-    """[O, C, *k] -> [prod(k) * C, O], matching the patch columns (taps outer, channels inner)."""
-    def lay():
-        return np.ascontiguousarray(w.transpose(tuple(range(2, w.ndim)) + (1, 0))).reshape(
-            -1, w.shape[0])
-    if w.flags.writeable:
-        return lay()
-    import weakref
-    key = id(w)
-    hit = _LAYOUTS.get(key)
-    if hit is not None and hit[0]() is w and hit[1].shape[1] == w.shape[0]:
-        return hit[1]
-    try:
-        ref = weakref.ref(w, lambda _, k=key: _LAYOUTS.pop(k, None))
-    except TypeError:
-        return lay()
-    m = lay()
-    _LAYOUTS[key] = (ref, m)
-    return m
-
-
 def _conv_im2col(attrs, x, w, pb, pe, counts):
-    """One convolution as one matmul: the padded input channel-last, every window's taps a
-    row of a patch matrix [N*P, prod(k)*C] (one strided view, copied once) times the filters
-    [prod(k)*C, O]."""
+    """One convolution as one batched matmul, in NCHW throughout: every window's taps a
+    column of a patch matrix [N, C*prod(k), P] (one strided view, copied once), and the
+    filters [O, C*prod(k)] as stored (a view, no re-layout), giving [N, O, P] directly."""
     n, c = x.shape[:2]
     kernel = w.shape[2:]
     nd = len(kernel)
     xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(pb, pe))) if any(pb) or any(pe) else x
-    xl = np.ascontiguousarray(np.moveaxis(xp, 1, -1))             # [N, *S, C]
-    st = xl.strides
-    shape = (n,) + tuple(counts) + tuple(kernel) + (c,)
-    strides = ((st[0],) + tuple(st[1 + i] * attrs.strides[i] for i in range(nd))
-               + tuple(st[1 + i] * attrs.dilations[i] for i in range(nd)) + (st[-1],))
-    patches = np.lib.stride_tricks.as_strided(xl, shape, strides, writeable=False)
-    rows = n * int(np.prod(counts, dtype=np.int64))
-    out = patches.reshape(rows, -1) @ _filter_matrix(w)             # [N*P, O]
-    out = out.reshape((n,) + tuple(counts) + (w.shape[0],))
-    return np.ascontiguousarray(np.moveaxis(out, -1, 1))
+    st = xp.strides
+    shape = (n, c) + tuple(kernel) + tuple(counts)
+    strides = ((st[0], st[1]) + tuple(st[2 + i] * attrs.dilations[i] for i in range(nd))
+               + tuple(st[2 + i] * attrs.strides[i] for i in range(nd)))
+    patches = np.lib.stride_tricks.as_strided(xp, shape, strides, writeable=False)
+    cols = patches.reshape(n, c * int(np.prod(kernel, dtype=np.int64)), -1)
+    out = np.matmul(w.reshape(w.shape[0], -1), cols)                # [N, O, P]
+    return out.reshape((n, w.shape[0]) + tuple(counts))
 
 
 def _conv_depthwise(attrs, x, w, pb, pe, counts):
