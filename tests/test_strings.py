@@ -243,6 +243,9 @@ def test_string_feed_errors(tmp_path):
         m.infer({"s": np.array([["a"]])})
     out = m.infer({"s": ["x", "yz"]})        # a list of str is fine
     assert out["packed"].dtype == object and out["packed"].tolist() == ["x", "yz"]
+    # NumPy's variable-width strings keep trailing NULs, as irrun's str do.
+    out = m.infer({"s": np.array(["a\x00", "é"], dtype=np.dtypes.StringDType())})
+    assert out["packed"].tolist() == ["a\x00", "é"] and out["ends"].tolist() == [2, 4]
 
 
 def test_pack_error_at_run_is_located(tmp_path):
