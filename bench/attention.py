@@ -25,7 +25,7 @@ import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch is imported
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 
 def make_inputs(shape, seed=0):
@@ -150,18 +150,20 @@ def main(argv=None) -> int:
             return 1
         fns = [runner(n, xml, feed, args.causal) for n in names]
         # The three agree (irrun's result is checked against the others).
-        ref = np.asarray(list(fns[0]().values())[0])
+        ref = np.asarray(next(iter(fns[0]().values())))
         for n, fn in zip(names[1:], fns[1:]):
             got = fn()
-            got = np.asarray(got.numpy() if hasattr(got, "numpy") else list(got.values())[0])
+            got = np.asarray(got.numpy() if hasattr(got, "numpy") else next(iter(got.values())))
             err = float(np.max(np.abs(got - ref)))
             print(f"max |irrun - {n}| = {err:.2e}")
         times = best_of_each(fns, args.repeat)
     mem = {}
     for n in names:
-        r = subprocess.run([sys.executable, __file__, "--memory-of", n, "--shape", args.shape]
-                           + (["--causal"] if args.causal else []), capture_output=True, text=True)
-        mem[n] = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {"error": r.stderr[-200:]}
+        cmd = [sys.executable, __file__, "--memory-of", n, "--shape", args.shape]
+        r = subprocess.run(cmd + (["--causal"] if args.causal else []), check=False,
+                           capture_output=True, text=True)
+        mem[n] = (json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0
+                  else {"error": r.stderr[-200:]})
     L, S = shape[-2], shape[-2]
     scores_mib = int(np.prod(shape[:-2])) * L * S * 4 / 2**20
     print(f"ScaledDotProductAttention f32 {list(shape)} causal={args.causal}: all scores at once "

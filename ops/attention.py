@@ -29,7 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from irrun.opkit import (
-    TensorSpec, as_dtype, broadcast_shapes, check_alloc, fail, format_shape, register,
+    TensorSpec,
+    as_dtype,
+    broadcast_shapes,
+    check_alloc,
+    fail,
+    format_shape,
+    register,
 )
 
 # Scores held at once, in elements (16 MiB of f32): a group of heads, or rows of one head.

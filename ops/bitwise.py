@@ -20,8 +20,15 @@ from typing import Literal
 import numpy as np
 
 from irrun.opkit import (
-    NoAttrs, TensorSpec, UnsupportedError, as_dtype, fail, first_position, output_shape,
-    register, same_etype,
+    NoAttrs,
+    TensorSpec,
+    UnsupportedError,
+    as_dtype,
+    fail,
+    first_position,
+    output_shape,
+    register,
+    same_etype,
 )
 
 # Sub-byte types are held unpacked, one byte each: And/Or/Xor of in-range values stay in

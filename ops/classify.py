@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from irrun.opkit import NoAttrs, TensorSpec, fail, register, widened, etype_name
+from irrun.opkit import NoAttrs, TensorSpec, etype_name, fail, register, widened
 
 
 def _float_to_bool(name: str, x: TensorSpec) -> list[TensorSpec]:

@@ -22,8 +22,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from irrun.opkit import (
-    Dim, TensorSpec, as_dtype, broadcast_dim, broadcast_shapes, etype_name, fail,
-    format_shape, register, widened,
+    Dim,
+    TensorSpec,
+    as_dtype,
+    broadcast_dim,
+    broadcast_shapes,
+    etype_name,
+    fail,
+    format_shape,
+    register,
+    widened,
 )
 
 # ------------------------------------------------------------------ Einsum

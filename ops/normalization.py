@@ -27,10 +27,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from irrun.opkit import (
-    Dim, TensorSpec, as_dtype, check_rank, fail, format_shape, register,
-)
-
+from irrun.opkit import Dim, TensorSpec, as_dtype, check_rank, fail, format_shape, register
 
 # ------------------------------------------------------------------ shared helpers
 

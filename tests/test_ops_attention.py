@@ -1,21 +1,21 @@
 """ScaledDotProductAttention-13: differential tests against OpenVINO's CPU plugin, the
 spec's shape examples, shape-rule errors, and the memory-bounded kernel."""
-import tempfile
 import tracemalloc
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from irrun.errors import OpProblem, ShapeError
 from irrun.shapes import Dim, TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
-import openvino.opset13 as o13  # noqa: E402
-from test_ops_elementwise import DTYPES, infer, model, param, run_op  # noqa: E402
+import openvino.opset13 as o13
+from test_ops_elementwise import DTYPES, infer, model, param, run_op
 
-from irrun.ops.attention import attention  # noqa: E402
+from irrun.ops.attention import attention
 
 
 def S(etype, shape):
@@ -58,10 +58,10 @@ def sdpa_case(draw):
         mrank = draw(st.integers(2, 2 + nbatch))
         mb = some_ones(batch[len(batch) - (mrank - 2):]) if mrank > 2 else []
         mask_shape = mb + [L if draw(st.booleans()) else 1, S_ if draw(st.booleans()) else 1]
-    return dict(q=q_b + [L, E], k=k_b + [S_, E], v=v_b + [S_, Ev], mask_kind=mask_kind,
-                mask_shape=mask_shape, causal=draw(st.booleans()),
-                scale=draw(st.sampled_from([None, 0.25, 1.5])),
-                etype=draw(st.sampled_from(["f32", "f32", "f16"])))
+    return {"q": q_b + [L, E], "k": k_b + [S_, E], "v": v_b + [S_, Ev], "mask_kind": mask_kind,
+            "mask_shape": mask_shape, "causal": draw(st.booleans()),
+            "scale": draw(st.sampled_from([None, 0.25, 1.5])),
+            "etype": draw(st.sampled_from(["f32", "f32", "f16"]))}
 
 
 @pytest.mark.oracle

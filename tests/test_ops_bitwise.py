@@ -3,17 +3,18 @@ classifiers (IsNaN/IsInf/IsFinite-10): differential tests against OpenVINO's CPU
 spec examples, shape rules and errors."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError, UnsupportedError
 from irrun.shapes import TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
-import openvino.opset10 as o10  # noqa: E402
-import openvino.opset13 as o13  # noqa: E402
-import openvino.opset15 as o15  # noqa: E402
-from test_ops_elementwise import broadcastable_shapes, infer, model, param, run_op  # noqa: E402
+import openvino.opset10 as o10
+import openvino.opset13 as o13
+import openvino.opset15 as o15
+from test_ops_elementwise import broadcastable_shapes, infer, model, param, run_op
 
 INT_TYPES = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "u16": np.uint16, "i32": np.int32,
              "u32": np.uint32, "i64": np.int64, "u64": np.uint64}
@@ -140,7 +141,7 @@ def test_64_bit_shifts_agree_with_python(a, b):
     x, n = np.array(a, np.int64), np.array(b, np.int64)
     (left,) = run_op("BitwiseLeftShift", {}, x, n, opset=15)
     (right,) = run_op("BitwiseRightShift", {}, x, n, opset=15)
-    wrap = lambda v: (v + 2**63) % 2**64 - 2**63  # noqa: E731
+    wrap = lambda v: (v + 2**63) % 2**64 - 2**63
     assert left.tolist() == [wrap(v << b) for v in a]
     assert right.tolist() == [v >> b for v in a]       # Python's >> is arithmetic
     (u,) = run_op("BitwiseLeftShift", {}, x.view(np.uint64), n.astype(np.uint64), opset=15)

@@ -2,16 +2,17 @@
 examples verbatim, shape rules and errors."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
 from irrun.shapes import Dim, TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
-import openvino.opset7 as o7  # noqa: E402
-import openvino.opset14 as o14  # noqa: E402
-from test_ops_elementwise import DTYPES, infer, model, param, run_op  # noqa: E402
+import openvino.opset7 as o7
+import openvino.opset14 as o14
+from test_ops_elementwise import DTYPES, infer, model, param, run_op
 
 
 def S(etype, shape):
@@ -177,8 +178,8 @@ def test_inverse_errors():
     singular = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 2.0], [2.0, 4.0]]], np.float32)
     with pytest.raises(OpError, match=r"the matrix at batch position \[1\] is singular"):
         import irrun.registry as R
-        from irrun.registry import lookup
         from irrun.errors import OpProblem
+        from irrun.registry import lookup
         op = lookup("Inverse", "opset14")
         attrs, _, _ = R.parse_attrs(op.attrs, {})
         try:

@@ -3,19 +3,20 @@ NormalizeL2-1, GRN-1): differential tests against OpenVINO's CPU plugin, spec ex
 shape rules and errors."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
 from irrun.shapes import TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
-import openvino.opset1 as o1  # noqa: E402
-import openvino.opset2 as o2  # noqa: E402
-import openvino.opset5 as o5  # noqa: E402
-import openvino.opset6 as o6  # noqa: E402
-import openvino.opset12 as o12  # noqa: E402
-from test_ops_elementwise import DTYPES, infer, model, param, run_op  # noqa: E402
+import openvino.opset1 as o1
+import openvino.opset2 as o2
+import openvino.opset5 as o5
+import openvino.opset6 as o6
+import openvino.opset12 as o12
+from test_ops_elementwise import DTYPES, infer, model, param, run_op
 
 # Both sides compute means and variances with different summation orders in f32 (the CPU
 # plugin) and f64 (irrun): a few ulp of f32 after the division; f16 rounds once more.

@@ -65,7 +65,7 @@ def main() -> None:
     import openvino as ov
 
     sys.path.insert(0, os.path.dirname(HERE))
-    from write import write_model  # noqa: E402  (models/write.py)
+    from write import write_model
 
     with tempfile.TemporaryDirectory() as tmp:
         model = ov.convert_model(build(tmp))

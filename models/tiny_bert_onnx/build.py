@@ -15,8 +15,6 @@ import os
 import sys
 import tempfile
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(os.path.dirname(HERE), "tiny_bert", "build.py")
 

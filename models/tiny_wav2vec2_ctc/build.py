@@ -38,7 +38,7 @@ def build():
     import openvino.opset6 as o6
     import openvino.opset8 as o8
 
-    base, inputs = _base().build()
+    base, _ = _base().build()
     logits = base.get_results()[0].input_value(0)
     shape = o8.shape_of(logits, "i32")
     frames = o8.gather(shape, o8.constant(np.array([1], np.int32)), o8.constant(np.array(0, np.int32)))
