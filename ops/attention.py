@@ -198,7 +198,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
 
     nb = int(np.prod(batch, dtype=np.int64))
     out = np.empty((nb, L, Ev), cdt)
-    if nb == 0 or L == 0:
+    if nb == 0 or L == 0 or Ev == 0:
+        # Nothing to compute (and the batch count, bounded by check_alloc only through a
+        # non-empty output, could be huge).
         return as_dtype(out.reshape(batch + (L, Ev)), q.dtype)
     if S == 0:
         out[...] = 0
