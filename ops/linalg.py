@@ -27,6 +27,7 @@ from irrun.opkit import (
     as_dtype,
     broadcast_dim,
     broadcast_shapes,
+    check_alloc,
     etype_name,
     fail,
     format_shape,
@@ -172,6 +173,17 @@ class Einsum7:
                     target.append(sizes[c])
                     i += 1
             ops.append(np.broadcast_to(w, tuple(target)) if tuple(target) != w.shape else w)
+        # The output's size comes from the inputs' dims combined (an outer product of two
+        # vectors is their lengths multiplied): check it before einsum allocates it.
+        ells = [tuple(x.shape[sub.index("."):sub.index(".") + x.ndim - len(sub) + 1])
+                for sub, x in zip(inputs_sub, inputs) if "." in sub]
+        try:
+            ell = np.broadcast_shapes(*ells) if ells else ()
+        except ValueError:
+            fail(f"Einsum equation '{attrs.equation}': the dims the ellipses cover do not "
+                 f"broadcast: {', '.join(str(list(e)) for e in ells)}")
+        out_shape = [d for c in out for d in (ell if c == "." else (sizes[c],))]
+        check_alloc(out_shape, inputs[0].dtype, "Einsum output")
         spec = ",".join(s.replace(".", "...") for s in inputs_sub) + "->" + out.replace(".", "...")
         try:
             y = np.einsum(spec, *ops, optimize=len(ops) > 1)

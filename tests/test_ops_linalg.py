@@ -188,3 +188,10 @@ def test_inverse_errors():
             raise OpError(str(e)) from e
     (s,) = infer("Inverse", {}, S("f16", [None, 4, None]), opset=14)
     assert format_shape(s.shape) == "[?,4,?]"
+
+
+def test_einsum_checks_the_output_size_before_allocating():
+    from irrun.errors import ResourceError
+    x = np.ones(10**6, np.float32)
+    with pytest.raises(ResourceError, match=r"Einsum output: shape \[1000000, 1000000\] of float32"):
+        run_op("Einsum", {"equation": "i,j->ij"}, x, x, opset=7)
