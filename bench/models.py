@@ -27,6 +27,12 @@ import sys
 import tempfile
 import time
 
+if "--blas-threads" in sys.argv:
+    # Before NumPy loads OpenBLAS: on a 2-core machine shared with other jobs, OpenBLAS's
+    # own threads spin against them (ResNet-18's convolutions: 22 ms with 1 thread, 370 ms
+    # with 2, measured side by side); --blas-threads 1 shows irrun without that.
+    os.environ["OPENBLAS_NUM_THREADS"] = sys.argv[sys.argv.index("--blas-threads") + 1]
+
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -194,6 +200,7 @@ def main(argv=None):
     ap.add_argument("--only", default="", help="comma-separated model names")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--write", help="append the table to this Markdown file")
+    ap.add_argument("--blas-threads", help="OPENBLAS_NUM_THREADS for NumPy (set before import)")
     args = ap.parse_args(argv)
     only = set(filter(None, args.only.split(",")))
     rows = []
@@ -214,7 +221,8 @@ def main(argv=None):
     note = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
             f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
             f"{load[0]:.1f} before / {load_after[0]:.1f} after (other agents running); best of "
-            f"{args.repeat} calls x 3 alternating rounds")
+            f"{args.repeat} calls x 3 alternating rounds; OPENBLAS_NUM_THREADS="
+            f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
     print(text)
     print(note)
     if args.write:
