@@ -1,6 +1,6 @@
 """Builds a small SSD detection head by hand with OpenVINO's Python opset API: a three-conv
 backbone, two feature maps with 3x3 box and class heads, PriorBox-8 on the 16x16 map and
-PriorBoxClustered-1 on the 8x8 map (their sizes read with ShapeOf, as converted SSDs do),
+PriorBoxClustered-1 on the 8x8 map (grid and image sizes as i64 Constants),
 and DetectionOutput-8 decoding CENTER_SIZE offsets with Caffe-style NMS per class.
 
     image [2, 3, 64, 64] --conv s2 relu--> [2, 16, 32, 32] --conv s2 relu--> f1 [2, 24, 16, 16]
@@ -8,7 +8,7 @@ and DetectionOutput-8 decoding CENTER_SIZE offsets with Caffe-style NMS per clas
     f1, f2 --conv 3x3--> box offsets (4 per prior) and class logits (5 classes, 0 background)
         --Transpose NHWC, Reshape [N, -1], Concat--> loc [2, 4864], conf (SoftMax per prior)
         [2, 6080]
-    PriorBox(ShapeOf(f1)[2:], ShapeOf(image)[2:]) 4 priors per cell, PriorBoxClustered(f2) 3
+    PriorBox([16, 16], [64, 64]) 4 priors per cell, PriorBoxClustered([8, 8], [64, 64]) 3
         --Unsqueeze, Concat--> priors [1, 2, 4864]
     DetectionOutput(loc, conf, priors) --> detections [1, 1, 100, 7]
 
@@ -52,10 +52,9 @@ def _flat(x, name):
 
 
 def _hw(x, name):
-    shape = o8.shape_of(x, output_type="i64", name=name + "_shape")
-    return o8.strided_slice(shape, o8.constant(np.array([2], np.int64)),
-                            o8.constant(np.array([4], np.int64)), o8.constant(np.array([1], np.int64)),
-                            [0], [0], name=name)
+    # The grid and image sizes as Constants, as converters leave them for static shapes
+    # (OpenVINO's CPU plugin refuses PriorBox-8 with computed inputs).
+    return o8.constant(np.array(x.get_output_partial_shape(0).to_shape()[2:], np.int64), name=name)
 
 
 def build() -> ov.Model:
