@@ -1295,3 +1295,59 @@ class ROIAlignRotated15:
             v = _bilinear_points(fm[int(batch_indices[i])], yy, xx).reshape(c, ph, sy, pw, sx)
             out[i] = (v / F32(sy * sx)).sum(axis=(2, 4), dtype=F32)
         return (out.astype(data.dtype),)
+
+
+# ---------------------------------------------------------------- ExperimentalDetectronPriorGridGenerator
+
+
+@dataclass(frozen=True)
+class PriorGridAttrs:
+    flatten: bool = True
+    h: int = 0
+    w: int = 0
+    stride_x: float = 0.0
+    stride_y: float = 0.0
+
+
+@register("ExperimentalDetectronPriorGridGenerator", since=6, attrs=PriorGridAttrs,
+          category="detection")
+class ExperimentalDetectronPriorGridGenerator6:
+    @staticmethod
+    def infer(attrs, priors: TensorSpec, feature_map: TensorSpec, image: TensorSpec) -> list[TensorSpec]:
+        if not priors.etype.is_float:
+            fail(f"priors must be floating-point, got {priors.etype.name}")
+        if priors.rank is not None and (priors.rank != 2 or not priors.shape[1].compatible(Dim.of(4))):
+            fail(f"priors must have shape [number_of_priors, 4], got {priors}")
+        check_rank(feature_map, (4,), "the feature map")
+        check_rank(image, (4,), "the image")
+        if min(attrs.h, attrs.w) < 0 or min(attrs.stride_x, attrs.stride_y) < 0:
+            fail(f"h, w, stride_x and stride_y must not be negative, got {attrs.h}, {attrs.w}, "
+                 f"{attrs.stride_x}, {attrs.stride_y}")
+        p = priors.shape[0] if priors.shape else Dim(0, None)
+        fh, fw = (feature_map.shape[2], feature_map.shape[3]) if feature_map.shape else \
+            (Dim(0, None), Dim(0, None))
+        if attrs.flatten:
+            return [TensorSpec(priors.etype, (fh * fw * p, Dim.of(4)))]
+        return [TensorSpec(priors.etype, (fh, fw, p, Dim.of(4)))]
+
+    @staticmethod
+    def run(attrs, priors, feature_map, image) -> tuple[np.ndarray]:
+        fh, fw = feature_map.shape[2:]
+        ih, iw = image.shape[2:]
+        p = priors.shape[0]
+        gh, gw = attrs.h or fh, attrs.w or fw
+        if gh > fh or gw > fw:
+            fail(f"h and w ({attrs.h}, {attrs.w}) must not exceed the feature map's {fh} x {fw}")
+        sx = F32(attrs.stride_x) if attrs.stride_x else F32(iw) / F32(gw)
+        sy = F32(attrs.stride_y) if attrs.stride_y else F32(ih) / F32(gh)
+        check_alloc([fh, fw, p, 4], priors.dtype, "the prior grid")
+        pr = priors.astype(F32)
+        cx = ((np.arange(gw, dtype=F32) + F32(0.5)) * sx)[None, :, None]
+        cy = ((np.arange(gh, dtype=F32) + F32(0.5)) * sy)[:, None, None]
+        grid = np.stack([pr[:, 0] + cx + 0 * cy, pr[:, 1] + cy + 0 * cx,
+                         pr[:, 2] + cx + 0 * cy, pr[:, 3] + cy + 0 * cx], -1).astype(F32)
+        # cells past h x w (the page: undefined) are 0
+        out = np.zeros((fh * fw * p, 4), F32)
+        out[:gh * gw * p] = grid.reshape(-1, 4)
+        out = out.astype(priors.dtype)
+        return (out if attrs.flatten else out.reshape(fh, fw, p, 4),)

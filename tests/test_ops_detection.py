@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
 from irrun.ops.detection import (
-    DetectionOutput1, DetectionOutput1Attrs, DetectionOutput8Attrs, PriorBox1, Proposal1,
+    DetectionOutput1, DetectionOutput1Attrs, DetectionOutput8Attrs,
+    ExperimentalDetectronPriorGridGenerator6, PriorBox1, PriorGridAttrs, Proposal1,
     PSROIPooling1, PSROIPoolingAttrs, ROIAlignRotated15, ROIAlignRotatedAttrs,
     Proposal1Attrs, Proposal4Attrs, ROIAlign3,
     ROIAlign3Attrs, ROIAlign9Attrs, ROIPooling2, ROIPoolingAttrs, RegionYolo1, RegionYoloAttrs,
@@ -447,6 +448,25 @@ def test_roi_align_rotated():
     assert not y.any()
 
 
+# ------------------------------------------------------------------ ExperimentalDetectronPriorGridGenerator
+
+def test_prior_grid_generator():
+    op = ExperimentalDetectronPriorGridGenerator6
+    a = PriorGridAttrs(flatten=True, h=0, w=0, stride_x=32.0, stride_y=32.0)
+    (out,) = op.infer(a, TensorSpec.make("f32", [3, 4]), TensorSpec.make("f32", [1, 256, 25, 42]),
+                      TensorSpec.make("f32", [1, 3, 800, 1344]))
+    assert out.shape == (Dim.of(3150), Dim.of(4))            # 25 * 42 * 3
+    (out,) = op.infer(PriorGridAttrs(flatten=False), TensorSpec.make("f32", [3, 4]),
+                      TensorSpec.make("f32", [1, 256, None, 42]), TensorSpec.make("f32", [1, 3, 800, 1344]))
+    assert out.shape == (Dim(0, None), Dim.of(42), Dim.of(3), Dim.of(4))
+    pri = np.array([[-1, -2, 1, 2]], F32)
+    (y,) = op.run(PriorGridAttrs(), pri, np.zeros((1, 1, 2, 2), F32), np.zeros((1, 1, 8, 16), F32))
+    # steps 16 / 2 = 8 in x and 8 / 2 = 4 in y; centres at (i + 0.5) * step
+    assert y.tolist() == [[3, 0, 5, 4], [11, 0, 13, 4], [3, 4, 5, 8], [11, 4, 13, 8]]
+    (y,) = op.run(PriorGridAttrs(h=1, w=1), pri, np.zeros((1, 1, 2, 2), F32), np.zeros((1, 1, 8, 16), F32))
+    assert y.tolist() == [[7, 2, 9, 6], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
+
+
 # ------------------------------------------------------------------ OpenVINO
 
 ov = pytest.importorskip("openvino")
@@ -770,3 +790,27 @@ def test_oracle_roi_align_rotated(data, tmp_path_factory):
     # f32 within a few ulp of the rotated sample positions (sin/cos of the plugin)
     oracle.compare(ov.Model([o15.result(node)], [p, b, i], "rr"), {"x": x, "boxes": rois, "ids": bi},
                    rtol=1e-4, atol=1e-4, tmpdir=tmp_path_factory.mktemp("rr"))
+
+
+@pytest.mark.oracle
+@settings(max_examples=10)
+@given(data=st.data())
+def test_oracle_prior_grid_generator(data, tmp_path_factory):
+    from openvino.utils.node_factory import NodeFactory   # no Python wrapper for this op
+    import openvino.opset6 as o6
+    p, fh, fw = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6))
+    attrs = dict(flatten=data.draw(st.booleans()), h=data.draw(st.integers(0, fh)),
+                 w=data.draw(st.integers(0, fw)), stride_x=data.draw(st.sampled_from([0.0, 4.0, 6.5])),
+                 stride_y=data.draw(st.sampled_from([0.0, 8.0])))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    feed = {"p": (rng.standard_normal((p, 4)) * 8).astype(F32), "f": np.zeros((1, 2, fh, fw), F32),
+            "i": np.zeros((1, 2, fh * 8, fw * 8 + 3), F32)}
+    params = [o6.parameter(list(v.shape), ov.Type.f32, name=k) for k, v in feed.items()]
+    node = NodeFactory("opset6").create("ExperimentalDetectronPriorGridGenerator",
+                                        [q.output(0) for q in params], attrs)
+    xml = oracle.save(ov.Model([o6.result(node)], params, "pg"), tmp_path_factory.mktemp("pg"))
+    (expected,), (got,) = oracle.ov_run(xml, feed), oracle.irrun_run(xml, feed)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    # cells past h x w are undefined in the page (the plugin leaves memory as it was)
+    k = (attrs["h"] or fh) * (attrs["w"] or fw) * p
+    np.testing.assert_allclose(got.reshape(-1, 4)[:k], expected.reshape(-1, 4)[:k], rtol=1e-6)
