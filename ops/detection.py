@@ -1351,3 +1351,81 @@ class ExperimentalDetectronPriorGridGenerator6:
         out[:gh * gw * p] = grid.reshape(-1, 4)
         out = out.astype(priors.dtype)
         return (out if attrs.flatten else out.reshape(fh, fw, p, 4),)
+
+
+# ---------------------------------------------------------------- ExperimentalDetectronROIFeatureExtractor
+
+
+@dataclass(frozen=True)
+class ROIFeatureExtractorAttrs:
+    output_size: int
+    sampling_ratio: int
+    pyramid_scales: tuple[int, ...]
+    aligned: bool = False
+
+
+def _pyramid_levels(rois: np.ndarray, levels: int) -> np.ndarray:
+    """The FPN level of each ROI (OpenVINO's reference: canonical size 224 at level 2); a box
+    of no area gets `levels`, which no level computes (its features stay 0)."""
+    area = (rois[:, 2] - rois[:, 0]) * (rois[:, 3] - rois[:, 1])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lvl = np.floor(np.log2(np.sqrt(np.maximum(area, F32(0))) / F32(224) + F32(1e-6)) + F32(2))
+    lvl = np.clip(np.nan_to_num(lvl, nan=0, neginf=0), 0, levels - 1).astype(np.int64)
+    return np.where(area > 0, lvl, levels)
+
+
+@register("ExperimentalDetectronROIFeatureExtractor", since=6, attrs=ROIFeatureExtractorAttrs,
+          category="detection")
+class ExperimentalDetectronROIFeatureExtractor6:
+    @staticmethod
+    def infer(attrs, rois: TensorSpec, *features: TensorSpec) -> list[TensorSpec]:
+        if not features:
+            fail("ExperimentalDetectronROIFeatureExtractor needs at least one feature map")
+        if len(attrs.pyramid_scales) < len(features):
+            fail(f"pyramid_scales has {len(attrs.pyramid_scales)} values for {len(features)} "
+                 f"feature maps")
+        if attrs.output_size <= 0 or attrs.sampling_ratio < 0 or min(attrs.pyramid_scales) <= 0:
+            fail(f"output_size and pyramid_scales must be positive and sampling_ratio not "
+                 f"negative, got {attrs.output_size}, {list(attrs.pyramid_scales)}, "
+                 f"{attrs.sampling_ratio}")
+        if rois.rank is not None and (rois.rank != 2 or not rois.shape[1].compatible(Dim.of(4))):
+            fail(f"rois must have shape [number_of_ROIs, 4], got {rois}")
+        for k, f in enumerate(features):
+            check_rank(f, (4,), f"feature map {k}")
+            if f.etype != rois.etype:
+                fail(f"feature map {k} is {f.etype.name}, rois {rois.etype.name}: they must agree")
+        r = rois.shape[0] if rois.shape else Dim(0, None)
+        c = next((f.shape[1] for f in features if f.shape is not None), Dim(0, None))
+        s = Dim.of(attrs.output_size)
+        return [TensorSpec(rois.etype, (r, c, s, s)), TensorSpec(rois.etype, (r, Dim.of(4)))]
+
+    @staticmethod
+    def run(attrs, rois, *features) -> tuple[np.ndarray, np.ndarray]:
+        r = rois.shape[0]
+        c = features[0].shape[1]
+        if any(f.shape[1] != c for f in features):
+            fail(f"the feature maps must have the same channels, got {[f.shape[1] for f in features]}")
+        s = attrs.output_size
+        check_alloc([r, c, s, s], F32, "ExperimentalDetectronROIFeatureExtractor's output")
+        box = rois.astype(F32)
+        level = _pyramid_levels(box, len(features))
+        out = np.zeros((r, c, s, s), F32)
+        off = F32(0.5) if attrs.aligned else F32(0)
+        for i in range(r):
+            if level[i] >= len(features):
+                continue
+            fm = features[level[i]][0].astype(F32)           # image 0, as the reference
+            scale = F32(1) / F32(attrs.pyramid_scales[level[i]])
+            x0, y0, x1, y1 = box[i] * scale - off
+            rw, rh = max(x1 - x0, F32(1)), max(y1 - y0, F32(1))
+            bw, bh = F32(rw / F32(s)), F32(rh / F32(s))
+            gw = attrs.sampling_ratio or int(np.ceil(rw / F32(s)))
+            gh = attrs.sampling_ratio or int(np.ceil(rh / F32(s)))
+            py = (y0 + np.repeat(np.arange(s, dtype=F32), gh) * bh +
+                  (np.tile(np.arange(gh, dtype=F32), s) + F32(0.5)) * bh / F32(gh)).astype(F32)
+            px = (x0 + np.repeat(np.arange(s, dtype=F32), gw) * bw +
+                  (np.tile(np.arange(gw, dtype=F32), s) + F32(0.5)) * bw / F32(gw)).astype(F32)
+            yy, xx = np.broadcast_arrays(py[:, None], px[None, :])
+            v = _bilinear_points(fm, yy, xx).reshape(c, s, gh, s, gw)
+            out[i] = v.sum(axis=(2, 4), dtype=F32) / F32(gh * gw)
+        return out.astype(rois.dtype), rois.copy()

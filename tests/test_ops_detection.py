@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from irrun.errors import OpError, ShapeError
 from irrun.ops.detection import (
     DetectionOutput1, DetectionOutput1Attrs, DetectionOutput8Attrs,
-    ExperimentalDetectronPriorGridGenerator6, PriorBox1, PriorGridAttrs, Proposal1,
+    ExperimentalDetectronPriorGridGenerator6, ExperimentalDetectronROIFeatureExtractor6, PriorBox1,
+    PriorGridAttrs, Proposal1, ROIFeatureExtractorAttrs,
     PSROIPooling1, PSROIPoolingAttrs, ROIAlignRotated15, ROIAlignRotatedAttrs,
     Proposal1Attrs, Proposal4Attrs, ROIAlign3,
     ROIAlign3Attrs, ROIAlign9Attrs, ROIPooling2, ROIPoolingAttrs, RegionYolo1, RegionYoloAttrs,
@@ -467,6 +468,22 @@ def test_prior_grid_generator():
     assert y.tolist() == [[7, 2, 9, 6], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
 
 
+# ------------------------------------------------------------------ ExperimentalDetectronROIFeatureExtractor
+
+def test_roi_feature_extractor():
+    op = ExperimentalDetectronROIFeatureExtractor6
+    a = ROIFeatureExtractorAttrs(output_size=7, sampling_ratio=2, pyramid_scales=(4, 8, 16, 32))
+    feats = [TensorSpec.make("f32", [1, 256, 200 // 2**k, 336 // 2**k]) for k in range(4)]
+    out, rois = op.infer(a, TensorSpec.make("f32", [1000, 4]), *feats)
+    assert out.shape == tuple(map(Dim.of, (1000, 256, 7, 7))) and rois.shape == (Dim.of(1000), Dim.of(4))
+    # levels: sqrt(area) / 224 -> log2 + 2, clipped; no area: no level (zeros)
+    boxes = np.array([[0, 0, 56, 56], [0, 0, 224, 224], [0, 0, 2000, 2000], [5, 5, 5, 9]], F32)
+    a2 = ROIFeatureExtractorAttrs(output_size=1, sampling_ratio=1, pyramid_scales=(16, 32, 64, 128))
+    maps = [np.full((1, 1, 8, 8), k + 1, F32) for k in range(4)]
+    y, r = op.run(a2, boxes, *maps)
+    assert y.reshape(-1).tolist() == [1, 3, 4, 0] and np.array_equal(r, boxes)
+
+
 # ------------------------------------------------------------------ OpenVINO
 
 ov = pytest.importorskip("openvino")
@@ -814,3 +831,24 @@ def test_oracle_prior_grid_generator(data, tmp_path_factory):
     # cells past h x w are undefined in the page (the plugin leaves memory as it was)
     k = (attrs["h"] or fh) * (attrs["w"] or fw) * p
     np.testing.assert_allclose(got.reshape(-1, 4)[:k], expected.reshape(-1, 4)[:k], rtol=1e-6)
+
+
+@pytest.mark.oracle
+@settings(max_examples=10)
+@given(data=st.data())
+def test_oracle_roi_feature_extractor(data, tmp_path_factory):
+    from openvino.utils.node_factory import NodeFactory   # no Python wrapper for this op
+    import openvino.opset6 as o6
+    levels, r = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 8))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    lo = rng.uniform(-20, 200, (r, 2))
+    rois = np.concatenate([lo, lo + rng.uniform(0, 400, (r, 2))], 1).astype(F32)
+    feats = [rng.standard_normal((1, 2, 64 // 2**k, 48 // 2**k)).astype(F32) for k in range(levels)]
+    attrs = dict(output_size=data.draw(st.integers(1, 4)), sampling_ratio=data.draw(st.integers(0, 2)),
+                 pyramid_scales=[4 * 2**k for k in range(levels)], aligned=data.draw(st.booleans()))
+    feed = {"rois": rois, **{f"f{k}": x for k, x in enumerate(feats)}}
+    params = [o6.parameter(list(v.shape), ov.Type.f32, name=k) for k, v in feed.items()]
+    node = NodeFactory("opset6").create("ExperimentalDetectronROIFeatureExtractor",
+                                        [p.output(0) for p in params], attrs)
+    oracle.compare(ov.Model([o6.result(o) for o in node.outputs()], params, "fe"), feed,
+                   rtol=1e-5, atol=1e-5, tmpdir=tmp_path_factory.mktemp("fe"))
