@@ -1429,3 +1429,72 @@ class ExperimentalDetectronROIFeatureExtractor6:
             v = _bilinear_points(fm, yy, xx).reshape(c, s, gh, s, gw)
             out[i] = v.sum(axis=(2, 4), dtype=F32) / F32(gh * gw)
         return out.astype(rois.dtype), rois.copy()
+
+
+# ---------------------------------------------------------------- ExperimentalDetectronGenerateProposalsSingleImage
+
+
+@dataclass(frozen=True)
+class GenerateProposalsSingleImageAttrs:
+    min_size: float
+    nms_threshold: float
+    post_nms_count: int
+    pre_nms_count: int
+
+
+@register("ExperimentalDetectronGenerateProposalsSingleImage", since=6,
+          attrs=GenerateProposalsSingleImageAttrs, category="detection")
+class ExperimentalDetectronGenerateProposalsSingleImage6:
+    @staticmethod
+    def infer(attrs, im_info: TensorSpec, anchors: TensorSpec, deltas: TensorSpec,
+              scores: TensorSpec) -> list[TensorSpec]:
+        for name, spec, rank in (("im_info", im_info, 1), ("anchors", anchors, 2),
+                                 ("deltas", deltas, 3), ("scores", scores, 3)):
+            if not spec.etype.is_float:
+                fail(f"{name} must be floating-point, got {spec.etype.name}")
+            check_rank(spec, (rank,), name)
+        if attrs.post_nms_count <= 0 or attrs.pre_nms_count <= 0:
+            fail(f"pre_nms_count and post_nms_count must be positive, got {attrs.pre_nms_count} "
+                 f"and {attrs.post_nms_count}")
+        n = Dim.of(attrs.post_nms_count)
+        return [TensorSpec(anchors.etype, (n, Dim.of(4))), TensorSpec(anchors.etype, (n,))]
+
+    @staticmethod
+    def run(attrs, im_info, anchors, deltas, scores) -> tuple[np.ndarray, np.ndarray]:
+        a, h, w = scores.shape
+        if deltas.shape != (4 * a, h, w) or anchors.shape != (h * w * a, 4) or im_info.size < 2:
+            fail(f"expected im_info [3], anchors [H*W*A, 4], deltas [4A, H, W], scores [A, H, W]; "
+                 f"got {list(im_info.shape)}, {list(anchors.shape)}, {list(deltas.shape)}, "
+                 f"{list(scores.shape)}")
+        img_h, img_w = (F32(v) for v in np.asarray(im_info, F32).reshape(-1)[:2])
+        off = F32(1)
+        an = anchors.astype(F32).reshape(h, w, a, 4)
+        d = deltas.astype(F32).reshape(a, 4, h, w).transpose(2, 3, 0, 1)      # [H, W, A, 4]
+        sc = scores.astype(F32).transpose(1, 2, 0)                             # [H, W, A]
+        x0, y0, x1, y1 = (an[..., k] for k in range(4))
+        bw, bh = x1 - x0 + off, y1 - y0 + off
+        cx, cy = x0 + F32(0.5) * bw, y0 + F32(0.5) * bh
+        big = F32(np.log(1000.0 / 16.0))            # the largest log-size delta (Detectron's)
+        with np.errstate(over="ignore", invalid="ignore"):
+            pcx, pcy = d[..., 0] * bw + cx, d[..., 1] * bh + cy
+            pw = np.exp(np.minimum(d[..., 2], big)) * bw
+            ph = np.exp(np.minimum(d[..., 3], big)) * bh
+        bx = [pcx - F32(0.5) * pw, pcy - F32(0.5) * ph, pcx + F32(0.5) * pw - off,
+              pcy + F32(0.5) * ph - off]
+        lim = [img_w, img_h, img_w, img_h]
+        bx = [np.maximum(F32(0), np.minimum(v, m - off)) for v, m in zip(bx, lim)]
+        boxes = np.stack(bx, -1).astype(F32).reshape(-1, 4)
+        ms = F32(attrs.min_size)
+        keep = (ms <= boxes[:, 2] - boxes[:, 0] + off) & (ms <= boxes[:, 3] - boxes[:, 1] + off)
+        score = (keep * sc.reshape(-1)).astype(F32)
+        # the pre_nms_count best; equal scores by proposal index (the reference's
+        # partial_sort leaves them open)
+        order = np.argsort(-score, kind="stable")[:min(score.size, attrs.pre_nms_count)]
+        kept = _proposal_nms(boxes[order], F32(attrs.nms_threshold), attrs.post_nms_count, F32(0))
+        sel = order[kept]
+        post = attrs.post_nms_count
+        rois = np.zeros((post, 4), F32)
+        probs = np.zeros(post, F32)
+        rois[:sel.size] = boxes[sel]
+        probs[:sel.size] = score[sel]
+        return rois.astype(anchors.dtype), probs.astype(anchors.dtype)

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from irrun.errors import OpError, ShapeError
 from irrun.ops.detection import (
     DetectionOutput1, DetectionOutput1Attrs, DetectionOutput8Attrs,
-    ExperimentalDetectronPriorGridGenerator6, ExperimentalDetectronROIFeatureExtractor6, PriorBox1,
+    ExperimentalDetectronGenerateProposalsSingleImage6, ExperimentalDetectronPriorGridGenerator6,
+    ExperimentalDetectronROIFeatureExtractor6, GenerateProposalsSingleImageAttrs, PriorBox1,
     PriorGridAttrs, Proposal1, ROIFeatureExtractorAttrs,
     PSROIPooling1, PSROIPoolingAttrs, ROIAlignRotated15, ROIAlignRotatedAttrs,
     Proposal1Attrs, Proposal4Attrs, ROIAlign3,
@@ -484,6 +485,29 @@ def test_roi_feature_extractor():
     assert y.reshape(-1).tolist() == [1, 3, 4, 0] and np.array_equal(r, boxes)
 
 
+# ------------------------------------------------------------------ ExperimentalDetectronGenerateProposalsSingleImage
+
+def test_generate_proposals_single_image():
+    op = ExperimentalDetectronGenerateProposalsSingleImage6
+    a = GenerateProposalsSingleImageAttrs(min_size=0.0, nms_threshold=0.7, post_nms_count=1000,
+                                          pre_nms_count=1000)
+    rois, sc = op.infer(a, TensorSpec.make("f32", [3]), TensorSpec.make("f32", [201600, 4]),
+                        TensorSpec.make("f32", [12, 200, 336]), TensorSpec.make("f32", [3, 200, 336]))
+    assert rois.shape == (Dim.of(1000), Dim.of(4)) and sc.shape == (Dim.of(1000),)
+    # two anchors at one cell, zero deltas: boxes stay (x1, y1 lose Detectron's +1 and come
+    # back), the overlapping one is suppressed, the rest of the rows are 0
+    anchors = np.array([[0, 0, 9, 9], [1, 0, 10, 9]], F32)
+    a = GenerateProposalsSingleImageAttrs(0.0, 0.5, 3, 10)
+    rois, sc = op.run(a, np.array([100, 100, 1], F32), anchors, np.zeros((8, 1, 1), F32),
+                      np.array([[[0.6]], [[0.9]]], F32))
+    assert rois.tolist() == [[1, 0, 10, 9], [0, 0, 0, 0], [0, 0, 0, 0]]
+    assert sc.tolist() == [F32(0.9), 0, 0]
+    # boxes outside the image are clipped; below min_size their score is 0
+    rois, sc = op.run(GenerateProposalsSingleImageAttrs(5.0, 0.5, 2, 10), np.array([5, 5, 1], F32),
+                      anchors, np.zeros((8, 1, 1), F32), np.array([[[0.6]], [[0.9]]], F32))
+    assert rois.tolist()[0] == [0, 0, 4, 4] and sc.tolist() == [F32(0.6), 0]
+
+
 # ------------------------------------------------------------------ OpenVINO
 
 ov = pytest.importorskip("openvino")
@@ -852,3 +876,27 @@ def test_oracle_roi_feature_extractor(data, tmp_path_factory):
                                         [p.output(0) for p in params], attrs)
     oracle.compare(ov.Model([o6.result(o) for o in node.outputs()], params, "fe"), feed,
                    rtol=1e-5, atol=1e-5, tmpdir=tmp_path_factory.mktemp("fe"))
+
+
+@pytest.mark.oracle
+@settings(max_examples=10)
+@given(data=st.data())
+def test_oracle_generate_proposals_single_image(data, tmp_path_factory):
+    from openvino.utils.node_factory import NodeFactory   # no Python wrapper for this op
+    import openvino.opset6 as o6
+    a, h, w = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 5)), data.draw(st.integers(1, 5))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    lo = rng.uniform(-5, 60, (h * w * a, 2))
+    feed = {"im": np.array([64, 72, 1], F32),
+            "anchors": np.concatenate([lo, lo + rng.uniform(4, 20, (h * w * a, 2))], 1).astype(F32),
+            "deltas": (rng.standard_normal((4 * a, h, w)) * 0.2).astype(F32),
+            # distinct scores: no ties in the top-k order
+            "scores": ((rng.permutation(a * h * w) + 1) / (a * h * w + 1)).reshape(a, h, w).astype(F32)}
+    # min_size 0: no box drops to score 0, where equal scores would tie
+    attrs = dict(min_size=0.0, nms_threshold=data.draw(st.floats(0.2, 0.9)),
+                 post_nms_count=data.draw(st.integers(1, 40)), pre_nms_count=data.draw(st.integers(1, 80)))
+    params = [o6.parameter(list(v.shape), ov.Type.f32, name=k) for k, v in feed.items()]
+    node = NodeFactory("opset6").create("ExperimentalDetectronGenerateProposalsSingleImage",
+                                        [p.output(0) for p in params], attrs)
+    oracle.compare(ov.Model([o6.result(o) for o in node.outputs()], params, "gp"), feed,
+                   rtol=1e-5, atol=1e-4, tmpdir=tmp_path_factory.mktemp("gp"))
