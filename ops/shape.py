@@ -592,6 +592,9 @@ class Tile1:
 class ConvertLike1:
     @staticmethod
     def infer(attrs, data, like):
+        if (like.etype.name == "string") != (data.etype.name == "string"):
+            fail(f"ConvertLike cannot convert {data.etype.name} to {like.etype.name}: strings "
+                 "convert with StringTensorUnpack-15 / StringTensorPack-15")
         return [pass_elements(data, like.etype, data.shape)]
 
     @staticmethod

@@ -73,6 +73,11 @@ class Convert1:
             et = element_type(attrs.destination_type)
         except ValueError as e:
             fail(str(e))
+        if (et.name == "string") != (data.etype.name == "string"):
+            # OpenVINO refuses this when it compiles the model; strings go through
+            # StringTensorUnpack/Pack instead.
+            fail(f"Convert cannot convert {data.etype.name} to {et.name}: strings convert to "
+                 "and from bytes with StringTensorUnpack-15 / StringTensorPack-15")
         # Partial shape values keep flowing (ShapeOf -> Convert -> Reshape chains).
         return [pass_elements(data, et, data.shape)]
 

@@ -393,3 +393,15 @@ def test_irrun_compare_agrees_with_openvino_on_strings(tmp_path):
     assert result.exit_code == 0, result.output
     assert "all 5 compared tensors agree" in result.output
     assert "string[4]" in result.output
+
+
+def test_convert_to_or_from_string_is_a_located_shape_error():
+    from irrun.ops.structural import Convert1, ConvertAttrs
+    from irrun.opkit import OpProblem, TensorSpec
+
+    with pytest.raises(OpProblem, match="Convert cannot convert string to f32"):
+        Convert1.infer(ConvertAttrs("f32"), TensorSpec.make("string", [2]))
+    with pytest.raises(OpProblem, match="Convert cannot convert i32 to string"):
+        Convert1.infer(ConvertAttrs("string"), TensorSpec.make("i32", [2]))
+    assert Convert1.infer(ConvertAttrs("string"), TensorSpec.make("string", [2]))[0].etype.name \
+        == "string"
