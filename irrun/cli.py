@@ -324,7 +324,8 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, w
                        f"to {output_path}")
         else:
             for name, a in outputs.items():
-                _echo(f"{name}: {a.dtype}{list(a.shape)}")
+                kind = "string" if a.dtype == object else a.dtype
+                _echo(f"{name}: {kind}{list(a.shape)}")
                 _echo("  " + _preview(a))
         if profiler is not None:
             _echo("")
