@@ -11,7 +11,6 @@ writing its outputs and manifest, Dask's scheduling).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time

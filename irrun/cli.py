@@ -712,7 +712,6 @@ def info_cmd(ctx, model):
     """Inputs, outputs, op counts by type and version, and opsets used."""
     from collections import Counter
 
-    from .model import read_model
 
     def go():
         from .drawing import load_for_drawing

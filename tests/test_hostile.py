@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 import irrun
 from irrun.cli import cli
-from irrun.errors import IrrunError, ModelError, ReadError, ResourceError
+from irrun.errors import ModelError, ReadError, ResourceError
 from irrun.feed import load_npz
 
 
