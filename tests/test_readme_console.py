@@ -10,7 +10,6 @@ line stands for output the README leaves out. Examples whose output varies run t
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
