@@ -1498,3 +1498,90 @@ class ExperimentalDetectronGenerateProposalsSingleImage6:
         rois[:sel.size] = boxes[sel]
         probs[:sel.size] = score[sel]
         return rois.astype(anchors.dtype), probs.astype(anchors.dtype)
+
+
+# ---------------------------------------------------------------- GenerateProposals
+
+
+@dataclass(frozen=True)
+class GenerateProposals9Attrs:
+    min_size: float
+    nms_threshold: float
+    pre_nms_count: int
+    post_nms_count: int
+    normalized: bool = True
+    nms_eta: float = 1.0
+    roi_num_type: Literal["i32", "i64"] = "i64"
+
+
+def _refine_anchors(an, d, sc, img_h, img_w, min_h, min_w, off):
+    """Detectron's box decoding: [H, W, A, 4] anchors, [H, W, A, 4] deltas, [H, W, A] scores ->
+    [P, 4] clipped boxes, [P] scores, [P] whether the box reaches min_size."""
+    x0, y0, x1, y1 = (an[..., k] for k in range(4))
+    bw, bh = x1 - x0 + off, y1 - y0 + off
+    cx, cy = x0 + F32(0.5) * bw, y0 + F32(0.5) * bh
+    big = F32(np.log(1000.0 / 16.0))
+    with np.errstate(over="ignore", invalid="ignore"):
+        pcx, pcy = d[..., 0] * bw + cx, d[..., 1] * bh + cy
+        pw = np.exp(np.minimum(d[..., 2], big)) * bw
+        ph = np.exp(np.minimum(d[..., 3], big)) * bh
+    bx = [pcx - F32(0.5) * pw, pcy - F32(0.5) * ph, pcx + F32(0.5) * pw - off,
+          pcy + F32(0.5) * ph - off]
+    bx = [np.maximum(F32(0), np.minimum(v, m - off)) for v, m in zip(bx, [img_w, img_h, img_w, img_h])]
+    boxes = np.stack(bx, -1).astype(F32).reshape(-1, 4)
+    keep = (min_w <= boxes[:, 2] - boxes[:, 0] + off) & (min_h <= boxes[:, 3] - boxes[:, 1] + off)
+    return boxes, sc.reshape(-1).astype(F32), keep
+
+
+@register("GenerateProposals", since=9, attrs=GenerateProposals9Attrs, category="detection")
+class GenerateProposals9:
+    @staticmethod
+    def infer(attrs, im_info: TensorSpec, anchors: TensorSpec, deltas: TensorSpec,
+              scores: TensorSpec) -> list[TensorSpec]:
+        for name, spec, rank in (("im_info", im_info, 2), ("anchors", anchors, 4),
+                                 ("deltas", deltas, 4), ("scores", scores, 4)):
+            if not spec.etype.is_float:
+                fail(f"{name} must be floating-point, got {spec.etype.name}")
+            check_rank(spec, (rank,), name)
+        if attrs.post_nms_count <= 0 or attrs.pre_nms_count <= 0:
+            fail(f"pre_nms_count and post_nms_count must be positive, got {attrs.pre_nms_count} "
+                 f"and {attrs.post_nms_count}")
+        n = next((s.shape[0] for s in (im_info, deltas, scores) if s.shape is not None), Dim(0, None))
+        rows = Dim(0, (n * Dim.of(attrs.post_nms_count)).hi)
+        return [TensorSpec(anchors.etype, (rows, Dim.of(4))), TensorSpec(anchors.etype, (rows,)),
+                TensorSpec.make(attrs.roi_num_type, (n,))]
+
+    @staticmethod
+    def run(attrs, im_info, anchors, deltas, scores) -> tuple[np.ndarray, ...]:
+        n, a, h, w = scores.shape
+        if deltas.shape != (n, 4 * a, h, w) or anchors.shape != (h, w, a, 4) or \
+                im_info.shape[0] != n or im_info.shape[1] not in (3, 4):
+            fail(f"expected im_info [N, 3 or 4], anchors [H, W, A, 4], deltas [N, 4A, H, W], "
+                 f"scores [N, A, H, W]; got {list(im_info.shape)}, {list(anchors.shape)}, "
+                 f"{list(deltas.shape)}, {list(scores.shape)}")
+        off = F32(0) if attrs.normalized else F32(1)
+        an = anchors.astype(F32)
+        info = im_info.astype(F32)
+        all_rois, all_scores, counts = [], [], []
+        for b in range(n):
+            img_h, img_w = info[b, 0], info[b, 1]
+            sh = info[b, 2]
+            sw = info[b, 3] if info.shape[1] == 4 else sh
+            d = deltas[b].astype(F32).reshape(a, 4, h, w).transpose(2, 3, 0, 1)
+            sc = scores[b].astype(F32).transpose(1, 2, 0)
+            boxes, score, keep = _refine_anchors(an, d, sc, img_h, img_w, F32(attrs.min_size) * sh,
+                                                 F32(attrs.min_size) * sw, off)
+            # the pre_nms_count best by score (boxes under min_size stay in the count but are
+            # never kept); equal scores by proposal index (the reference's partial_sort leaves
+            # them open)
+            order = np.argsort(-score, kind="stable")[:min(score.size, attrs.pre_nms_count)]
+            order = order[keep[order]]
+            kept = _proposal_nms(boxes[order], F32(attrs.nms_threshold), attrs.post_nms_count, off)
+            sel = order[kept]
+            all_rois.append(boxes[sel])
+            all_scores.append(score[sel])
+            counts.append(sel.size)
+        rois = np.concatenate(all_rois) if all_rois else np.zeros((0, 4), F32)
+        probs = np.concatenate(all_scores) if all_scores else np.zeros(0, F32)
+        itype = np.int64 if attrs.roi_num_type == "i64" else np.int32
+        return (rois.astype(anchors.dtype), probs.astype(anchors.dtype), np.array(counts, itype))

@@ -13,7 +13,8 @@ from irrun.errors import OpError, ShapeError
 from irrun.ops.detection import (
     DetectionOutput1, DetectionOutput1Attrs, DetectionOutput8Attrs,
     ExperimentalDetectronGenerateProposalsSingleImage6, ExperimentalDetectronPriorGridGenerator6,
-    ExperimentalDetectronROIFeatureExtractor6, GenerateProposalsSingleImageAttrs, PriorBox1,
+    ExperimentalDetectronROIFeatureExtractor6, GenerateProposals9, GenerateProposals9Attrs,
+    GenerateProposalsSingleImageAttrs, PriorBox1,
     PriorGridAttrs, Proposal1, ROIFeatureExtractorAttrs,
     PSROIPooling1, PSROIPoolingAttrs, ROIAlignRotated15, ROIAlignRotatedAttrs,
     Proposal1Attrs, Proposal4Attrs, ROIAlign3,
@@ -508,6 +509,29 @@ def test_generate_proposals_single_image():
     assert rois.tolist()[0] == [0, 0, 4, 4] and sc.tolist() == [F32(0.6), 0]
 
 
+# ------------------------------------------------------------------ GenerateProposals
+
+def test_generate_proposals():
+    a = GenerateProposals9Attrs(min_size=0.0, nms_threshold=0.7, pre_nms_count=1000,
+                                post_nms_count=300, roi_num_type="i32")
+    rois, sc, num = GenerateProposals9.infer(
+        a, TensorSpec.make("f32", [8, 3]), TensorSpec.make("f32", [50, 84, 3, 4]),
+        TensorSpec.make("f32", [8, 12, 50, 84]), TensorSpec.make("f32", [8, 3, 50, 84]))
+    assert rois.shape == (Dim(0, 2400), Dim.of(4)) and sc.shape == (Dim(0, 2400),)
+    assert num.shape == (Dim.of(8),) and num.etype.name == "i32"
+    anchors = np.array([[[[0, 0, 9, 9], [1, 0, 10, 9]]]], F32)          # [1, 1, 2, 4]
+    scores = np.array([[[[0.6]], [[0.9]]], [[[0.9]], [[0.6]]]], F32)     # two images
+    rois, sc, num = GenerateProposals9.run(GenerateProposals9Attrs(0.0, 0.5, 10, 3), np.array(
+        [[100, 100, 1], [100, 100, 1]], F32), anchors, np.zeros((2, 8, 1, 1), F32), scores)
+    # normalized boxes: no +1; the overlapping box is suppressed in each image; no padding
+    assert rois.tolist() == [[1, 0, 10, 9], [0, 0, 9, 9]] and num.tolist() == [1, 1]
+    assert sc.tolist() == [F32(0.9), F32(0.9)]
+    # a box under min_size (after clipping to a 5 x 5 image) is never kept
+    rois, sc, num = GenerateProposals9.run(GenerateProposals9Attrs(6.0, 0.5, 10, 3), np.array(
+        [[5, 5, 1], [100, 100, 1]], F32), anchors, np.zeros((2, 8, 1, 1), F32), scores)
+    assert num.tolist() == [0, 1]
+
+
 # ------------------------------------------------------------------ OpenVINO
 
 ov = pytest.importorskip("openvino")
@@ -900,3 +924,27 @@ def test_oracle_generate_proposals_single_image(data, tmp_path_factory):
                                         [p.output(0) for p in params], attrs)
     oracle.compare(ov.Model([o6.result(o) for o in node.outputs()], params, "gp"), feed,
                    rtol=1e-5, atol=1e-4, tmpdir=tmp_path_factory.mktemp("gp"))
+
+
+@pytest.mark.oracle
+@settings(max_examples=15)
+@given(data=st.data())
+def test_oracle_generate_proposals(data, tmp_path_factory):
+    n, a, h, w = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3)),
+                  data.draw(st.integers(1, 5)), data.draw(st.integers(1, 5)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    lo = rng.uniform(-5, 60, (h, w, a, 2))
+    total = n * a * h * w
+    feed = {"im": np.array([[64, 72, 1], [50, 40, 2]][:n], F32),
+            "anchors": np.concatenate([lo, lo + rng.uniform(2, 20, (h, w, a, 2))], -1).astype(F32),
+            "deltas": (rng.standard_normal((n, 4 * a, h, w)) * 0.2).astype(F32),
+            "scores": ((rng.permutation(total) + 1) / (total + 1)).reshape(n, a, h, w).astype(F32)}
+    attrs = dict(min_size=data.draw(st.sampled_from([0.0, 1.0, 6.0])),
+                 nms_threshold=data.draw(st.floats(0.2, 0.9)),
+                 post_nms_count=data.draw(st.integers(1, 40)), pre_nms_count=data.draw(st.integers(1, 80)),
+                 normalized=data.draw(st.booleans()),
+                 roi_num_type=data.draw(st.sampled_from(["i32", "i64"])))
+    params = [o9.parameter(list(v.shape), ov.Type.f32, name=k) for k, v in feed.items()]
+    node = o9.generate_proposals(*params, **attrs)
+    oracle.compare(ov.Model([o9.result(o) for o in node.outputs()], params, "gp9"), feed,
+                   rtol=1e-5, atol=1e-4, tmpdir=tmp_path_factory.mktemp("gp9"))
