@@ -1,10 +1,13 @@
-"""Object detection: PriorBox-1/8, PriorBoxClustered-1 (spec pages: detection/prior-box-1,
-prior-box-8, prior-box-clustered-1).
+"""Object detection (spec pages: detection/): PriorBox-1/8, PriorBoxClustered-1,
+DetectionOutput-1/8, ROIAlign-3/9, ROIAlignRotated-15, ROIPooling-2, PSROIPooling-1,
+RegionYolo-1, ReorgYolo-2, Proposal-1/4, GenerateProposals-9 and the ExperimentalDetectron
+PriorGridGenerator-6, ROIFeatureExtractor-6 and GenerateProposalsSingleImage-6 ops.
 
 The pages give the idea, not the arithmetic; irrun computes what OpenVINO's reference does
-(the kernel OpenVINO's constant folding runs, since these ops usually get constant inputs),
-in f32 with the same operation order. The boxes of one grid point are a small table built
-from the attributes ("templates"); the grid is then one broadcast over [H, W, priors].
+(PriorBox's usually runs in OpenVINO's constant folding), in f32 with the same operation
+order, and follows the CPU plugin where the two disagree on defined inputs (each place says
+so; README, "Where irrun chooses a rule"). Grids and samples are broadcasts; the loops left
+are over ROIs, pooled bins and selected boxes, never over tensor elements.
 """
 from __future__ import annotations
 

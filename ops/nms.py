@@ -1,5 +1,6 @@
-"""Non-maximum suppression: NonMaxSuppression-1/3/4/5/9 (spec pages: sort/non-max-suppression-1,
--3, -4, no-max-suppression-5 (sic), non-max-suppression-9).
+"""Non-maximum suppression (spec pages: sort/): NonMaxSuppression-1/3/4/5/9
+(non-max-suppression-1, -3, -4, no-max-suppression-5 (sic), non-max-suppression-9),
+MulticlassNms-8/9, MatrixNms-8 and ExperimentalDetectronTopKROIs-6.
 
 Per batch and class the kernel keeps the candidates scoring above score_threshold, then
 repeatedly selects the best one and suppresses (hard NMS) or decays (Soft-NMS, v5/v9 with
