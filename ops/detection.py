@@ -1,6 +1,6 @@
 """Object detection (spec pages: detection/): PriorBox-1/8, PriorBoxClustered-1,
 DetectionOutput-1/8, ROIAlign-3/9, ROIAlignRotated-15, ROIPooling-2, PSROIPooling-1,
-RegionYolo-1, ReorgYolo-2, Proposal-1/4, GenerateProposals-9 and the ExperimentalDetectron
+DeformablePSROIPooling-1, RegionYolo-1, ReorgYolo-2, Proposal-1/4, GenerateProposals-9 and the ExperimentalDetectron
 PriorGridGenerator-6, ROIFeatureExtractor-6 and GenerateProposalsSingleImage-6 ops.
 
 The pages give the idea, not the arithmetic; irrun computes what OpenVINO's reference does
@@ -1588,3 +1588,106 @@ class GenerateProposals9:
         probs = np.concatenate(all_scores) if all_scores else np.zeros(0, F32)
         itype = np.int64 if attrs.roi_num_type == "i64" else np.int32
         return (rois.astype(anchors.dtype), probs.astype(anchors.dtype), np.array(counts, itype))
+
+
+# ---------------------------------------------------------------- DeformablePSROIPooling
+
+
+@dataclass(frozen=True)
+class DeformablePSROIPoolingAttrs:
+    output_dim: int
+    spatial_scale: float
+    group_size: int = 1
+    mode: Literal["bilinear_deformable"] = "bilinear_deformable"
+    spatial_bins_x: int = 1
+    spatial_bins_y: int = 1
+    trans_std: float = 1.0
+    part_size: int = 1
+
+
+@register("DeformablePSROIPooling", since=1, attrs=DeformablePSROIPoolingAttrs, category="detection")
+class DeformablePSROIPooling1:
+    @staticmethod
+    def infer(attrs, data: TensorSpec, rois: TensorSpec, offsets=None) -> list[TensorSpec]:
+        if min(attrs.output_dim, attrs.group_size, attrs.spatial_bins_x, attrs.spatial_bins_y,
+               attrs.part_size) <= 0:
+            fail(f"DeformablePSROIPooling's output_dim, group_size, spatial bins and part_size "
+                 f"must be positive, got {attrs.output_dim}, {attrs.group_size}, "
+                 f"{attrs.spatial_bins_x}, {attrs.spatial_bins_y}, {attrs.part_size}")
+        g = attrs.group_size
+        out = _roi_out_spec("DeformablePSROIPooling", ROIPoolingAttrs(g, g, attrs.spatial_scale),
+                            data, rois, 5)
+        need = attrs.output_dim * g * g
+        if data.shape is not None and data.shape[1].is_static and data.shape[1].value != need:
+            fail(f"DeformablePSROIPooling's score maps need output_dim * group_size^2 = {need} "
+                 f"channels, got {data}")
+        if offsets is not None:
+            check_rank(offsets, (4,), "DeformablePSROIPooling's offsets")
+        return [TensorSpec(out.etype, (out.shape[0], Dim.of(attrs.output_dim), Dim.of(g), Dim.of(g)))]
+
+    @staticmethod
+    def run(attrs, data, rois, offsets=None) -> tuple[np.ndarray]:
+        n, c, h, w = data.shape
+        g, od = attrs.group_size, attrs.output_dim
+        if c != od * g * g:
+            fail(f"DeformablePSROIPooling's score maps need {od * g * g} channels, got {c}")
+        r = rois.shape[0]
+        if offsets is not None and (offsets.ndim != 4 or offsets.shape[0] != r or
+                                    offsets.shape[1] % 2 or offsets.shape[1] == 0 or
+                                    od % (offsets.shape[1] // 2) or
+                                    offsets.shape[2:] != (attrs.part_size, attrs.part_size)):
+            fail(f"DeformablePSROIPooling's offsets must be [{r}, 2 * classes, {attrs.part_size}, "
+                 f"{attrs.part_size}] with classes dividing output_dim {od}, got "
+                 f"{list(offsets.shape)}")
+        check_alloc([r, od, g, g, attrs.spatial_bins_y, attrs.spatial_bins_x], F32,
+                    "DeformablePSROIPooling's samples")
+        x = data.astype(F32).reshape(n, od, g, g, h, w)
+        box = rois.astype(F32)
+        out = np.zeros((r, od, g, g), F32)
+        scale = F32(attrs.spatial_scale)
+        sby, sbx = attrs.spatial_bins_y, attrs.spatial_bins_x
+        for i in range(r):
+            b = int(box[i, 0])
+            if b < 0:
+                continue               # a negative batch id: the box is skipped (0), as OpenVINO
+            if b >= n:
+                fail(f"DeformablePSROIPooling's boxes[{i}, 0] (batch id) = {b} is outside "
+                     f"[0, {n - 1}]")
+            q = _round_half_away(box[i, 1:])
+            x1, y1 = q[0] * scale - F32(0.5), q[1] * scale - F32(0.5)
+            x2, y2 = (q[2] + F32(1)) * scale - F32(0.5), (q[3] + F32(1)) * scale - F32(0.5)
+            rw, rh = max(x2 - x1, F32(0.1)), max(y2 - y1, F32(0.1))
+            bw, bh = rw / F32(g), rh / F32(g)
+            bx = np.broadcast_to((x1 + np.arange(g, dtype=F32) * bw)[None, None, :], (od, g, g)).copy()
+            by = np.broadcast_to((y1 + np.arange(g, dtype=F32) * bh)[None, :, None], (od, g, g)).copy()
+            if offsets is not None:
+                ncls = offsets.shape[1] // 2
+                cls = np.arange(od) // (od // ncls)                                  # [od]
+                ow = np.arange(g) * attrs.part_size // g
+                oh = np.arange(g) * attrs.part_size // g
+                off = offsets[i].astype(F32)
+                dx = off[2 * cls][:, oh][:, :, ow] * F32(attrs.trans_std)         # [od, g, g]
+                dy = off[2 * cls + 1][:, oh][:, :, ow] * F32(attrs.trans_std)
+                bx = bx + dx * rw
+                by = by + dy * rh
+            sx = (bx[..., None, None] + np.arange(sbx, dtype=F32) * (bw / F32(sbx))).astype(F32)
+            sy = (by[..., None, None] + (np.arange(sby, dtype=F32) * (bh / F32(sby)))[:, None]).astype(F32)
+            sx, sy = np.broadcast_arrays(sx, sy)                                 # [od, g, g, sby, sbx]
+            ok = (sx >= -0.5) & (sx <= F32(w) - F32(0.5)) & (sy >= -0.5) & (sy <= F32(h) - F32(0.5))
+            cx = np.clip(sx, F32(0), F32(w - 1))
+            cy = np.clip(sy, F32(0), F32(h - 1))
+            lx, rx = np.floor(cx).astype(np.int64), np.ceil(cx).astype(np.int64)
+            ty, by_ = np.floor(cy).astype(np.int64), np.ceil(cy).astype(np.int64)
+            co = np.arange(od)[:, None, None, None, None]
+            hh = np.arange(g)[None, :, None, None, None]
+            ww = np.arange(g)[None, None, :, None, None]
+            m = x[b]
+            tl, tr = m[co, hh, ww, ty, lx], m[co, hh, ww, ty, rx]
+            bl, br = m[co, hh, ww, by_, lx], m[co, hh, ww, by_, rx]
+            fx, fy = (cx - lx).astype(F32), (cy - ty).astype(F32)
+            top = tl + (tr - tl) * fx
+            bot = bl + (br - bl) * fx
+            v = np.where(ok, top + (bot - top) * fy, F32(0))
+            cnt = ok.sum(axis=(3, 4))
+            out[i] = np.where(cnt > 0, v.sum(axis=(3, 4), dtype=F32) / np.maximum(cnt, 1), F32(0))
+        return (out.astype(data.dtype),)

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
 from irrun.ops.detection import (
-    DetectionOutput1, DetectionOutput1Attrs, DetectionOutput8Attrs,
+    DeformablePSROIPooling1, DeformablePSROIPoolingAttrs, DetectionOutput1, DetectionOutput1Attrs,
+    DetectionOutput8Attrs,
     ExperimentalDetectronGenerateProposalsSingleImage6, ExperimentalDetectronPriorGridGenerator6,
     ExperimentalDetectronROIFeatureExtractor6, GenerateProposals9, GenerateProposals9Attrs,
     GenerateProposalsSingleImageAttrs, PriorBox1,
@@ -532,6 +533,28 @@ def test_generate_proposals():
     assert num.tolist() == [0, 1]
 
 
+# ------------------------------------------------------------------ DeformablePSROIPooling
+
+def test_deformable_psroi_pooling():
+    op = DeformablePSROIPooling1
+    a = DeformablePSROIPoolingAttrs(output_dim=8, spatial_scale=0.0625, group_size=7,
+                                    spatial_bins_x=4, spatial_bins_y=4, trans_std=0.1, part_size=7)
+    (out,) = op.infer(a, TensorSpec.make("f32", [1, 392, 38, 63]), TensorSpec.make("f32", [300, 5]),
+                      TensorSpec.make("f32", [300, 2, 7, 7]))
+    assert out.shape == tuple(map(Dim.of, (300, 8, 7, 7)))
+    # one bin, one sub-bin at the box's top-left corner (x1 - 0.5 = pixel 0.5): the mean of the
+    # four pixels around it; offsets move it by (0.25, 0.5) box sizes (the box is 1 pixel)
+    x = np.arange(16, dtype=F32).reshape(1, 1, 4, 4)
+    a = DeformablePSROIPoolingAttrs(output_dim=1, spatial_scale=1.0)
+    (y,) = op.run(a, x, np.array([[0, 1, 1, 1, 1]], F32))
+    assert y.tolist() == [[[[2.5]]]]
+    (y,) = op.run(a, x, np.array([[0, 1, 1, 1, 1]], F32), np.array([[[[0.25]], [[0.5]]]], F32))
+    assert y.tolist() == [[[[4.75]]]]                    # at (x, y) = (0.75, 1): 4 + 0.75
+    # outside the map: no sub-bin counts, 0; a negative batch id skips the box
+    (y,) = op.run(a, x, np.array([[0, 9, 9, 9, 9], [-1, 1, 1, 1, 1]], F32))
+    assert not y.any()
+
+
 # ------------------------------------------------------------------ OpenVINO
 
 ov = pytest.importorskip("openvino")
@@ -948,3 +971,36 @@ def test_oracle_generate_proposals(data, tmp_path_factory):
     node = o9.generate_proposals(*params, **attrs)
     oracle.compare(ov.Model([o9.result(o) for o in node.outputs()], params, "gp9"), feed,
                    rtol=1e-5, atol=1e-4, tmpdir=tmp_path_factory.mktemp("gp9"))
+
+
+@pytest.mark.oracle
+@settings(max_examples=15)
+@given(data=st.data())
+def test_oracle_deformable_psroi_pooling(data, tmp_path_factory):
+    od, g = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    n, h, w, r = data.draw(st.integers(1, 2)), data.draw(st.integers(2, 9)), data.draw(st.integers(2, 9)), \
+        data.draw(st.integers(1, 4))
+    scale = data.draw(st.sampled_from([1.0, 0.5]))
+    ps = data.draw(st.integers(1, 3))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    x = rng.standard_normal((n, od * g * g, h, w)).astype(F32)
+    lo = rng.uniform(-2, max(h, w), (r, 2)) / scale
+    # away from .5, where the coordinate rounding ties
+    co = np.floor(np.concatenate([lo, lo + rng.uniform(0, 8, (r, 2)) / scale], 1)) + 0.25
+    rois = np.concatenate([rng.integers(0, n, (r, 1)), co], 1).astype(F32)
+    p = o1.parameter(list(x.shape), ov.Type.f32, name="x")
+    b = o1.parameter([r, 5], ov.Type.f32, name="rois")
+    params, feed = [p, b], {"x": x, "rois": rois}
+    kw = dict(group_size=g, spatial_bins_x=data.draw(st.integers(1, 3)),
+              spatial_bins_y=data.draw(st.integers(1, 3)), trans_std=data.draw(st.sampled_from([0.1, 1.0])),
+              part_size=ps)
+    if data.draw(st.booleans(), label="offsets"):
+        ncls = data.draw(st.sampled_from([c for c in (1, 2, 3) if od % c == 0]))
+        t = o1.parameter([r, 2 * ncls, ps, ps], ov.Type.f32, name="offsets")
+        params.append(t)
+        feed["offsets"] = (rng.standard_normal((r, 2 * ncls, ps, ps)) * 0.5).astype(F32)
+        node = o1.deformable_psroi_pooling(p, b, od, scale, offsets=t, **kw)
+    else:
+        node = o1.deformable_psroi_pooling(p, b, od, scale, **kw)
+    oracle.compare(ov.Model([o1.result(node)], params, "dps"), feed, rtol=1e-5, atol=1e-5,
+                   tmpdir=tmp_path_factory.mktemp("dps"))
