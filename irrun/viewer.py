@@ -243,6 +243,10 @@ def _network(program, key: str, title: str, run: dict | None, diagnostics,
                "diagnostics": [f"{d.severity}: {d.message}" for d in diags.get(lid, [])],
                "bodies": []}
         stats = (run or {}).get(lid)
+        if run is not None and stats is None:
+            det["run_note"] = ("computed once when the model was read (folded)"
+                               if getattr(node, "folded", None) is not None
+                               else "not run (no output needs it)")
         if stats is not None:
             det["seconds"] = stats.get("seconds", 0.0)
             det["share"] = det["seconds"] / total
@@ -474,6 +478,7 @@ button {{ font-size: 12px; }}
            ', ' + s.max + ']' : '') + (s.nan ? ' !! ' + s.nan + ' NaN' : '') +
            (s.inf ? ' !! ' + s.inf + ' Inf' : ''))).join('') + '</table>';
     }}
+    if (d.run_note) h += '<h3>Run</h3><div>' + esc(d.run_note) + '</div>';
     if (d.agreement) h += '<h3>Compare</h3><div>' + esc(d.agreement) + '</div>';
     if (d.bodies.length) h += '<h3>Bodies</h3>' + d.bodies.map(b =>
       '<button class="open-body" data-key="' + esc(b.key) + '">open ' + esc(b.role) +
