@@ -1,7 +1,8 @@
 """Object detection (spec pages: detection/): PriorBox-1/8, PriorBoxClustered-1,
 DetectionOutput-1/8, ROIAlign-3/9, ROIAlignRotated-15, ROIPooling-2, PSROIPooling-1,
-DeformablePSROIPooling-1, RegionYolo-1, ReorgYolo-2, Proposal-1/4, GenerateProposals-9 and the ExperimentalDetectron
-PriorGridGenerator-6, ROIFeatureExtractor-6 and GenerateProposalsSingleImage-6 ops.
+DeformablePSROIPooling-1, RegionYolo-1, ReorgYolo-2, Proposal-1/4, GenerateProposals-9 and
+the ExperimentalDetectron PriorGridGenerator-6, ROIFeatureExtractor-6 and
+GenerateProposalsSingleImage-6 ops.
 
 The pages give the idea, not the arithmetic; irrun computes what OpenVINO's reference does
 (PriorBox's usually runs in OpenVINO's constant folding), in f32 with the same operation
@@ -17,7 +18,14 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from irrun.opkit import (
-    Dim, TensorSpec, check_alloc, check_integer, check_rank, elements, fail, register,
+    Dim,
+    TensorSpec,
+    check_alloc,
+    check_integer,
+    check_rank,
+    elements,
+    fail,
+    register,
 )
 
 F32 = np.float32
@@ -161,7 +169,7 @@ def _prior_templates(attrs, image_h: int):
         density = int(attrs.density[s])
         shift = int(F32(fs) / F32(density))
 
-        def dense(bw, bh):
+        def dense(bw, bh, density=density, shift=shift, fs_int=fs_int):
             for r in range(density):
                 for c in range(density):
                     rows.append((F32(fs_int // 2), F32(shift) / F32(2), F32(c * shift),
@@ -481,7 +489,7 @@ def _detection_output(attrs, loc, conf, priors, arm_conf=None, arm_loc=None) -> 
     rows = _do_rows(attrs, {"N": Dim.of(n), "P": num_p, "C": num_c}).value
     check_alloc([rows, 7], F32, "DetectionOutput's output")
     psize = 4 if attrs.normalized else 5
-    f = lambda x: np.asarray(x, F32)  # noqa: E731
+    f = lambda x: np.asarray(x, F32)
     loc = f(loc).reshape(n, num_p, num_lc, 4)
     conf = f(conf).reshape(n, num_p, num_c).transpose(0, 2, 1).copy()     # [N, C, P]
     pri = f(priors)
@@ -789,7 +797,7 @@ class ROIPooling2:
             fx = (ix - left).astype(F32)[:, None, None, :]
             bi = ids[:, None, None, None]
             ch = np.arange(c)[None, :, None, None]
-            g = lambda yy, xx: fm[bi, ch, yy[:, None, :, None], xx[:, None, None, :]]  # noqa: E731
+            g = lambda yy, xx: fm[bi, ch, yy[:, None, :, None], xx[:, None, None, :]]
             tl, tr, bl, br = g(top, left), g(top, right), g(bot, left), g(bot, right)
             t = tl + (tr - tl) * fx
             bo = bl + (br - bl) * fx
@@ -862,7 +870,7 @@ class RegionYolo1:
         x = data.astype(F32)
         src = x[:, :need].reshape(n, regions, k, h, w)
         out = src.copy()
-        sig = lambda v: (F32(1) / (F32(1) + np.exp(-v))).astype(F32)  # noqa: E731
+        sig = lambda v: (F32(1) / (F32(1) + np.exp(-v))).astype(F32)
         with np.errstate(over="ignore"):
             out[:, :, :2] = sig(src[:, :, :2])                          # x, y
             if attrs.do_softmax:   # objectness sigmoid, class scores softmax
@@ -901,7 +909,7 @@ class ReorgYolo2:
                 fail(f"ReorgYolo's input {name} ({d.value}) must be a multiple of the stride {s}")
         if c.is_static and (c.value < s * s or c.value % (s * s)):
             fail(f"ReorgYolo needs a multiple of stride * stride = {s * s} channels, got {data}")
-        div = lambda d: Dim(d.lo // s, None if d.hi is None else d.hi // s)  # noqa: E731
+        div = lambda d: Dim(d.lo // s, None if d.hi is None else d.hi // s)
         return [TensorSpec(data.etype, (n, c * Dim.of(s * s), div(h), div(w)))]
 
     @staticmethod
@@ -1233,7 +1241,7 @@ class ROIAlignRotatedAttrs:
 def _bilinear_points(f: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
     """f [C, H, W] sampled at points (y, x) (any equal shapes) with ROIAlign's reference rules:
     a point more than one pixel outside gives 0, others clamp to the border."""
-    c, h, w = f.shape
+    _c, h, w = f.shape
     valid = (x >= -1) & (x <= F32(w)) & (y >= -1) & (y <= F32(h))
     x = np.maximum(np.where(valid, x, 0), F32(0)).astype(F32)
     y = np.maximum(np.where(valid, y, 0), F32(0)).astype(F32)
@@ -1265,7 +1273,7 @@ class ROIAlignRotated15:
 
     @staticmethod
     def run(attrs, data, rois, batch_indices) -> tuple[np.ndarray]:
-        n, c, h, w = data.shape
+        n, c, _h, _w = data.shape
         r = rois.shape[0]
         if batch_indices.shape != (r,):
             fail(f"ROIAlignRotated's batch_indices must have shape [{r}], got "

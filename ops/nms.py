@@ -36,7 +36,16 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from irrun.opkit import DYNAMIC, Dim, TensorSpec, check_alloc, check_integer, fail, known_ints, register
+from irrun.opkit import (
+    DYNAMIC,
+    Dim,
+    TensorSpec,
+    check_alloc,
+    check_integer,
+    fail,
+    known_ints,
+    register,
+)
 
 F32 = np.float32
 

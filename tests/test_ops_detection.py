@@ -11,16 +11,40 @@ from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
 from irrun.ops.detection import (
-    DeformablePSROIPooling1, DeformablePSROIPoolingAttrs, DetectionOutput1, DetectionOutput1Attrs,
+    DeformablePSROIPooling1,
+    DeformablePSROIPoolingAttrs,
+    DetectionOutput1,
+    DetectionOutput1Attrs,
     DetectionOutput8Attrs,
-    ExperimentalDetectronGenerateProposalsSingleImage6, ExperimentalDetectronPriorGridGenerator6,
-    ExperimentalDetectronROIFeatureExtractor6, GenerateProposals9, GenerateProposals9Attrs,
-    GenerateProposalsSingleImageAttrs, PriorBox1,
-    PriorGridAttrs, Proposal1, ROIFeatureExtractorAttrs,
-    PSROIPooling1, PSROIPoolingAttrs, ROIAlignRotated15, ROIAlignRotatedAttrs,
-    Proposal1Attrs, Proposal4Attrs, ROIAlign3,
-    ROIAlign3Attrs, ROIAlign9Attrs, ROIPooling2, ROIPoolingAttrs, RegionYolo1, RegionYoloAttrs,
-    ReorgYolo2, ReorgYoloAttrs, PriorBox1Attrs, PriorBox8Attrs, PriorBoxClustered1, PriorBoxClusteredAttrs,
+    ExperimentalDetectronGenerateProposalsSingleImage6,
+    ExperimentalDetectronPriorGridGenerator6,
+    ExperimentalDetectronROIFeatureExtractor6,
+    GenerateProposals9,
+    GenerateProposals9Attrs,
+    GenerateProposalsSingleImageAttrs,
+    PriorBox1,
+    PriorBox1Attrs,
+    PriorBox8Attrs,
+    PriorBoxClustered1,
+    PriorBoxClusteredAttrs,
+    PriorGridAttrs,
+    Proposal1,
+    Proposal1Attrs,
+    Proposal4Attrs,
+    PSROIPooling1,
+    PSROIPoolingAttrs,
+    RegionYolo1,
+    RegionYoloAttrs,
+    ReorgYolo2,
+    ReorgYoloAttrs,
+    ROIAlign3,
+    ROIAlign3Attrs,
+    ROIAlign9Attrs,
+    ROIAlignRotated15,
+    ROIAlignRotatedAttrs,
+    ROIFeatureExtractorAttrs,
+    ROIPooling2,
+    ROIPoolingAttrs,
 )
 from irrun.shapes import Dim, TensorSpec
 
@@ -33,9 +57,9 @@ def ints(values):
 
 # ------------------------------------------------------------------ PriorBox
 
-SPEC_PB = dict(aspect_ratio=(2.0,), clip=False, density=(), fixed_ratio=(), fixed_size=(),
-               flip=True, max_size=(38.46,), min_size=(16.0,), offset=0.5, step=16.0,
-               variance=(0.1, 0.1, 0.2, 0.2))
+SPEC_PB = {"aspect_ratio": (2.0,), "clip": False, "density": (), "fixed_ratio": (), "fixed_size": (),
+               "flip": True, "max_size": (38.46,), "min_size": (16.0,), "offset": 0.5, "step": 16.0,
+               "variance": (0.1, 0.1, 0.2, 0.2)}
 
 
 @pytest.mark.parametrize("attrs", [PriorBox1Attrs, PriorBox8Attrs])
@@ -102,9 +126,9 @@ def test_prior_box_shape_rules_and_errors():
 
 # ------------------------------------------------------------------ PriorBoxClustered
 
-SPEC_PBC = dict(clip=False, height=(44.0, 10.0, 30.0, 19.0, 94.0, 32.0, 61.0, 53.0, 17.0),
-                offset=0.5, step=16.0, variance=(0.1, 0.1, 0.2, 0.2),
-                width=(86.0, 13.0, 57.0, 39.0, 68.0, 34.0, 142.0, 50.0, 23.0))
+SPEC_PBC = {"clip": False, "height": (44.0, 10.0, 30.0, 19.0, 94.0, 32.0, 61.0, 53.0, 17.0),
+                "offset": 0.5, "step": 16.0, "variance": (0.1, 0.1, 0.2, 0.2),
+                "width": (86.0, 13.0, 57.0, 39.0, 68.0, 34.0, 142.0, 50.0, 23.0)}
 
 
 def test_prior_box_clustered_spec_example():
@@ -130,12 +154,12 @@ def test_prior_box_clustered_steps_and_errors():
 
 # ------------------------------------------------------------------ DetectionOutput
 
-SPEC_DO = dict(background_label_id=1, code_type="caffe.PriorBoxParameter.CENTER_SIZE",
-               confidence_threshold=0.019999999552965164, input_height=1, input_width=1,
-               keep_top_k=(200,), nms_threshold=0.44999998807907104, normalized=True,
-               share_location=True, top_k=200, variance_encoded_in_target=False,
-               clip_after_nms=False, clip_before_nms=False, objectness_score=0.0,
-               decrease_label_id=False)
+SPEC_DO = {"background_label_id": 1, "code_type": "caffe.PriorBoxParameter.CENTER_SIZE",
+               "confidence_threshold": 0.019999999552965164, "input_height": 1, "input_width": 1,
+               "keep_top_k": (200,), "nms_threshold": 0.44999998807907104, "normalized": True,
+               "share_location": True, "top_k": 200, "variance_encoded_in_target": False,
+               "clip_after_nms": False, "clip_before_nms": False, "objectness_score": 0.0,
+               "decrease_label_id": False}
 
 
 @pytest.mark.parametrize("v1", [True, False])
@@ -154,7 +178,7 @@ def _do(attrs, loc, conf, priors, *extra):
 
 # Three normalized priors, corner code, variance 1: the predicted offsets add to the priors.
 PRIORS = [[[0.1, 0.1, 0.3, 0.3, 0.12, 0.1, 0.32, 0.3, 0.6, 0.6, 0.9, 0.9], [1.0] * 12]]
-CORNER_ATTRS = dict(keep_top_k=(-1,), nms_threshold=0.5, normalized=True, background_label_id=0)
+CORNER_ATTRS = {"keep_top_k": (-1,), "nms_threshold": 0.5, "normalized": True, "background_label_id": 0}
 
 
 def test_detection_output_caffe_nms_by_hand():
@@ -332,7 +356,7 @@ def test_region_yolo_by_hand():
     x = np.zeros((1, 7, 1, 1), F32)
     x[0, :, 0, 0] = [0, 2, 5, 6, -1, 1, 1 + np.log(3)]
     (y,) = RegionYolo1.run(a, x)
-    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    sig = lambda v: 1 / (1 + np.exp(-v))
     # x, y and objectness through a sigmoid, w and h as they are, the classes a softmax
     np.testing.assert_allclose(y[0], [0.5, sig(2), 5, 6, sig(-1), 0.25, 0.75], rtol=1e-6)
     (y,) = RegionYolo1.run(RegionYoloAttrs(axis=1, classes=2, coords=4, end_axis=3, num=3,
@@ -360,8 +384,8 @@ def test_reorg_yolo():
 
 # ------------------------------------------------------------------ Proposal
 
-PROP = dict(base_size=16, feat_stride=8, min_size=16, nms_thresh=1.0, normalize=False,
-            post_nms_topn=1000, pre_nms_topn=1000, ratio=(1.0,), scale=(1.0, 2.0))
+PROP = {"base_size": 16, "feat_stride": 8, "min_size": 16, "nms_thresh": 1.0, "normalize": False,
+            "post_nms_topn": 1000, "pre_nms_topn": 1000, "ratio": (1.0,), "scale": (1.0, 2.0)}
 
 
 def test_proposal_spec_example_shapes():
@@ -559,8 +583,8 @@ def test_deformable_psroi_pooling():
 
 ov = pytest.importorskip("openvino")
 oracle = pytest.importorskip("oracle")
-import openvino.opset1 as o1  # noqa: E402
-import openvino.opset8 as o8  # noqa: E402
+import openvino.opset1 as o1
+import openvino.opset8 as o8
 
 
 def _const_model(node):
@@ -576,11 +600,11 @@ def test_oracle_prior_box(data, tmp_path_factory):
     ih, iw = data.draw(st.integers(8, 300)), data.draw(st.integers(8, 300))
     sizes = st.lists(st.floats(1, 64, width=32), min_size=1, max_size=3)
     ratios = st.lists(st.sampled_from([0.5, 2.0, 3.0, 1.0, 1 / 3]), max_size=3)
-    attrs = dict(offset=data.draw(st.sampled_from([0.0, 0.5, 0.3])),
-                 flip=data.draw(st.booleans()), clip=data.draw(st.booleans()),
-                 step=data.draw(st.sampled_from([0.0, 8.0, 16.0, 5.5])),
-                 variance=data.draw(st.sampled_from([[], [0.1], [0.1, 0.1, 0.2, 0.2]])),
-                 aspect_ratio=data.draw(ratios))
+    attrs = {"offset": data.draw(st.sampled_from([0.0, 0.5, 0.3])),
+                 "flip": data.draw(st.booleans()), "clip": data.draw(st.booleans()),
+                 "step": data.draw(st.sampled_from([0.0, 8.0, 16.0, 5.5])),
+                 "variance": data.draw(st.sampled_from([[], [0.1], [0.1, 0.1, 0.2, 0.2]])),
+                 "aspect_ratio": data.draw(ratios)}
     mode = data.draw(st.sampled_from(["minmax", "mxnet", "fixed"]), label="mode")
     if mode == "fixed":
         fs = data.draw(st.lists(st.integers(2, 40).map(float), min_size=1, max_size=2))
@@ -606,10 +630,10 @@ def test_oracle_prior_box(data, tmp_path_factory):
 def test_oracle_prior_box_clustered(data, tmp_path_factory):
     n = data.draw(st.integers(1, 4))
     dims = st.lists(st.floats(1, 100, width=32), min_size=n, max_size=n)
-    attrs = dict(offset=data.draw(st.sampled_from([0.25, 0.5])), width=data.draw(dims),
-                 height=data.draw(dims), clip=data.draw(st.booleans()),
-                 variance=data.draw(st.sampled_from([[], [0.1], [0.1, 0.1, 0.2, 0.2]])),
-                 step=data.draw(st.sampled_from([0.0, 16.0])))
+    attrs = {"offset": data.draw(st.sampled_from([0.25, 0.5])), "width": data.draw(dims),
+                 "height": data.draw(dims), "clip": data.draw(st.booleans()),
+                 "variance": data.draw(st.sampled_from([[], [0.1], [0.1, 0.1, 0.2, 0.2]])),
+                 "step": data.draw(st.sampled_from([0.0, 16.0]))}
     if data.draw(st.booleans(), label="own steps"):   # the Python API refuses 0 for these
         attrs.update(step_widths=10.0, step_heights=12.0)
     h, w = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6))
@@ -650,16 +674,16 @@ def test_oracle_detection_output(data, tmp_path_factory):
     share, venc, normalized = data.draw(st.booleans()), data.draw(st.booleans()), data.draw(st.booleans())
     pb = data.draw(st.sampled_from([1, n]))
     arm = data.draw(st.booleans(), label="arm") and pb == n
-    attrs = dict(keep_top_k=[data.draw(st.sampled_from([-1, 3, 10, 200]))],
-                 nms_threshold=data.draw(st.floats(0.1, 0.9)),
-                 confidence_threshold=data.draw(st.floats(0.0, 0.8)),
-                 top_k=data.draw(st.sampled_from([-1, 5, 400])),
-                 background_label_id=data.draw(st.sampled_from([-1, 0, 1])),
-                 code_type=data.draw(st.sampled_from(["caffe.PriorBoxParameter.CORNER",
+    attrs = {"keep_top_k": [data.draw(st.sampled_from([-1, 3, 10, 200]))],
+                 "nms_threshold": data.draw(st.floats(0.1, 0.9)),
+                 "confidence_threshold": data.draw(st.floats(0.0, 0.8)),
+                 "top_k": data.draw(st.sampled_from([-1, 5, 400])),
+                 "background_label_id": data.draw(st.sampled_from([-1, 0, 1])),
+                 "code_type": data.draw(st.sampled_from(["caffe.PriorBoxParameter.CORNER",
                                                       "caffe.PriorBoxParameter.CENTER_SIZE"])),
-                 clip_before_nms=data.draw(st.booleans()), clip_after_nms=data.draw(st.booleans()),
-                 share_location=share, variance_encoded_in_target=venc, normalized=normalized,
-                 input_width=300, input_height=200)
+                 "clip_before_nms": data.draw(st.booleans()), "clip_after_nms": data.draw(st.booleans()),
+                 "share_location": share, "variance_encoded_in_target": venc, "normalized": normalized,
+                 "input_width": 300, "input_height": 200}
     # the CPU plugin refuses decrease_label_id unless background_label_id is 0
     attrs["decrease_label_id"] = attrs["background_label_id"] == 0 and data.draw(st.booleans())
     if arm:
@@ -678,9 +702,9 @@ def test_oracle_detection_output(data, tmp_path_factory):
     oracle.compare(model, ins, rtol=1e-5, atol=1e-6, tmpdir=tmp_path_factory.mktemp("do"))
 
 
-import openvino.opset2 as o2  # noqa: E402
-import openvino.opset3 as o3  # noqa: E402
-import openvino.opset9 as o9  # noqa: E402
+import openvino.opset2 as o2
+import openvino.opset3 as o3
+import openvino.opset9 as o9
 
 
 @pytest.mark.oracle
@@ -691,10 +715,10 @@ def test_oracle_roi_align(data, tmp_path_factory):
     n, c, h, w = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3)),
                   data.draw(st.integers(1, 9)), data.draw(st.integers(1, 9)))
     r = data.draw(st.integers(0, 6))
-    attrs = dict(pooled_h=data.draw(st.integers(1, 4)), pooled_w=data.draw(st.integers(1, 4)),
-                 sampling_ratio=data.draw(st.integers(0, 3)),
-                 spatial_scale=data.draw(st.sampled_from([1.0, 0.5, 0.25, 2.0])),
-                 mode=data.draw(st.sampled_from(["avg", "max"])))
+    attrs = {"pooled_h": data.draw(st.integers(1, 4)), "pooled_w": data.draw(st.integers(1, 4)),
+                 "sampling_ratio": data.draw(st.integers(0, 3)),
+                 "spatial_scale": data.draw(st.sampled_from([1.0, 0.5, 0.25, 2.0])),
+                 "mode": data.draw(st.sampled_from(["avg", "max"]))}
     aligned = data.draw(st.sampled_from(["asymmetric", "half_pixel", "half_pixel_for_nn"])) \
         if v9 else "asymmetric"
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
@@ -792,15 +816,15 @@ def test_oracle_proposal(data, tmp_path_factory):
     bd = (rng.standard_normal((n, 4 * a, h, w)) * 0.2).astype(F32)
     im = np.array([h * stride + data.draw(st.integers(-3, 8)), w * stride + data.draw(st.integers(-3, 8)),
                    *data.draw(st.sampled_from([[1.0], [1.0, 1.0], [0.5, 2.0]]))], F32)
-    attrs = dict(base_size=np.uint32(data.draw(st.sampled_from([8, 16]))),
-                 pre_nms_topn=np.uint32(a * h * w),
-                 post_nms_topn=np.uint32(data.draw(st.integers(1, 40))),
-                 nms_thresh=np.float32(data.draw(st.floats(0.2, 0.9))), feat_stride=np.uint32(stride),
+    attrs = {"base_size": np.uint32(data.draw(st.sampled_from([8, 16]))),
+                 "pre_nms_topn": np.uint32(a * h * w),
+                 "post_nms_topn": np.uint32(data.draw(st.integers(1, 40))),
+                 "nms_thresh": np.float32(data.draw(st.floats(0.2, 0.9))), "feat_stride": np.uint32(stride),
                  # min_size 1: no box is dropped to score 0, where equal scores tie
-                 min_size=np.uint32(1), ratio=np.array(ratios, F32), scale=np.array(scales, F32),
-                 clip_before_nms=data.draw(st.booleans()), clip_after_nms=data.draw(st.booleans()),
-                 normalize=data.draw(st.booleans()),
-                 framework=data.draw(st.sampled_from(["", "tensorflow"])))
+                 "min_size": np.uint32(1), "ratio": np.array(ratios, F32), "scale": np.array(scales, F32),
+                 "clip_before_nms": data.draw(st.booleans()), "clip_after_nms": data.draw(st.booleans()),
+                 "normalize": data.draw(st.booleans()),
+                 "framework": data.draw(st.sampled_from(["", "tensorflow"]))}
     # Boxes under min_size get score 0 and tie; when such a box is selected the order is
     # open (the reference's partial_sort), so those draws are not compared.
     ours = Proposal1.run(Proposal4Attrs(**{k: (tuple(float(x) for x in v) if isinstance(v, np.ndarray)
@@ -884,12 +908,12 @@ def test_oracle_roi_align_rotated(data, tmp_path_factory):
 @settings(max_examples=10)
 @given(data=st.data())
 def test_oracle_prior_grid_generator(data, tmp_path_factory):
-    from openvino.utils.node_factory import NodeFactory   # no Python wrapper for this op
     import openvino.opset6 as o6
+    from openvino.utils.node_factory import NodeFactory  # no Python wrapper for this op
     p, fh, fw = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6))
-    attrs = dict(flatten=data.draw(st.booleans()), h=data.draw(st.integers(0, fh)),
-                 w=data.draw(st.integers(0, fw)), stride_x=data.draw(st.sampled_from([0.0, 4.0, 6.5])),
-                 stride_y=data.draw(st.sampled_from([0.0, 8.0])))
+    attrs = {"flatten": data.draw(st.booleans()), "h": data.draw(st.integers(0, fh)),
+                 "w": data.draw(st.integers(0, fw)), "stride_x": data.draw(st.sampled_from([0.0, 4.0, 6.5])),
+                 "stride_y": data.draw(st.sampled_from([0.0, 8.0]))}
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
     feed = {"p": (rng.standard_normal((p, 4)) * 8).astype(F32), "f": np.zeros((1, 2, fh, fw), F32),
             "i": np.zeros((1, 2, fh * 8, fw * 8 + 3), F32)}
@@ -908,15 +932,15 @@ def test_oracle_prior_grid_generator(data, tmp_path_factory):
 @settings(max_examples=10)
 @given(data=st.data())
 def test_oracle_roi_feature_extractor(data, tmp_path_factory):
-    from openvino.utils.node_factory import NodeFactory   # no Python wrapper for this op
     import openvino.opset6 as o6
+    from openvino.utils.node_factory import NodeFactory  # no Python wrapper for this op
     levels, r = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 8))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
     lo = rng.uniform(-20, 200, (r, 2))
     rois = np.concatenate([lo, lo + rng.uniform(0, 400, (r, 2))], 1).astype(F32)
     feats = [rng.standard_normal((1, 2, 64 // 2**k, 48 // 2**k)).astype(F32) for k in range(levels)]
-    attrs = dict(output_size=data.draw(st.integers(1, 4)), sampling_ratio=data.draw(st.integers(0, 2)),
-                 pyramid_scales=[4 * 2**k for k in range(levels)], aligned=data.draw(st.booleans()))
+    attrs = {"output_size": data.draw(st.integers(1, 4)), "sampling_ratio": data.draw(st.integers(0, 2)),
+                 "pyramid_scales": [4 * 2**k for k in range(levels)], "aligned": data.draw(st.booleans())}
     feed = {"rois": rois, **{f"f{k}": x for k, x in enumerate(feats)}}
     params = [o6.parameter(list(v.shape), ov.Type.f32, name=k) for k, v in feed.items()]
     node = NodeFactory("opset6").create("ExperimentalDetectronROIFeatureExtractor",
@@ -929,8 +953,8 @@ def test_oracle_roi_feature_extractor(data, tmp_path_factory):
 @settings(max_examples=10)
 @given(data=st.data())
 def test_oracle_generate_proposals_single_image(data, tmp_path_factory):
-    from openvino.utils.node_factory import NodeFactory   # no Python wrapper for this op
     import openvino.opset6 as o6
+    from openvino.utils.node_factory import NodeFactory  # no Python wrapper for this op
     a, h, w = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 5)), data.draw(st.integers(1, 5))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
     lo = rng.uniform(-5, 60, (h * w * a, 2))
@@ -940,8 +964,8 @@ def test_oracle_generate_proposals_single_image(data, tmp_path_factory):
             # distinct scores: no ties in the top-k order
             "scores": ((rng.permutation(a * h * w) + 1) / (a * h * w + 1)).reshape(a, h, w).astype(F32)}
     # min_size 0: no box drops to score 0, where equal scores would tie
-    attrs = dict(min_size=0.0, nms_threshold=data.draw(st.floats(0.2, 0.9)),
-                 post_nms_count=data.draw(st.integers(1, 40)), pre_nms_count=data.draw(st.integers(1, 80)))
+    attrs = {"min_size": 0.0, "nms_threshold": data.draw(st.floats(0.2, 0.9)),
+                 "post_nms_count": data.draw(st.integers(1, 40)), "pre_nms_count": data.draw(st.integers(1, 80))}
     params = [o6.parameter(list(v.shape), ov.Type.f32, name=k) for k, v in feed.items()]
     node = NodeFactory("opset6").create("ExperimentalDetectronGenerateProposalsSingleImage",
                                         [p.output(0) for p in params], attrs)
@@ -962,11 +986,11 @@ def test_oracle_generate_proposals(data, tmp_path_factory):
             "anchors": np.concatenate([lo, lo + rng.uniform(2, 20, (h, w, a, 2))], -1).astype(F32),
             "deltas": (rng.standard_normal((n, 4 * a, h, w)) * 0.2).astype(F32),
             "scores": ((rng.permutation(total) + 1) / (total + 1)).reshape(n, a, h, w).astype(F32)}
-    attrs = dict(min_size=data.draw(st.sampled_from([0.0, 1.0, 6.0])),
-                 nms_threshold=data.draw(st.floats(0.2, 0.9)),
-                 post_nms_count=data.draw(st.integers(1, 40)), pre_nms_count=data.draw(st.integers(1, 80)),
-                 normalized=data.draw(st.booleans()),
-                 roi_num_type=data.draw(st.sampled_from(["i32", "i64"])))
+    attrs = {"min_size": data.draw(st.sampled_from([0.0, 1.0, 6.0])),
+                 "nms_threshold": data.draw(st.floats(0.2, 0.9)),
+                 "post_nms_count": data.draw(st.integers(1, 40)), "pre_nms_count": data.draw(st.integers(1, 80)),
+                 "normalized": data.draw(st.booleans()),
+                 "roi_num_type": data.draw(st.sampled_from(["i32", "i64"]))}
     params = [o9.parameter(list(v.shape), ov.Type.f32, name=k) for k, v in feed.items()]
     node = o9.generate_proposals(*params, **attrs)
     oracle.compare(ov.Model([o9.result(o) for o in node.outputs()], params, "gp9"), feed,
@@ -991,9 +1015,9 @@ def test_oracle_deformable_psroi_pooling(data, tmp_path_factory):
     p = o1.parameter(list(x.shape), ov.Type.f32, name="x")
     b = o1.parameter([r, 5], ov.Type.f32, name="rois")
     params, feed = [p, b], {"x": x, "rois": rois}
-    kw = dict(group_size=g, spatial_bins_x=data.draw(st.integers(1, 3)),
-              spatial_bins_y=data.draw(st.integers(1, 3)), trans_std=data.draw(st.sampled_from([0.1, 1.0])),
-              part_size=ps)
+    kw = {"group_size": g, "spatial_bins_x": data.draw(st.integers(1, 3)),
+              "spatial_bins_y": data.draw(st.integers(1, 3)), "trans_std": data.draw(st.sampled_from([0.1, 1.0])),
+              "part_size": ps}
     if data.draw(st.booleans(), label="offsets"):
         ncls = data.draw(st.sampled_from([c for c in (1, 2, 3) if od % c == 0]))
         t = o1.parameter([r, 2 * ncls, ps, ps], ov.Type.f32, name="offsets")

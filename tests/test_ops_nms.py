@@ -11,10 +11,20 @@ from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
 from irrun.ops.nms import (
-    NMS1Attrs, NMS3Attrs, NMS4Attrs, NMS5Attrs, NMS9Attrs, ExperimentalDetectronTopKROIs6,
-    MatrixNms8, MatrixNmsAttrs, TopKROIsAttrs,
-    MulticlassNms8, MulticlassNms8Attrs,
-    MulticlassNms9Attrs, NonMaxSuppression1, NonMaxSuppression5,
+    ExperimentalDetectronTopKROIs6,
+    MatrixNms8,
+    MatrixNmsAttrs,
+    MulticlassNms8,
+    MulticlassNms8Attrs,
+    MulticlassNms9Attrs,
+    NMS1Attrs,
+    NMS3Attrs,
+    NMS4Attrs,
+    NMS5Attrs,
+    NMS9Attrs,
+    NonMaxSuppression1,
+    NonMaxSuppression5,
+    TopKROIsAttrs,
 )
 from irrun.shapes import DYNAMIC, Dim, TensorSpec
 
@@ -164,7 +174,7 @@ def test_zero_area_boxes_overlap_nothing():
 
 
 def test_nan_scores_are_never_selected():
-    idx, sc, valid = nms(9, [CORNER], [[[np.nan, 0.75, np.nan, 0.95, np.nan, 0.3]]], 6, 0.5, 0.0)
+    idx, _sc, valid = nms(9, [CORNER], [[[np.nan, 0.75, np.nan, 0.95, np.nan, 0.3]]], 6, 0.5, 0.0)
     assert idx.tolist() == [[0, 0, 3], [0, 0, 1], [0, 0, 5]] and valid.tolist() == [3]
 
 
@@ -277,7 +287,7 @@ def test_multiclass_by_hand():
 def test_multiclass_roisnum_index_and_empty_images():
     boxes = np.array([XY[:4]] * 2, F32)                   # [C=2, M=4, 4]
     scores = np.array([[0.9, 0.8, 0.7, 0.6], [0.5, 0.4, 0.3, 0.2]], F32)
-    out, idx, num = mcnms(boxes, scores, [0, 2, 2], iou_threshold=0.5, score_threshold=0.25)
+    _out, idx, num = mcnms(boxes, scores, [0, 2, 2], iou_threshold=0.5, score_threshold=0.25)
     assert num.tolist() == [0, 2, 3]
     # the reference's and CPU plugin's index: (image offset + box) * num_classes + class
     assert idx[:, 0].tolist() == [0, 1, 4, 6, 5]
@@ -352,11 +362,11 @@ def test_topk_rois():
 
 ov = pytest.importorskip("openvino")
 oracle = pytest.importorskip("oracle")
-import openvino.opset1 as o1  # noqa: E402
-import openvino.opset3 as o3  # noqa: E402
-import openvino.opset4 as o4  # noqa: E402
-import openvino.opset5 as o5  # noqa: E402
-import openvino.opset9 as o9  # noqa: E402
+import openvino.opset1 as o1
+import openvino.opset3 as o3
+import openvino.opset4 as o4
+import openvino.opset5 as o5
+import openvino.opset9 as o9
 
 OPSET = {1: o1, 3: o3, 4: o4, 5: o5, 9: o9}
 
@@ -404,7 +414,7 @@ def test_oracle_random(data, tmp_path_factory):
     s = o9.parameter(list(scores.shape), ov.Type.f32, name="scores")
     consts = [o9.constant(np.array(max_out, np.int64)), o9.constant(np.array(iou, F32)),
               o9.constant(np.array(score, F32))]
-    kw = dict(box_encoding=encoding, sort_result_descending=desc)
+    kw = {"box_encoding": encoding, "sort_result_descending": desc}
     if version >= 3:
         kw["output_type"] = data.draw(st.sampled_from(["i32", "i64"]))
     if version >= 5:
@@ -445,16 +455,16 @@ def test_oracle_multiclass_nms(data, tmp_path_factory):
     with_rois = version == 9 and data.draw(st.booleans(), label="roisnum")
     nb, nc, n = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 10))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
-    attrs = dict(sort_result_type=data.draw(st.sampled_from(["classid", "score", "none"])),
-                 sort_result_across_batch=data.draw(st.booleans()),
-                 output_type=data.draw(st.sampled_from(["i32", "i64"])),
-                 iou_threshold=data.draw(st.floats(0.05, 0.95)),
-                 score_threshold=data.draw(st.floats(0.0, 0.6)),
-                 nms_top_k=data.draw(st.sampled_from([-1, 1, 3, 20])),
-                 keep_top_k=data.draw(st.sampled_from([-1, 2, 5, 50])),
-                 background_class=data.draw(st.sampled_from([-1, 0, 2])),
-                 normalized=data.draw(st.booleans()),
-                 nms_eta=data.draw(st.sampled_from([1.0, 0.7, 0.3])))
+    attrs = {"sort_result_type": data.draw(st.sampled_from(["classid", "score", "none"])),
+                 "sort_result_across_batch": data.draw(st.booleans()),
+                 "output_type": data.draw(st.sampled_from(["i32", "i64"])),
+                 "iou_threshold": data.draw(st.floats(0.05, 0.95)),
+                 "score_threshold": data.draw(st.floats(0.0, 0.6)),
+                 "nms_top_k": data.draw(st.sampled_from([-1, 1, 3, 20])),
+                 "keep_top_k": data.draw(st.sampled_from([-1, 2, 5, 50])),
+                 "background_class": data.draw(st.sampled_from([-1, 0, 2])),
+                 "normalized": data.draw(st.booleans()),
+                 "nms_eta": data.draw(st.sampled_from([1.0, 0.7, 0.3]))}
     lo = rng.uniform(-2, 10, (nb, n, 2))
     boxes = np.concatenate([lo, lo + rng.uniform(0.2, 4, (nb, n, 2))], -1).astype(F32)
     total = nb * nc * n
@@ -488,17 +498,17 @@ def test_oracle_matrix_nms(data, tmp_path_factory):
     import openvino.opset8 as o8
     nb, nc, n = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 10))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
-    attrs = dict(sort_result_type=data.draw(st.sampled_from(["classid", "score", "none"])),
-                 sort_result_across_batch=data.draw(st.booleans()),
-                 output_type=data.draw(st.sampled_from(["i32", "i64"])),
-                 score_threshold=data.draw(st.floats(0.0, 0.6)),
-                 nms_top_k=data.draw(st.sampled_from([-1, 1, 3, 20])),
-                 keep_top_k=data.draw(st.sampled_from([-1, 2, 5, 50])),
-                 background_class=data.draw(st.sampled_from([-1, 0, 2])),
-                 normalized=data.draw(st.booleans()),
-                 decay_function=data.draw(st.sampled_from(["linear", "gaussian"])),
-                 gaussian_sigma=data.draw(st.sampled_from([0.5, 2.0])),
-                 post_threshold=data.draw(st.sampled_from([0.0, 0.2])))
+    attrs = {"sort_result_type": data.draw(st.sampled_from(["classid", "score", "none"])),
+                 "sort_result_across_batch": data.draw(st.booleans()),
+                 "output_type": data.draw(st.sampled_from(["i32", "i64"])),
+                 "score_threshold": data.draw(st.floats(0.0, 0.6)),
+                 "nms_top_k": data.draw(st.sampled_from([-1, 1, 3, 20])),
+                 "keep_top_k": data.draw(st.sampled_from([-1, 2, 5, 50])),
+                 "background_class": data.draw(st.sampled_from([-1, 0, 2])),
+                 "normalized": data.draw(st.booleans()),
+                 "decay_function": data.draw(st.sampled_from(["linear", "gaussian"])),
+                 "gaussian_sigma": data.draw(st.sampled_from([0.5, 2.0])),
+                 "post_threshold": data.draw(st.sampled_from([0.0, 0.2]))}
     lo = rng.uniform(-2, 6, (nb, n, 2))
     boxes = np.concatenate([lo, lo + rng.uniform(0.2, 4, (nb, n, 2))], -1).astype(F32)
     total = nb * nc * n
@@ -522,7 +532,7 @@ def test_oracle_matrix_nms(data, tmp_path_factory):
 @settings(max_examples=10)
 @given(data=st.data())
 def test_oracle_topk_rois(data, tmp_path_factory):
-    from openvino.utils.node_factory import NodeFactory   # no Python wrapper for this op
+    from openvino.utils.node_factory import NodeFactory  # no Python wrapper for this op
     r, k = data.draw(st.integers(1, 12)), data.draw(st.integers(0, 15))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
     rois = rng.standard_normal((r, 4)).astype(F32)
