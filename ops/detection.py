@@ -1,8 +1,8 @@
 """Object detection (spec pages: detection/): PriorBox-1/8, PriorBoxClustered-1,
 DetectionOutput-1/8, ROIAlign-3/9, ROIAlignRotated-15, ROIPooling-2, PSROIPooling-1,
 DeformablePSROIPooling-1, RegionYolo-1, ReorgYolo-2, Proposal-1/4, GenerateProposals-9 and
-the ExperimentalDetectron PriorGridGenerator-6, ROIFeatureExtractor-6 and
-GenerateProposalsSingleImage-6 ops.
+the ExperimentalDetectron PriorGridGenerator-6, ROIFeatureExtractor-6,
+GenerateProposalsSingleImage-6 and DetectionOutput-6 ops.
 
 The pages give the idea, not the arithmetic; irrun computes what OpenVINO's reference does
 (PriorBox's usually runs in OpenVINO's constant folding), in f32 with the same operation
@@ -1699,3 +1699,100 @@ class DeformablePSROIPooling1:
             cnt = ok.sum(axis=(3, 4))
             out[i] = np.where(cnt > 0, v.sum(axis=(3, 4), dtype=F32) / np.maximum(cnt, 1), F32(0))
         return (out.astype(data.dtype),)
+
+
+# ---------------------------------------------------------------- ExperimentalDetectronDetectionOutput
+
+
+@dataclass(frozen=True)
+class EDDetectionOutputAttrs:
+    score_threshold: float
+    nms_threshold: float
+    max_delta_log_wh: float
+    num_classes: int
+    post_nms_count: int
+    max_detections_per_image: int
+    deltas_weights: tuple[float, ...]
+    class_agnostic_box_regression: bool = False
+
+
+@register("ExperimentalDetectronDetectionOutput", since=6, attrs=EDDetectionOutputAttrs,
+          category="detection")
+class ExperimentalDetectronDetectionOutput6:
+    @staticmethod
+    def infer(attrs, rois: TensorSpec, deltas: TensorSpec, scores: TensorSpec,
+              im_info: TensorSpec) -> list[TensorSpec]:
+        for name, spec in (("rois", rois), ("deltas", deltas), ("scores", scores),
+                           ("im_info", im_info)):
+            if not spec.etype.is_float:
+                fail(f"{name} must be floating-point, got {spec.etype.name}")
+            check_rank(spec, (2,), name)
+        if attrs.num_classes <= 0 or attrs.max_detections_per_image <= 0 or \
+                len(attrs.deltas_weights) != 4:
+            fail(f"num_classes and max_detections_per_image must be positive and deltas_weights "
+                 f"4 values, got {attrs.num_classes}, {attrs.max_detections_per_image}, "
+                 f"{list(attrs.deltas_weights)}")
+        m = Dim.of(attrs.max_detections_per_image)
+        return [TensorSpec(rois.etype, (m, Dim.of(4))), TensorSpec.make("i32", (m,)),
+                TensorSpec(rois.etype, (m,))]
+
+    @staticmethod
+    def run(attrs, rois, deltas, scores, im_info) -> tuple[np.ndarray, ...]:
+        r, c = rois.shape[0], attrs.num_classes
+        if deltas.shape != (r, 4 * c) or scores.shape != (r, c):
+            fail(f"expected deltas [{r}, {4 * c}] and scores [{r}, {c}], got "
+                 f"{list(deltas.shape)} and {list(scores.shape)}")
+        off = F32(1)
+        b = rois.astype(F32)
+        valid = (b[:, 2] - b[:, 0] > 0) & (b[:, 3] - b[:, 1] > 0)         # others: no boxes
+        bw, bh = b[:, 2] - b[:, 0] + off, b[:, 3] - b[:, 1] + off
+        cx, cy = b[:, 0] + F32(0.5) * bw, b[:, 1] + F32(0.5) * bh
+        wts = np.array(attrs.deltas_weights, F32)
+        d = deltas.astype(F32).reshape(r, c, 4) / wts                         # [R, C, 4]
+        big = F32(attrs.max_delta_log_wh)
+        with np.errstate(over="ignore", invalid="ignore"):
+            pcx, pcy = d[..., 0] * bw[:, None] + cx[:, None], d[..., 1] * bh[:, None] + cy[:, None]
+            pw = np.exp(np.minimum(d[..., 2], big)) * bw[:, None]
+            ph = np.exp(np.minimum(d[..., 3], big)) * bh[:, None]
+        # clipped at 0 only: the reference and CPU plugin do not clip to the image
+        boxes = np.stack([pcx - F32(0.5) * pw, pcy - F32(0.5) * ph, pcx + F32(0.5) * pw - off,
+                          pcy + F32(0.5) * ph - off], -1)
+        boxes = np.maximum(boxes, F32(0)).astype(F32)                         # [R, C, 4]
+        areas = ((boxes[..., 2] - boxes[..., 0] + off) * (boxes[..., 3] - boxes[..., 1] + off)).astype(F32)
+        sc = np.where(valid[:, None], scores.astype(F32), F32(0))
+        boxes = np.where(valid[:, None, None], boxes, F32(0))
+        areas = np.where(valid[:, None], areas, F32(0))
+        found = []                                   # (score, class, roi), in class order
+        for cls in range(1, c):
+            s = sc[:, cls]
+            cand = np.flatnonzero(s > F32(attrs.score_threshold))
+            order = cand[np.lexsort((cand, -s[cand]))]      # score, then ROI index
+            kept, alive = [], order
+            bx, ar = boxes[:, cls], areas[:, cls]
+            while alive.size:
+                i = int(alive[0])
+                kept.append(i)
+                rest = alive[1:]
+                o = bx[rest]
+                cover = ~((o[:, 0] > bx[i, 2]) | (o[:, 2] < bx[i, 0]) | (o[:, 1] > bx[i, 3]) |
+                          (o[:, 3] < bx[i, 1]))
+                iw = np.minimum(bx[i, 2], o[:, 2]) - np.maximum(bx[i, 0], o[:, 0]) + off
+                ih = np.minimum(bx[i, 3], o[:, 3]) - np.maximum(bx[i, 1], o[:, 1]) + off
+                inter = iw * ih
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    iou = np.where(cover & (iw > 0) & (ih > 0), inter / (ar[i] + ar[rest] - inter), F32(0))
+                alive = rest[~(iou > F32(attrs.nms_threshold))]
+            if attrs.post_nms_count > -1:
+                kept = kept[:attrs.post_nms_count]
+            found += [(float(s[i]), cls, i) for i in kept]
+        m = attrs.max_detections_per_image
+        if len(found) > m:
+            # score descending, equal ones by ROI index (the reference's order; its partial_sort
+            # leaves equal score and index open)
+            found = sorted(found, key=lambda t: (-t[0], t[2]))[:m]
+        out_b = np.zeros((m, 4), F32)
+        out_c = np.zeros(m, np.int32)
+        out_s = np.zeros(m, F32)
+        for k, (s_, cls, i) in enumerate(found):
+            out_b[k], out_c[k], out_s[k] = boxes[i, cls], cls, s_
+        return out_b.astype(rois.dtype), out_c, out_s.astype(rois.dtype)

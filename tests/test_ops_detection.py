@@ -16,6 +16,8 @@ from irrun.ops.detection import (
     DetectionOutput1,
     DetectionOutput1Attrs,
     DetectionOutput8Attrs,
+    EDDetectionOutputAttrs,
+    ExperimentalDetectronDetectionOutput6,
     ExperimentalDetectronGenerateProposalsSingleImage6,
     ExperimentalDetectronPriorGridGenerator6,
     ExperimentalDetectronROIFeatureExtractor6,
@@ -579,6 +581,27 @@ def test_deformable_psroi_pooling():
     assert not y.any()
 
 
+# ------------------------------------------------------------------ ExperimentalDetectronDetectionOutput
+
+def test_ed_detection_output():
+    op = ExperimentalDetectronDetectionOutput6
+    a = EDDetectionOutputAttrs(score_threshold=0.05, nms_threshold=0.5, max_delta_log_wh=4.135,
+                               num_classes=81, post_nms_count=2000, max_detections_per_image=100,
+                               deltas_weights=(10.0, 10.0, 5.0, 5.0))
+    boxes, classes, _scores = op.infer(a, TensorSpec.make("f32", [1000, 4]),
+                                      TensorSpec.make("f32", [1000, 324]),
+                                      TensorSpec.make("f32", [1000, 81]), TensorSpec.make("f32", [1, 3]))
+    assert boxes.shape == (Dim.of(100), Dim.of(4)) and classes.etype.name == "i32"
+    # two ROIs, zero deltas: Detectron's +1 widths cancel; class 0 (background) is skipped; the
+    # second ROI overlaps the first in class 1 and is suppressed; a zero-width ROI gives nothing
+    a = EDDetectionOutputAttrs(0.1, 0.5, 4.135, 2, 10, 4, (1.0, 1.0, 1.0, 1.0))
+    rois = np.array([[0, 0, 9, 9], [1, 0, 10, 9], [5, 5, 5, 9]], F32)
+    sc = np.array([[0.9, 0.8], [0.1, 0.7], [0.2, 0.9]], F32)
+    b, c, s = op.run(a, rois, np.zeros((3, 8), F32), sc, np.array([[100, 100, 1]], F32))
+    assert b.tolist() == [[0, 0, 9, 9], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
+    assert c.tolist() == [1, 0, 0, 0] and s.tolist() == [F32(0.8), 0, 0, 0]
+
+
 # ------------------------------------------------------------------ OpenVINO
 
 ov = pytest.importorskip("openvino")
@@ -1028,3 +1051,29 @@ def test_oracle_deformable_psroi_pooling(data, tmp_path_factory):
         node = o1.deformable_psroi_pooling(p, b, od, scale, **kw)
     oracle.compare(ov.Model([o1.result(node)], params, "dps"), feed, rtol=1e-5, atol=1e-5,
                    tmpdir=tmp_path_factory.mktemp("dps"))
+
+
+@pytest.mark.oracle
+@settings(max_examples=10)
+@given(data=st.data())
+def test_oracle_ed_detection_output(data, tmp_path_factory):
+    import openvino.opset6 as o6
+    from openvino.utils.node_factory import NodeFactory  # no Python wrapper for this op
+    r, c = data.draw(st.integers(1, 20)), data.draw(st.integers(2, 5))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    lo = rng.uniform(0, 60, (r, 2))
+    feed = {"rois": np.concatenate([lo, lo + rng.uniform(0, 30, (r, 2))], 1).astype(F32),
+            "deltas": (rng.standard_normal((r, 4 * c)) * 0.3).astype(F32),
+            # distinct scores: the order has no ties
+            "scores": ((rng.permutation(r * c) + 1) / (r * c + 1)).reshape(r, c).astype(F32),
+            "im_info": np.array([[80, 90, 1]], F32)}
+    attrs = {"score_threshold": data.draw(st.floats(0.0, 0.6)), "nms_threshold": data.draw(st.floats(0.2, 0.9)),
+                 "max_delta_log_wh": float(np.log(1000 / 16)), "num_classes": c,
+                 "post_nms_count": data.draw(st.integers(1, 30)),
+                 "max_detections_per_image": data.draw(st.integers(1, 40)),
+                 "deltas_weights": [10.0, 10.0, 5.0, 5.0], "class_agnostic_box_regression": False}
+    params = [o6.parameter(list(v.shape), ov.Type.f32, name=k) for k, v in feed.items()]
+    node = NodeFactory("opset6").create("ExperimentalDetectronDetectionOutput",
+                                        [p.output(0) for p in params], attrs)
+    oracle.compare(ov.Model([o6.result(o) for o in node.outputs()], params, "edd"), feed,
+                   rtol=1e-5, atol=1e-4, tmpdir=tmp_path_factory.mktemp("edd"))
