@@ -1,6 +1,6 @@
 """Non-maximum suppression (spec pages: sort/): NonMaxSuppression-1/3/4/5/9
 (non-max-suppression-1, -3, -4, no-max-suppression-5 (sic), non-max-suppression-9),
-MulticlassNms-8/9, MatrixNms-8 and ExperimentalDetectronTopKROIs-6.
+MulticlassNms-8/9, MatrixNms-8, NMSRotated-13 and ExperimentalDetectronTopKROIs-6.
 
 Per batch and class the kernel keeps the candidates scoring above score_threshold, then
 repeatedly selects the best one and suppresses (hard NMS) or decays (Soft-NMS, v5/v9 with
@@ -630,3 +630,114 @@ class ExperimentalDetectronTopKROIs6:
         out = np.zeros((attrs.max_rois, 4), rois.dtype)
         out[:order.size] = rois[order]
         return (out,)
+
+
+# ---------------------------------------------------------------- NMSRotated
+
+
+@dataclass(frozen=True)
+class NMSRotatedAttrs:
+    sort_result_descending: bool = True
+    output_type: Literal["i64", "i32"] = "i64"
+    clockwise: bool = True
+
+
+def _rotated_corners(b: np.ndarray, clockwise: bool) -> np.ndarray:
+    """[N, 5] (x_ctr, y_ctr, w, h, angle) -> [N, 4, 2] corners of each box, in rotation order.
+    Image y points down, so the usual rotation formula turns a positive angle clockwise on
+    the image (OpenVINO's reading of clockwise=true); counterclockwise negates the angle."""
+    b = b.astype(np.float64)
+    ang = b[:, 4] if clockwise else -b[:, 4]
+    cos, sin = np.cos(ang)[:, None], np.sin(ang)[:, None]
+    dx = np.array([-0.5, 0.5, 0.5, -0.5])[None, :] * b[:, 2:3]
+    dy = np.array([-0.5, -0.5, 0.5, 0.5])[None, :] * b[:, 3:4]
+    return np.stack([b[:, :1] + dx * cos - dy * sin, b[:, 1:2] + dx * sin + dy * cos], -1)
+
+
+def _clip_area(p: np.ndarray, q: np.ndarray) -> float:
+    """Area of the intersection of two convex polygons of the same orientation
+    (Sutherland-Hodgman clipping, then the shoelace formula)."""
+    poly = [tuple(v) for v in p]
+    for k in range(len(q)):
+        if not poly:
+            return 0.0
+        a, b = q[k], q[(k + 1) % len(q)]
+
+        def side(v, a=a, b=b):
+            return (b[0] - a[0]) * (v[1] - a[1]) - (b[1] - a[1]) * (v[0] - a[0])
+        out = []
+        for j in range(len(poly)):
+            cur, nxt = poly[j], poly[(j + 1) % len(poly)]
+            sc, sn = side(cur), side(nxt)
+            if sc >= 0:
+                out.append(cur)
+            if (sc >= 0) != (sn >= 0):
+                t = sc / (sc - sn)
+                out.append((cur[0] + t * (nxt[0] - cur[0]), cur[1] + t * (nxt[1] - cur[1])))
+        poly = out
+    if len(poly) < 3:
+        return 0.0
+    xs, ys = np.array([v[0] for v in poly]), np.array([v[1] for v in poly])
+    return float(abs(np.dot(xs, np.roll(ys, -1)) - np.dot(ys, np.roll(xs, -1))) / 2)
+
+
+def _rotated_iou(i: int, rest: np.ndarray, corners: np.ndarray, areas: np.ndarray) -> np.ndarray:
+    # Polygon clipping has no fixed shape to vectorise over: a loop over one step's candidates.
+    out = np.zeros(rest.size, F32)
+    if areas[i] <= 0:
+        return out
+    for k, j in enumerate(rest.tolist()):
+        if areas[j] > 0:
+            inter = _clip_area(corners[i], corners[j])
+            out[k] = inter / (areas[i] + areas[j] - inter)
+    return out
+
+
+@register("NMSRotated", since=13, attrs=NMSRotatedAttrs, category="sort")
+class NMSRotated13:
+    @staticmethod
+    def infer(attrs, boxes: TensorSpec, scores: TensorSpec, max_output_boxes_per_class: TensorSpec,
+              iou_threshold: TensorSpec, score_threshold: TensorSpec) -> list[TensorSpec]:
+        if boxes.rank == 3 and not boxes.shape[2].compatible(Dim.of(5)):
+            fail(f"boxes must have shape [num_batches, num_boxes, 5], got {boxes}")
+        as4 = TensorSpec(boxes.etype, None if boxes.shape is None else boxes.shape[:2] + (Dim.of(4),))
+        return _infer(NMS9Attrs(output_type=attrs.output_type), as4, scores,
+                      max_output_boxes_per_class, iou_threshold, score_threshold)
+
+    @staticmethod
+    def run(attrs, boxes, scores, max_output_boxes_per_class, iou_threshold,
+            score_threshold) -> tuple[np.ndarray, ...]:
+        if boxes.ndim != 3 or boxes.shape[2] != 5 or scores.ndim != 3 or \
+                scores.shape[0] != boxes.shape[0] or scores.shape[2] != boxes.shape[1]:
+            fail(f"boxes {list(boxes.shape)} and scores {list(scores.shape)} must be "
+                 f"[N, M, 5] and [N, C, M]")
+        nb, nc, n = scores.shape
+        max_out = min(max(_scalar(max_output_boxes_per_class, "max_output_boxes_per_class", 0,
+                                  int), 0), n)
+        thr = _scalar(iou_threshold, "iou_threshold", F32(0), F32)
+        sthr = _scalar(score_threshold, "score_threshold", F32(0), F32)
+        sc = scores.astype(F32)
+        rows = []
+        for b in range(nb):
+            corners = _rotated_corners(boxes[b], attrs.clockwise)
+            areas = boxes[b, :, 2].astype(np.float64) * boxes[b, :, 3].astype(np.float64)
+            for c in range(nc):
+                s = sc[b, c]
+                cand = np.flatnonzero(s > sthr)                 # the same rules as NMS-9
+                alive = cand[np.argsort(-s[cand], kind="stable")]
+                sel = []
+                while alive.size and len(sel) < max_out:
+                    i = int(alive[0])
+                    sel.append(i)
+                    rest = alive[1:]
+                    alive = rest[~(_rotated_iou(i, rest, corners, areas) >= thr)]
+                rows += [(b, c, i, s[i]) for i in sel]
+        bi, ci, ii = (np.array([r[k] for r in rows], np.int64) for k in range(3))
+        si = np.array([r[3] for r in rows], F32)
+        if attrs.sort_result_descending and si.size:
+            order = np.lexsort((ii, ci, bi, -si))
+            bi, ci, ii, si = bi[order], ci[order], ii[order], si[order]
+        itype = np.int64 if attrs.output_type == "i64" else np.int32
+        idx = np.stack([bi, ci, ii], 1).astype(itype).reshape(-1, 3)
+        out = np.stack([bi.astype(F32), ci.astype(F32), si], 1).reshape(-1, 3)
+        return idx, out, np.array([idx.shape[0]], itype)

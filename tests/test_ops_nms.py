@@ -22,6 +22,8 @@ from irrun.ops.nms import (
     NMS4Attrs,
     NMS5Attrs,
     NMS9Attrs,
+    NMSRotated13,
+    NMSRotatedAttrs,
     NonMaxSuppression1,
     NonMaxSuppression5,
     TopKROIsAttrs,
@@ -358,6 +360,28 @@ def test_topk_rois():
         op.infer(TopKROIsAttrs(3), spec("f32", [5, 4]), spec("f32", [6]))
 
 
+# ------------------------------------------------------------------ NMSRotated
+
+def test_nms_rotated():
+    a = NMSRotatedAttrs()
+    idx, sc, valid = NMSRotated13.infer(a, spec("f32", [1, 5000, 5]), spec("f32", [1, 2, 5000]),
+                                        spec("i64", None, 100), spec("f32", []), spec("f32", []))
+    assert idx.shape == (Dim(0, 200), Dim.of(3)) and sc.etype.name == "f32"
+    # a 4 x 1 bar and the same bar turned by pi/2 about its centre overlap in a 1 x 1 square:
+    # IoU 1 / 7; a copy turned by pi is the same box (IoU 1)
+    boxes = np.array([[[5, 5, 4, 1, 0], [5, 5, 4, 1, np.pi / 2], [5, 5, 4, 1, np.pi],
+                       [20, 20, 2, 2, 0.3]]], F32)
+    scores = np.array([[[0.9, 0.8, 0.7, 0.6]]], F32)
+    run = lambda thr, **kw: NMSRotated13.run(NMSRotatedAttrs(**kw), boxes, scores, np.array(4),
+                                             np.array(thr, F32), np.array(0.0, F32))
+    assert run(0.1)[0][:, 2].tolist() == [0, 3]
+    assert run(0.2)[0][:, 2].tolist() == [0, 1, 3]
+    assert run(0.2, clockwise=False)[0][:, 2].tolist() == [0, 1, 3]
+    with pytest.raises(ShapeError, match=r"boxes must have shape \[num_batches, num_boxes, 5\]"):
+        NMSRotated13.infer(a, spec("f32", [1, 6, 4]), spec("f32", [1, 1, 6]), spec("i64", []),
+                           spec("f32", []), spec("f32", []))
+
+
 # ------------------------------------------------------------------ OpenVINO CPU plugin
 
 ov = pytest.importorskip("openvino")
@@ -548,3 +572,26 @@ def test_oracle_topk_rois(data, tmp_path_factory):
     assert got.shape == expected.shape and got.dtype == expected.dtype
     np.testing.assert_array_equal(got[:r], expected[:r])
     assert not got[r:].any()
+
+
+@pytest.mark.oracle
+@settings(max_examples=10)
+@given(data=st.data())
+def test_oracle_nms_rotated(data, tmp_path_factory):
+    import openvino.opset13 as o13
+    nb, nc, n = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)), data.draw(st.integers(1, 10))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    boxes = np.concatenate([rng.uniform(0, 10, (nb, n, 2)), rng.uniform(0.5, 5, (nb, n, 2)),
+                            rng.uniform(-3.5, 3.5, (nb, n, 1))], -1).astype(F32)
+    total = nb * nc * n
+    scores = ((rng.permutation(total) + 1) / (total + 1)).reshape(nb, nc, n).astype(F32)
+    b = o13.parameter(list(boxes.shape), ov.Type.f32, name="boxes")
+    s = o13.parameter(list(scores.shape), ov.Type.f32, name="scores")
+    node = o13.nms_rotated(b, s, o13.constant(np.array(data.draw(st.integers(1, n + 1)), np.int64)),
+                           o13.constant(np.array(data.draw(st.floats(0.05, 0.95)), F32)),
+                           o13.constant(np.array(data.draw(st.floats(0.0, 0.5)), F32)),
+                           sort_result_descending=data.draw(st.booleans()),
+                           output_type=data.draw(st.sampled_from(["i32", "i64"])),
+                           clockwise=data.draw(st.booleans()))
+    model = ov.Model([o13.result(o) for o in node.outputs()], [b, s], "nr")
+    oracle.compare(model, {"boxes": boxes, "scores": scores}, tmpdir=tmp_path_factory.mktemp("nr"))
