@@ -367,6 +367,7 @@ def test_nms_rotated():
     idx, sc, valid = NMSRotated13.infer(a, spec("f32", [1, 5000, 5]), spec("f32", [1, 2, 5000]),
                                         spec("i64", None, 100), spec("f32", []), spec("f32", []))
     assert idx.shape == (Dim(0, 200), Dim.of(3)) and sc.etype.name == "f32"
+    assert valid.shape == (Dim.of(1),)
     # a 4 x 1 bar and the same bar turned by pi/2 about its centre overlap in a 1 x 1 square:
     # IoU 1 / 7; a copy turned by pi is the same box (IoU 1)
     boxes = np.array([[[5, 5, 4, 1, 0], [5, 5, 4, 1, np.pi / 2], [5, 5, 4, 1, np.pi],
