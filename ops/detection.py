@@ -653,6 +653,28 @@ def _check_batch_ids(ids: np.ndarray, n: int, what: str) -> None:
              f"batch)")
 
 
+def _roi_align_infer(name, attrs, data: TensorSpec, rois: TensorSpec,
+                     batch_indices: TensorSpec, roi_cols: int) -> list[TensorSpec]:
+    """The shape rule ROIAlign and ROIAlignRotated share (boxes of `roi_cols` numbers and a
+    batch index per box)."""
+    out = _roi_out_spec(name, attrs, data, rois, roi_cols)
+    check_integer(batch_indices, f"{name}'s batch_indices")
+    check_rank(batch_indices, (1,), f"{name}'s batch_indices")
+    if attrs.sampling_ratio < 0 or attrs.spatial_scale <= 0:
+        fail(f"{name} needs sampling_ratio >= 0 and spatial_scale > 0, got "
+             f"{attrs.sampling_ratio} and {attrs.spatial_scale}")
+    if batch_indices.shape and out.shape[0].merge(batch_indices.shape[0]) is None:
+        fail(f"{name}'s batch_indices {batch_indices} must have one entry per box {rois}")
+    return [out]
+
+
+def _check_roi_batch_indices(name, batch_indices: np.ndarray, rois: np.ndarray, n: int) -> None:
+    r = rois.shape[0]
+    if batch_indices.shape != (r,):
+        fail(f"{name}'s batch_indices must have shape [{r}], got {list(batch_indices.shape)}")
+    _check_batch_ids(batch_indices, n, f"{name}'s batch_indices")
+
+
 def _align_axis(start, bin_size, pooled: int, ratio: int, size: int):
     """Sample positions along one axis of one ROI: low/high indices, the two bilinear weights
     and validity, each [pooled * ratio] (OpenVINO reference's arithmetic, f32)."""
@@ -675,23 +697,13 @@ def _align_axis(start, bin_size, pooled: int, ratio: int, size: int):
 class ROIAlign3:
     @staticmethod
     def infer(attrs, data: TensorSpec, rois: TensorSpec, batch_indices: TensorSpec) -> list[TensorSpec]:
-        out = _roi_out_spec("ROIAlign", attrs, data, rois, 4)
-        check_integer(batch_indices, "ROIAlign's batch_indices")
-        check_rank(batch_indices, (1,), "ROIAlign's batch_indices")
-        if attrs.sampling_ratio < 0 or attrs.spatial_scale <= 0:
-            fail(f"ROIAlign needs sampling_ratio >= 0 and spatial_scale > 0, got "
-                 f"{attrs.sampling_ratio} and {attrs.spatial_scale}")
-        if batch_indices.shape and out.shape[0].merge(batch_indices.shape[0]) is None:
-            fail(f"ROIAlign's batch_indices {batch_indices} must have one entry per box {rois}")
-        return [out]
+        return _roi_align_infer("ROIAlign", attrs, data, rois, batch_indices, 4)
 
     @staticmethod
     def run(attrs, data, rois, batch_indices) -> tuple[np.ndarray]:
         n, c, h, w = data.shape
         r = rois.shape[0]
-        if batch_indices.shape != (r,):
-            fail(f"ROIAlign's batch_indices must have shape [{r}], got {list(batch_indices.shape)}")
-        _check_batch_ids(batch_indices, n, "ROIAlign's batch_indices")
+        _check_roi_batch_indices("ROIAlign", batch_indices, rois, n)
         ph, pw = attrs.pooled_h, attrs.pooled_w
         check_alloc([r, c, ph, pw], data.dtype, "ROIAlign's output")
         fm = data.astype(F32)
@@ -1261,24 +1273,13 @@ def _bilinear_points(f: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
 class ROIAlignRotated15:
     @staticmethod
     def infer(attrs, data: TensorSpec, rois: TensorSpec, batch_indices: TensorSpec) -> list[TensorSpec]:
-        out = _roi_out_spec("ROIAlignRotated", attrs, data, rois, 5)
-        check_integer(batch_indices, "ROIAlignRotated's batch_indices")
-        check_rank(batch_indices, (1,), "ROIAlignRotated's batch_indices")
-        if attrs.sampling_ratio < 0 or attrs.spatial_scale <= 0:
-            fail(f"ROIAlignRotated needs sampling_ratio >= 0 and spatial_scale > 0, got "
-                 f"{attrs.sampling_ratio} and {attrs.spatial_scale}")
-        if batch_indices.shape and out.shape[0].merge(batch_indices.shape[0]) is None:
-            fail(f"ROIAlignRotated's batch_indices {batch_indices} must have one entry per box {rois}")
-        return [out]
+        return _roi_align_infer("ROIAlignRotated", attrs, data, rois, batch_indices, 5)
 
     @staticmethod
     def run(attrs, data, rois, batch_indices) -> tuple[np.ndarray]:
         n, c, _h, _w = data.shape
         r = rois.shape[0]
-        if batch_indices.shape != (r,):
-            fail(f"ROIAlignRotated's batch_indices must have shape [{r}], got "
-                 f"{list(batch_indices.shape)}")
-        _check_batch_ids(batch_indices, n, "ROIAlignRotated's batch_indices")
+        _check_roi_batch_indices("ROIAlignRotated", batch_indices, rois, n)
         ph, pw = attrs.pooled_h, attrs.pooled_w
         check_alloc([r, c, ph, pw], data.dtype, "ROIAlignRotated's output")
         fm = data.astype(F32)
