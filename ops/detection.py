@@ -95,20 +95,8 @@ class PriorBox1Attrs:
 
 
 @dataclass(frozen=True)
-class PriorBox8Attrs:
-    offset: float
-    min_size: tuple[float, ...] = ()
-    max_size: tuple[float, ...] = ()
-    aspect_ratio: tuple[float, ...] = ()
-    flip: bool = False
-    clip: bool = False
-    step: float = 0.0
-    variance: tuple[float, ...] = ()
-    scale_all_sizes: bool = True
-    fixed_ratio: tuple[float, ...] = ()
-    fixed_size: tuple[float, ...] = ()
-    density: tuple[float, ...] = ()
-    min_max_aspect_ratios_order: bool = True
+class PriorBox8Attrs(PriorBox1Attrs):
+    min_max_aspect_ratios_order: bool = True      # an attribute from v8 on
 
 
 def _aspect_ratios(attrs) -> list[float]:
