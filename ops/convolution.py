@@ -29,15 +29,16 @@ class ConvolutionAttrs:
     auto_pad: AutoPad = "explicit"
 
 
-def _conv_infer(attrs, data: TensorSpec, filters: TensorSpec, groups: Dim | None):
-    """Shared shape rule; `groups` is None for Convolution (filters [C_OUT, C_IN, k...])."""
+def _window_operands(attrs, data: TensorSpec, filters: TensorSpec, lead: int,
+                     channels: str) -> int:
+    """Checks the data and filters of a convolution-like op share; returns the number of
+    spatial axes. `lead` filter dims come before the spatial ones; `channels` names them in
+    the message ("GROUPS, C_OUT, C_IN")."""
     check_spatial_rank(data, "the data input")
     numeric(data, "the data input")
-    lead = 2 if groups is None else 3     # filter dims before the spatial ones
     if filters.rank is not None and filters.rank - lead not in (1, 2, 3):
         fail(f"the filters must have rank {lead + 1}, {lead + 2} or {lead + 3} "
-             f"({'GROUPS, ' if groups is not None else ''}C_OUT, C_IN and 1 to 3 spatial axes); "
-             f"got {filters}")
+             f"({channels} and 1 to 3 spatial axes); got {filters}")
     if data.etype != filters.etype:
         fail(f"the data ({data.etype.name}) and the filters ({filters.etype.name}) must have "
              "the same element type")
@@ -52,6 +53,14 @@ def _conv_infer(attrs, data: TensorSpec, filters: TensorSpec, groups: Dim | None
         num_spatial = len(attrs.strides)
     check_window_attrs(num_spatial, strides=attrs.strides, dilations=attrs.dilations,
                        pads_begin=attrs.pads_begin, pads_end=attrs.pads_end)
+    return num_spatial
+
+
+def _conv_infer(attrs, data: TensorSpec, filters: TensorSpec, groups: Dim | None):
+    """Shared shape rule; `groups` is None for Convolution (filters [C_OUT, C_IN, k...])."""
+    lead = 2 if groups is None else 3     # filter dims before the spatial ones
+    num_spatial = _window_operands(attrs, data, filters, lead,
+                                   ("GROUPS, " if groups is not None else "") + "C_OUT, C_IN")
     in_dims = data.shape if data.shape is not None else (DYNAMIC,) * (num_spatial + 2)
     f_dims = filters.shape if filters.shape is not None else (DYNAMIC,) * (num_spatial + lead)
     if groups is None:
@@ -259,26 +268,9 @@ def _backprop_pads(attrs, sizes, kernel, out_sizes, out_pad):
 
 def _backprop_infer(attrs, data: TensorSpec, filters: TensorSpec, out_shape: TensorSpec | None,
                     grouped: bool):
-    check_spatial_rank(data, "the data input")
-    numeric(data, "the data input")
     lead = 3 if grouped else 2
-    if data.etype != filters.etype:
-        fail(f"the data ({data.etype.name}) and the filters ({filters.etype.name}) must have "
-             "the same element type")
-    if filters.rank is not None and filters.rank - lead not in (1, 2, 3):
-        fail(f"the filters must have rank {lead + 1}, {lead + 2} or {lead + 3} "
-             f"({'GROUPS, ' if grouped else ''}C_IN, C_OUT and 1 to 3 spatial axes); got {filters}")
-    if data.rank is not None and filters.rank is not None and filters.rank != data.rank + lead - 2:
-        fail(f"the filters must have rank {data.rank + lead - 2} for data of rank {data.rank}; "
-             f"got {filters}")
-    if data.rank is not None:
-        n = data.rank - 2
-    elif filters.rank is not None:
-        n = filters.rank - lead
-    else:
-        n = len(attrs.strides)
-    check_window_attrs(n, strides=attrs.strides, dilations=attrs.dilations,
-                       pads_begin=attrs.pads_begin, pads_end=attrs.pads_end)
+    n = _window_operands(attrs, data, filters, lead,
+                         ("GROUPS, " if grouped else "") + "C_IN, C_OUT")
     out_pad = _output_padding(attrs, n)
     d = data.shape if data.shape is not None else (DYNAMIC,) * (n + 2)
     f = filters.shape if filters.shape is not None else (DYNAMIC,) * (n + lead)
