@@ -20,6 +20,7 @@ from typing import Literal
 import numpy as np
 
 from irrun.opkit import (
+    check_arrays_broadcast,
     NoAttrs,
     TensorSpec,
     UnsupportedError,
@@ -47,16 +48,6 @@ def _check_kinds(name: str, spec: TensorSpec, kinds: tuple[str, ...], whole_byte
         fail(f"{name} needs {accepted} inputs, got {spec.etype.name}")
     if whole_bytes and spec.etype.name in _SUB_BYTE:
         raise UnsupportedError(f"{name} on the sub-byte type {spec.etype.name} is not supported")
-
-
-def _check_broadcast(attrs, a: np.ndarray, b: np.ndarray) -> None:
-    if attrs.auto_broadcast == "none" and a.shape != b.shape:
-        fail(f"auto_broadcast='none' needs equal shapes, got {list(a.shape)} and {list(b.shape)}")
-    try:
-        np.broadcast_shapes(a.shape, b.shape)
-    except ValueError:
-        fail(f"shapes do not broadcast (numpy rules): input 0 {list(a.shape)} and "
-             f"input 1 {list(b.shape)}")
 
 
 def _shift_counts(name: str, a: np.ndarray, b: np.ndarray) -> None:
@@ -90,7 +81,7 @@ def _make_binary(name: str):
         return [TensorSpec(et, output_shape(attrs.auto_broadcast, a, b))]
 
     def run(attrs, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
-        _check_broadcast(attrs, a, b)
+        check_arrays_broadcast(attrs.auto_broadcast, a, b)
         if shifts:
             _shift_counts(name, a, b)
         return (as_dtype(fn(a, b), a.dtype),)

@@ -23,6 +23,7 @@ from typing import Literal
 import numpy as np
 
 from irrun.opkit import (
+    check_arrays_broadcast,
     ARITH,
     NoAttrs,
     TensorSpec,
@@ -160,13 +161,7 @@ def binary_infer(name: str, attrs, a: TensorSpec, b: TensorSpec) -> list[TensorS
 
 def binary_run(name: str, attrs, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
     kernel, out_kind, _ = BINARY[name]
-    if attrs.auto_broadcast == "none" and a.shape != b.shape:
-        fail(f"auto_broadcast='none' needs equal shapes, got {list(a.shape)} and {list(b.shape)}")
-    try:
-        np.broadcast_shapes(a.shape, b.shape)
-    except ValueError:
-        fail(f"shapes do not broadcast (numpy rules): input 0 {list(a.shape)} and "
-             f"input 1 {list(b.shape)}")
+    check_arrays_broadcast(attrs.auto_broadcast, a, b)
     dtype = np.bool_ if out_kind == "bool" else a.dtype
     et = etype_name(a)
     with np.errstate(all="ignore"):

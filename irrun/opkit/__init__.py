@@ -36,7 +36,8 @@ What is here, by concern:
   `UnsupportedError` (valid in OpenVINO, not in irrun yet) and `ResourceError`;
 - element types: `ElementType`, `element_type`, `from_dtype`, `etype_name`;
 - broadcasting and axes: `broadcast_shapes`, `broadcast_dim`, `same_shapes`,
-  `output_shape` (auto_broadcast numpy/none), `same_etype`, `normalize_axis`,
+  `output_shape` (auto_broadcast numpy/none), `check_arrays_broadcast` (the same at run
+  time), `same_etype`, `normalize_axis`,
   `check_rank`, `check_integer`, `length`;
 - partial values of shape tensors: `elements`, `known_ints`, `int_spec`, `pass_elements`,
   `exact`, `DimOf`;
@@ -71,7 +72,14 @@ from irrun.shapes import (
 )
 from irrun.weights import check_alloc, max_tensor_bytes
 
-from .broadcast import broadcast_dim, broadcast_shapes, output_shape, same_etype, same_shapes
+from .broadcast import (
+    broadcast_dim,
+    broadcast_shapes,
+    check_arrays_broadcast,
+    output_shape,
+    same_etype,
+    same_shapes,
+)
 from .numeric import (
     as_dtype,
     convert_array,
@@ -124,7 +132,8 @@ __all__ = [
     "ARITH", "AutoPad", "DYNAMIC", "Dim", "DimOf", "ElementType", "ElementTypeName", "NoAttrs",
     "OpProblem",
     "PartialShapeText", "ResourceError", "TensorSpec", "UnsupportedError", "as_dtype",
-    "broadcast_dim", "broadcast_shapes", "check_alloc", "check_integer", "check_rank",
+    "broadcast_dim", "broadcast_shapes", "check_alloc", "check_arrays_broadcast",
+    "check_integer", "check_rank",
     "check_spatial_rank", "check_window_attrs", "compute_dtype", "convert_array", "dilated",
     "element_type", "elements", "erf", "etype_name", "even_ranges", "exact", "fail",
     "first_position", "fixed_pads", "float_to_int", "float_unary", "format_shape",

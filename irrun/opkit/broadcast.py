@@ -1,6 +1,8 @@
 """Broadcasting of partial shapes (the IR's numpy and none rules) and element-type agreement."""
 from __future__ import annotations
 
+import numpy as np
+
 from irrun.errors import UnsupportedError
 from irrun.shapes import Dim, TensorSpec, format_shape
 
@@ -89,3 +91,15 @@ def same_etype(*specs: TensorSpec, names=("input 0", "input 1")):
         if s.etype != first:
             fail(f"element types differ: {names[0]} is {first.name}, {name} is {s.etype.name}")
     return first
+
+
+def check_arrays_broadcast(mode: str, a, b) -> None:
+    """At run time, the binary ops' auto_broadcast rule on two arrays (numpy or none), for
+    shapes the rule could not check at load time."""
+    if mode == "none" and a.shape != b.shape:
+        fail(f"auto_broadcast='none' needs equal shapes, got {list(a.shape)} and {list(b.shape)}")
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        fail(f"shapes do not broadcast (numpy rules): input 0 {list(a.shape)} and "
+             f"input 1 {list(b.shape)}")
