@@ -13,8 +13,8 @@ import numpy as np
 
 from irrun.opkit import (
     DYNAMIC, Dim, NoAttrs, ResourceError, TensorSpec, check_alloc, check_integer, check_rank,
-    elements, fail, format_shape, int_spec, known_ints, length, normalize_axis, register,
-    shape_dims,
+    elements, fail, format_shape, int_spec, known_int_vector, known_ints, length, normalize_axis,
+    register, shape_dims, slice_index,
 )
 
 # ---------------------------------------------------------------- Transpose
@@ -436,30 +436,7 @@ def _slice_elements(data: TensorSpec, index):
     return list(el[spec_slice(item, len(el))])
 
 
-def _values(spec: TensorSpec, what: str):
-    check_integer(spec, what)
-    check_rank(spec, (1,), what)
-    return known_ints(spec)
-
-
 # ---------------------------------------------------------------- Slice
-
-
-def _slice_index(rank, start, stop, step, axes):
-    if not len(start) == len(stop) == len(step) == len(axes):
-        fail(f"start, stop, step and axes must have the same length, got "
-             f"{len(start)}, {len(stop)}, {len(step)} and {len(axes)}")
-    index = [slice(None)] * rank
-    seen = set()
-    for a, b, e, s in zip(axes, start, stop, step):
-        if s == 0:
-            fail(f"step is 0 for axis {a}", code="value")
-        ax = normalize_axis(a, rank, "axes value")
-        if ax in seen:
-            fail(f"axes {list(axes)} name dim {ax} twice")
-        seen.add(ax)
-        index[ax] = slice(b, e, s)
-    return index
 
 
 @register("Slice", since=8, attrs=NoAttrs, category="movement")
@@ -467,11 +444,11 @@ class Slice8:
     # start/stop are clamped and negative values count from the end, exactly as Python slices.
     @staticmethod
     def infer(attrs, data, start, stop, step, axes=None):
-        vals = [_values(s, n) for s, n in ((start, "start (input 1)"), (stop, "stop (input 2)"),
+        vals = [known_int_vector(s, n) for s, n in ((start, "start (input 1)"), (stop, "stop (input 2)"),
                                            (step, "step (input 3)"))]
         ax = None
         if axes is not None:
-            ax = _values(axes, "axes (input 4)")
+            ax = known_int_vector(axes, "axes (input 4)")
         if data.shape is None:
             return [TensorSpec(data.etype, None)]
         rank = len(data.shape)
@@ -480,7 +457,7 @@ class Slice8:
             return [TensorSpec(data.etype, tuple(Dim(0, d.hi) for d in data.shape))]
         if ax is None:
             ax = list(range(len(vals[0])))
-        index = _slice_index(rank, *vals, ax)
+        index = slice_index(rank, *vals, ax)
         shape = tuple(_slice_dim(d, s) for d, s in zip(data.shape, index))
         el = _slice_elements(data, index)
         if el is not None and data.etype.kind in ("int", "uint"):
@@ -492,7 +469,7 @@ class Slice8:
         vals = [[int(v) for v in a.reshape(-1).tolist()] for a in (start, stop, step)]
         ax = list(range(len(vals[0]))) if axes is None else \
             [int(v) for v in axes.reshape(-1).tolist()]
-        index = _slice_index(data.ndim, *vals, ax)
+        index = slice_index(data.ndim, *vals, ax)
         return (_take(data, index),)
 
 
@@ -576,9 +553,9 @@ def _strided_shape(shape, index):
 class StridedSlice1:
     @staticmethod
     def infer(attrs, data, begin, end, stride=None):
-        b = _values(begin, "begin (input 1)")
-        e = _values(end, "end (input 2)")
-        s = None if stride is None else _values(stride, "stride (input 3)")
+        b = known_int_vector(begin, "begin (input 1)")
+        e = known_int_vector(end, "end (input 2)")
+        s = None if stride is None else known_int_vector(stride, "stride (input 3)")
         if data.shape is None:
             return [TensorSpec(data.etype, None)]
         n = length(begin)

@@ -14,16 +14,17 @@ from irrun.opkit import (
     Dim,
     NoAttrs,
     TensorSpec,
-    check_integer,
     check_rank,
     etype_name,
     fail,
     first_position,
     format_shape,
+    known_int_vector,
     known_ints,
     normalize_axis,
     register,
     same_etype,
+    slice_index,
     widened,
 )
 
@@ -109,31 +110,6 @@ class GatherTree1:
 # ---------------------------------------------------------------- SliceScatter
 
 
-def _int_values(spec: TensorSpec, what: str):
-    check_integer(spec, what)
-    check_rank(spec, (1,), what)
-    return known_ints(spec)
-
-
-def _slices(rank: int, start, stop, step, axes) -> list:
-    if not len(start) == len(stop) == len(step) == len(axes):
-        fail(f"start, stop, step and axes must have the same length, got "
-             f"{len(start)}, {len(stop)}, {len(step)} and {len(axes)}")
-    index = [slice(None)] * rank
-    seen = set()
-    for a, b, e, s in zip(axes, start, stop, step):
-        if s == 0:
-            fail(f"step is 0 for axis {a}")
-        ax = normalize_axis(a, rank, "axes value")
-        if ax in seen:
-            fail(f"axes {list(axes)} name dim {ax} twice")
-        seen.add(ax)
-        # Python slices clamp start and stop and count negative values from the end, as
-        # the spec asks (INT_MAX / INT_MIN reach the ends).
-        index[ax] = slice(b, e, s)
-    return index
-
-
 @register("SliceScatter", since=15, attrs=NoAttrs, category="movement")
 class SliceScatter15:
     @staticmethod
@@ -142,9 +118,9 @@ class SliceScatter15:
         et = same_etype(data, updates, names=("data (input 0)", "updates (input 1)"))
         if data.rank == 0:
             fail("data (input 0) must have rank >= 1, got a scalar")
-        vals = [_int_values(s, n) for s, n in ((start, "start (input 2)"), (stop, "stop (input 3)"),
+        vals = [known_int_vector(s, n) for s, n in ((start, "start (input 2)"), (stop, "stop (input 3)"),
                                                (step, "step (input 4)"))]
-        ax = _int_values(axes, "axes (input 5)") if axes is not None else None
+        ax = known_int_vector(axes, "axes (input 5)") if axes is not None else None
         if data.rank is not None and updates.rank is not None and data.rank != updates.rank:
             fail(f"updates (input 1) must have the rank of data, got {format_shape(updates.shape)} "
                  f"for data {format_shape(data.shape)}")
@@ -152,7 +128,7 @@ class SliceScatter15:
                 and (axes is None or ax is not None) and all(d.is_static for d in data.shape)):
             if ax is None:
                 ax = list(range(len(vals[0])))
-            index = _slices(len(data.shape), *vals, ax)
+            index = slice_index(len(data.shape), *vals, ax)
             want = np.empty([d.value for d in data.shape], dtype=np.bool_)[tuple(index)].shape
             for i, (u, w) in enumerate(zip(updates.shape, want)):
                 if not u.contains(w):
@@ -166,7 +142,7 @@ class SliceScatter15:
             fail("data (input 0) must have rank >= 1, got a scalar")
         vals = [[int(v) for v in a.reshape(-1).tolist()] for a in (start, stop, step)]
         ax = list(range(len(vals[0]))) if axes is None else [int(v) for v in axes.reshape(-1).tolist()]
-        index = tuple(_slices(data.ndim, *vals, ax))
+        index = tuple(slice_index(data.ndim, *vals, ax))
         out = data.copy()
         target = out[index]
         if target.shape != updates.shape:

@@ -39,8 +39,8 @@ What is here, by concern:
   `output_shape` (auto_broadcast numpy/none), `check_arrays_broadcast` (the same at run
   time), `same_etype`, `normalize_axis`,
   `check_rank`, `check_integer`, `length`;
-- partial values of shape tensors: `elements`, `known_ints`, `int_spec`, `pass_elements`,
-  `exact`, `DimOf`;
+- partial values of shape tensors: `elements`, `known_ints`, `known_int_vector`, `int_spec`,
+  `pass_elements`, `exact`, `DimOf`, `slice_index` (Slice's NumPy index);
 - numerics: `widened` (f16/bf16 to f32), `as_dtype`, `convert_array` (C++ conversions),
   `float_unary`, `float_to_int`, `first_position`, `erf`, `make_unary`, `ARITH`;
 - sliding windows (convolution, pooling): `AutoPad`, `resolve_pads`, `same_pads`,
@@ -97,11 +97,13 @@ from .partial import (
     elements,
     exact,
     int_spec,
+    known_int_vector,
     known_ints,
     length,
     normalize_axis,
     pass_elements,
     shape_dims,
+    slice_index,
 )
 from .pool import even_ranges, parallel, workers
 from .problems import fail, warn
@@ -136,7 +138,7 @@ __all__ = [
     "check_integer", "check_rank",
     "check_spatial_rank", "check_window_attrs", "compute_dtype", "convert_array", "dilated",
     "element_type", "elements", "erf", "etype_name", "even_ranges", "exact", "fail",
-    "first_position", "fixed_pads", "float_to_int", "float_unary", "format_shape",
+    "first_position", "fixed_pads", "known_int_vector", "slice_index", "float_to_int", "float_unary", "format_shape",
     "from_dtype", "int_spec", "ir_name", "is_static", "known_ints", "length", "make_unary",
     "max_tensor_bytes", "normalize_axis", "numeric", "output_shape", "parallel",
     "pass_elements", "register", "resolve_pads", "same_etype", "same_pads", "same_shapes",

@@ -102,3 +102,30 @@ def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
 def shape_dims(shape) -> tuple[Dim, ...]:
     """A concrete shape (ints) as static Dims."""
     return tuple(Dim.of(d) for d in shape)
+
+
+def known_int_vector(spec: TensorSpec, what: str) -> list[int] | None:
+    """A 1-D integer input's values when all are known (checking its type and rank)."""
+    check_integer(spec, what)
+    check_rank(spec, (1,), what)
+    return known_ints(spec)
+
+
+def slice_index(rank: int, start, stop, step, axes) -> list:
+    """The NumPy index of Slice-8 / SliceScatter-15: one slice(start, stop, step) per named
+    axis. Python slices clamp start and stop and count negative values from the end, as the
+    specs ask (INT_MAX / INT_MIN reach the ends)."""
+    if not len(start) == len(stop) == len(step) == len(axes):
+        fail(f"start, stop, step and axes must have the same length, got "
+             f"{len(start)}, {len(stop)}, {len(step)} and {len(axes)}")
+    index = [slice(None)] * rank
+    seen = set()
+    for a, b, e, s in zip(axes, start, stop, step):
+        if s == 0:
+            fail(f"step is 0 for axis {a}", code="value")
+        ax = normalize_axis(a, rank, "axes value")
+        if ax in seen:
+            fail(f"axes {list(axes)} name dim {ax} twice")
+        seen.add(ax)
+        index[ax] = slice(b, e, s)
+    return index
