@@ -194,6 +194,16 @@ def _input_name(model, lid: str) -> str:
     raise KeyError(lid)
 
 
+def _cut_model(model, cut: Cut) -> tuple[Net, dict]:
+    """subgraph_net, with the model's own Parameters the subgraph still uses among its inputs
+    ({input name: (layer id, position) it stands for})."""
+    net, stands_for = subgraph_net(model.program, cut)
+    for w in net.layers:
+        if w.type == "Parameter" and w.name not in stands_for and w.id in model.program.nodes:
+            stands_for[_input_name(model, w.id)] = (w.id, 0)
+    return net, stands_for
+
+
 def extract(model, outputs, inputs=(), xml_path=None, feed=None):
     """Cut the subgraph computing `outputs` (tensor names) from `inputs` (cut points).
 
@@ -203,11 +213,7 @@ def extract(model, outputs, inputs=(), xml_path=None, feed=None):
     program = model.program
     cut = Cut([resolve_tensor(program, t) for t in outputs],
               [resolve_tensor(program, t) for t in inputs])
-    net, stands_for = subgraph_net(program, cut)
-    # The model's own Parameters that the subgraph still uses are inputs too.
-    for w in net.layers:
-        if w.type == "Parameter" and w.name not in stands_for and w.id in program.nodes:
-            stands_for[_input_name(model, w.id)] = (w.id, 0)
+    net, stands_for = _cut_model(model, cut)
     written = write_net(net, xml_path)[0] if xml_path else None
     values = cut_values(model, feed, stands_for) if feed is not None else None
     return written, values
@@ -293,10 +299,7 @@ def reduce(model, feed, condition: Condition, out_dir: str, log=None) -> Reduced
     def attempt(cut: Cut):
         nonlocal tries
         tries += 1
-        net, stands_for = subgraph_net(program, cut)
-        for w in net.layers:
-            if w.type == "Parameter" and w.name not in stands_for and w.id in program.nodes:
-                stands_for[_input_name(model, w.id)] = (w.id, 0)
+        net, stands_for = _cut_model(model, cut)
         xml = os.path.join(work, f"try{tries}.xml")
         write_net(net, xml)
         inputs = os.path.join(work, f"try{tries}.inputs.npz")

@@ -328,7 +328,6 @@ def _flatten(net: Network) -> list[Network]:
 def run_stats(model, feed) -> dict:
     """{layer id: {"seconds", "outputs": [{dtype, shape, min, max, nan, inf}]}} of one run."""
     stats: dict[str, dict] = {}
-    clock = {}
 
     def listener(node, outputs, seconds):
         if node.program is not None and node.program.owner is not None:
@@ -348,7 +347,6 @@ def run_stats(model, feed) -> dict:
                 row["min"], row["max"] = float(a.min()), float(a.max())
             rows.append(row)
         stats[node.id] = {"seconds": seconds, "outputs": rows}
-        clock[node.id] = seconds
 
     model.infer(feed, listener=listener)
     return stats

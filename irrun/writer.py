@@ -24,7 +24,7 @@ import numpy as np
 from lxml import etree
 
 from .errors import IrrunError
-from .etypes import ELEMENT_TYPES, element_type
+from .etypes import element_type
 
 ALIGN = 64
 
@@ -335,5 +335,5 @@ def save_model(model, xml_path, bin_path=None) -> tuple[str, str]:
     return write_net(net_from_program(program), xml_path, bin_path)
 
 
-__all__ = ["ELEMENT_TYPES", "Net", "WEdge", "WLayer", "WPort", "encode", "save_model",
+__all__ = ["Net", "WEdge", "WLayer", "WPort", "encode", "save_model",
            "write_net"]
