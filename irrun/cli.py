@@ -715,7 +715,7 @@ def info_cmd(ctx, model):
 
     def go():
         from .drawing import load_for_drawing
-        from .model import _input_info, _output_info
+        from .model import _input_info, _output_info, output_names_of
         from .program import all_nodes
 
         # Everything that can be read is shown, even for a model read_model refuses (an
@@ -734,13 +734,11 @@ def info_cmd(ctx, model):
                 # Not inferred: the name and what the file declares.
                 from .drawing import _declared
 
-                names = declared.names if declared is not None and declared.names else ()
-                if node.kind == "result" and node.inputs:
-                    src, out = node.inputs[0]
-                    outs = program.nodes[src].layer.outputs
-                    names = node.layer.output_names or (
-                        outs[out].names if out < len(outs) else ()) or ()
-                name = names[0] if names else node.layer.name
+                if node.kind == "result":
+                    name = output_names_of(program, node)[0]
+                else:
+                    name = declared.names[0] if declared is not None and declared.names else \
+                        node.layer.name
                 shown = _declared(declared) if declared is not None else "? (not inferred)"
                 return f"{name}: {shown}"
 

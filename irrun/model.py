@@ -39,15 +39,23 @@ def _input_info(node) -> PortInfo:
     return PortInfo(names[0], names, spec.etype.name, spec.shape, node.layer.name)
 
 
+def output_names_of(program: Program, result) -> tuple[str, ...]:
+    """The names of the model output a Result stands for: its output_names, else the names of
+    the port feeding it, else its layer name."""
+    if result.layer.output_names:
+        return tuple(result.layer.output_names)
+    if result.inputs:
+        src, out = result.inputs[0]
+        ports = program.nodes[src].layer.outputs
+        if out < len(ports) and ports[out].names:
+            return tuple(ports[out].names)
+    return (result.layer.name,)
+
+
 def _output_info(program: Program, result) -> PortInfo:
     src, out = result.inputs[0]
     producer = program.nodes[src]
-    if result.layer.output_names:
-        names = tuple(result.layer.output_names)
-    elif out < len(producer.layer.outputs) and producer.layer.outputs[out].names:
-        names = tuple(producer.layer.outputs[out].names)
-    else:
-        names = (result.layer.name,)
+    names = output_names_of(program, result)
     spec = producer.specs[out]
     return PortInfo(names[0], names, spec.etype.name, spec.shape, result.layer.name)
 

@@ -65,20 +65,9 @@ def _value_preview(value) -> str:
 
 def _output_names(program) -> dict[str, str]:
     """Result layer id -> the model output name it stands for."""
-    names = {}
-    for r in program.results:
-        layer = r.layer
-        if layer.output_names:
-            names[layer.id] = layer.output_names[0]
-            continue
-        if r.inputs:
-            src, pos = r.inputs[0]
-            port = program.nodes[src].layer.outputs
-            if pos < len(port) and port[pos].names:
-                names[layer.id] = port[pos].names[0]
-                continue
-        names[layer.id] = layer.name
-    return names
+    from .model import output_names_of
+
+    return {r.layer.id: output_names_of(program, r)[0] for r in program.results}
 
 
 def _spec_text(spec) -> str:
