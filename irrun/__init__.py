@@ -2,16 +2,16 @@
 from .errors import (Diagnostic, FeedError, IrrunError, ModelError, OpError, ReadError,
                      ResourceError, ShapeError, UnsupportedError)
 from .registry import register
-from .shapes import Dim, TensorSpec
-# Eager, unlike the rest: a submodule import of irrun.compare would otherwise leave the
-# module, not the function, as `irrun.compare` (compare.py imports nothing heavy itself).
-from .compare import CompareResult, compare
 
 __version__ = "0.1.0"
 
 # The rest is imported on first use (PEP 562), so `irrun --help`, `irrun ops` and a small
-# `irrun validate` do not pay for networkx, the executor or the compare machinery.
+# `irrun validate` do not pay for NumPy, the executor or the compare machinery. (The module
+# behind irrun.compare() is irrun.comparing: a submodule named `compare` would replace the
+# function on the package when imported.)
 _LAZY = {
+    "Dim": "shapes", "TensorSpec": "shapes",
+    "compare": "comparing", "CompareResult": "comparing",
     "Model": "model", "PortInfo": "model", "Session": "model", "Outputs": "model",
     "read_model": "model", "validate": "model",
     "save_model": "writer", "extract": "surgery", "reduce": "surgery",

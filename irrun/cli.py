@@ -7,10 +7,11 @@ import re
 import sys
 
 import click
-import numpy as np
 
 from .errors import Diagnostic, FeedError, IrrunError, ModelError
-from .feed import check_output_path, load_npy, load_npz, output_clashes, save_npz
+
+# NumPy, the feeds (.npz reading and writing) and the model machinery are imported inside
+# the commands that use them: `irrun --help` and `irrun ops` need none of them.
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -156,7 +157,9 @@ def sample_inputs_for(model_path: str) -> str | None:
     return None
 
 
-def _preview(a: np.ndarray) -> str:
+def _preview(a) -> str:
+    import numpy as np
+
     with np.printoptions(threshold=20, edgeitems=3, precision=5, linewidth=100):
         return np.array2string(a, prefix="  ")
 
@@ -210,7 +213,10 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, w
     """Run MODEL on INPUTS and print or save the outputs."""
     import time
 
+    import numpy as np
+
     from . import inspect
+    from .feed import check_output_path, load_npy, load_npz, output_clashes, save_npz
     from .model import read_model
 
     if dump_patterns and not dump_dir:
@@ -257,7 +263,7 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, w
                                     f"{m._nearest(pattern)}", file=model)
         path = None if random_inputs else inputs_path or sample_inputs_for(model)
         if random_inputs:
-            from .compare import generated_inputs
+            from .comparing import generated_inputs
 
             if None in shape_of_input:
                 if len(m.inputs) != 1:
@@ -355,6 +361,10 @@ def _parse_shapes(items) -> dict:
 
 def _run_session(m, feed, steps, pairs, listener, output_path, progress):
     """--steps: N runs of one session; each step's outputs printed, or all of them saved."""
+    import numpy as np
+
+    from .feed import save_npz
+
     try:
         results = m.create_session().run_sequence(feed, steps, pairs, listener)
     finally:
@@ -426,13 +436,14 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights, inputs_path,
 
             run = None
             if inputs_path:
+                from .feed import load_npz
                 from .model import read_model
 
                 m = read_model(model, weights)
                 run = run_stats(m, load_npz(inputs_path, m.inputs))
             agreement = None
             if with_compare:
-                from .compare import compare
+                from .comparing import compare
                 from .viewer import agreement_of
 
                 agreement = agreement_of(compare(model, inputs_path, weights=weights))
@@ -488,7 +499,7 @@ def compare_cmd(ctx, model, inputs_path, device, layers, rtol, atol, precision, 
 
     Exit 0 when every compared tensor agrees, 1 when one does not (or on an error).
     """
-    from .compare import compare
+    from .comparing import compare
 
     def go():
         result = compare(model, inputs_path, reference=reference_path, device=device,
@@ -529,8 +540,9 @@ def _split_list(values) -> list[str]:
 @click.pass_context
 def extract_cmd(ctx, model, outputs, cuts, inputs_data, output_path):
     """Write the subgraph of MODEL that computes --outputs from --inputs as a new IR."""
-    from .surgery import extract
+    from .feed import load_npz, save_npz
     from .model import read_model
+    from .surgery import extract
 
     def go():
         m = read_model(model)
@@ -565,8 +577,9 @@ def extract_cmd(ctx, model, outputs, cuts, inputs_data, output_path):
 @click.pass_context
 def reduce_cmd(ctx, model, inputs_path, until, command, out_dir, rtol, atol, quiet):
     """Shrink MODEL to a small subgraph that still shows a problem, and write a reproducer."""
-    from .surgery import Condition, reduce, write_repro
+    from .feed import load_npz
     from .model import read_model
+    from .surgery import Condition, reduce, write_repro
 
     if (until is None) == (command is None):
         raise click.UsageError("give exactly one of --until diverges|openvino-fails and "
@@ -778,11 +791,10 @@ def ops_cmd(markdown, coverage):
 
 
 def coverage_report() -> str:
-    from . import ops  # noqa: F401
     from .opset_table import TOTAL, coverage
-    from .registry import all_ops
+    from .registry import REGISTRY
 
-    have, missing = coverage({op.label for op in all_ops()})
+    have, missing = coverage({label for _, _, labels in REGISTRY.listing() for label in labels})
     lines = [f"{have} of {TOTAL} op versions of opsets 1-16"]
     if missing:
         lines.append(f"missing ({len(missing)}):")
@@ -791,19 +803,15 @@ def coverage_report() -> str:
 
 
 def ops_table(markdown: bool = False) -> str:
-    from . import ops  # noqa: F401
-    from .registry import all_ops
+    from .registry import REGISTRY
 
-    by_type: dict[str, list] = {}
-    for op in all_ops():
-        by_type.setdefault((op.category or "other", op.type), []).append(op)
     lines = []
     if markdown:
         lines += ["| category | op | versions |", "|---|---|---|"]
-    for (category, name), versions in sorted(by_type.items(), key=lambda kv: (kv[0][0], kv[0][1].lower())):
-        labels = ", ".join(o.label for o in versions)
-        lines.append(f"| {category} | {name} | {labels} |" if markdown else
-                     f"{category:16s} {name:28s} {labels}")
+    for category, name, labels in sorted(REGISTRY.listing(), key=lambda r: (r[0], r[1].lower())):
+        joined = ", ".join(labels)
+        lines.append(f"| {category} | {name} | {joined} |" if markdown else
+                     f"{category:16s} {name:28s} {joined}")
     return "\n".join(lines)
 
 

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 from .errors import RegistrationError
-from .etypes import ELEMENT_TYPES, UNSUPPORTED
-from .shapes import parse_partial_shape
+
+# etypes and shapes (NumPy) are imported where attributes are parsed: `irrun --help` and
+# `irrun ops` import the registry but never need NumPy.
 
 # Annotation markers for attribute fields that are not plain Python types.
 ElementTypeName = typing.NewType("ElementTypeName", str)    # "f32", "i64", ... (or "undefined"/"dynamic")
@@ -82,31 +83,63 @@ def _by_version(o: OpDef):
 class Registry:
     """Every op version irrun knows: the built-in kernels and, over them, the extensions.
 
-    The registry imports the built-in kernels (the modules of `irrun.ops`) itself, the first
-    time anything is looked up or registered from outside them, so nothing depends on import
-    order: an extension imported before any model is read still sees the built-ins, and its
-    `replace=True` registrations win over them. An extension's registrations form an
-    overlay; `unregister` of an overlaid version brings the built-in one back.
+    The registry imports the built-in kernels (the modules of `irrun.ops`) itself, so
+    nothing depends on import order: an extension imported before any model is read still
+    sees the built-ins, and its `replace=True` registrations win over them. An extension's
+    registrations form an overlay; `unregister` of an overlaid version brings the built-in
+    one back.
+
+    A lookup imports only the modules that register its op type, found in the generated
+    index `irrun/ops/_index.py` (tools/sync_readme.py writes it, a test keeps it true):
+    importing all 30-odd kernel modules costs ~0.2 s, more than a small `irrun validate`
+    should take. Anything that needs every op (all(), an unknown type, an extension that
+    may clash with a built-in) imports them all.
     """
 
     def __init__(self, builtin_package: str = "irrun.ops"):
         self._package = builtin_package
         self._builtin: dict[str, list[OpDef]] = {}
         self._overlay: dict[str, list[OpDef]] = {}
-        self._state = "unloaded"          # -> "loading" -> "loaded"
+        self._state = "unloaded"          # -> "loading" -> "loaded" (every module)
+        self._imported: set[str] = set()  # kernel modules imported so far
+        self._index = None                # {op type (lower case): modules}, read on first use
+
+    def index(self):
+        """The generated index module of the built-in package (MODULES, OPS)."""
+        if self._index is None:
+            import importlib
+
+            self._index = importlib.import_module(self._package + "._index")
+        return self._index
+
+    def _import(self, modules) -> None:
+        import importlib
+
+        for name in modules:
+            if name not in self._imported:
+                importlib.import_module(f"{self._package}.{name}")
+                self._imported.add(name)
 
     def _ensure_loaded(self) -> None:
         if self._state != "unloaded":
             return
-        import importlib
-
         self._state = "loading"
         try:
-            importlib.import_module(self._package)
+            self._import(self.index().MODULES)
         except BaseException:
             self._state = "unloaded"
             raise
         self._state = "loaded"
+
+    def _ensure_type(self, type: str) -> None:
+        """Import the modules that register `type` (all of them for a type not in the index)."""
+        if self._state != "unloaded":
+            return
+        modules = self.index().MODULES_OF.get(type.lower())
+        if modules is None:
+            self._ensure_loaded()
+        else:
+            self._import(modules)
 
     def _is_builtin(self, cls) -> bool:
         module = getattr(cls, "__module__", "") or ""
@@ -132,6 +165,7 @@ class Registry:
         versions.sort(key=_by_version)
 
     def remove(self, type: str, since: int | None = None, version: str | None = None) -> None:
+        self._ensure_type(type)        # else a later import would bring the version back
         for table in (self._overlay, self._builtin):
             versions = table.get(type.lower(), [])
             before = len(versions)
@@ -141,8 +175,8 @@ class Registry:
 
     def versions(self, type: str, load: bool = True) -> list[OpDef]:
         """Every version of `type` (case-insensitive), oldest first; overlay over built-ins."""
-        if load and self._state == "unloaded":
-            self._ensure_loaded()
+        if load:
+            self._ensure_type(type)
         low = type.lower()
         over = self._overlay.get(low)
         if not over:
@@ -152,10 +186,52 @@ class Registry:
         return sorted(merged, key=_by_version)
 
     def all(self) -> list[OpDef]:
-        if self._state == "unloaded":
-            self._ensure_loaded()
+        self._ensure_loaded()
         types = dict.fromkeys(list(self._builtin) + list(self._overlay))
         return [op for t in types for op in self.versions(t)]
+
+    def listing(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """(category, op type, version labels) of every registered op, without importing a
+        kernel module while no extension has registered anything (the index says it)."""
+        if self._overlay or self._state == "loaded":
+            by_type: dict[tuple[str, str], list[str]] = {}
+            for op in self.all():
+                by_type.setdefault((op.category or "other", op.type), []).append(op.label)
+            return [(c, t, tuple(labels)) for (c, t), labels in by_type.items()]
+        return [(category, type, labels) for type, category, _, labels in self.index().OPS]
+
+
+def index_source(registry: "Registry") -> str:
+    """The text of irrun/ops/_index.py for the kernels as they register themselves (every
+    module imported): tools/sync_readme.py writes it, tests compare it with this."""
+    import importlib
+    import pkgutil
+
+    package = importlib.import_module(registry._package)
+    names = sorted(m.name for m in pkgutil.iter_modules(package.__path__)
+                   if not m.name.startswith("_"))
+    registry._import(names)         # helpers that register nothing are imported too, here only
+    registry._state = "loaded"
+    rows: dict[str, list] = {}
+    for type_, ops in registry._builtin.items():
+        for op in ops:
+            module = op.impl.__module__.rsplit(".", 1)[-1]
+            row = rows.setdefault(op.type, [op.category or "other", [], []])
+            if module not in row[1]:
+                row[1].append(module)
+            row[2].append(op.label)
+    lines = ['"""Which kernel module registers which op: generated by tools/sync_readme.py from the',
+             "kernels' @register lines (tests/test_op_index.py checks it is current), so that the",
+             'registry imports only the modules a model needs (irrun/registry.py)."""', "",
+             "MODULES = ("]
+    modules = sorted({m for row in rows.values() for m in row[1]})
+    lines += [f"    {m!r}," for m in modules]
+    lines += [")", "", "# (op type, category, modules, version labels)", "OPS = ("]
+    for type_ in sorted(rows, key=str.lower):
+        category, mods, labels = rows[type_]
+        lines.append(f"    ({type_!r}, {category!r}, {tuple(sorted(mods))!r}, {tuple(labels)!r}),")
+    lines += [")", "", "MODULES_OF = {type.lower(): modules for type, _, modules, _ in OPS}", ""]
+    return "\n".join(lines)
 
 
 REGISTRY = Registry()
@@ -385,6 +461,8 @@ def _parse_etype(text: str) -> str:
     # OpenVINO reads these through EnumNames<element::Type_t>, which ignores case ("F16" is
     # f16) but knows only the IR names ("FP16", a port precision, is refused).
     t = text.lower()
+    from .etypes import ELEMENT_TYPES, UNSUPPORTED
+
     if t in ELEMENT_TYPES or t in UNSUPPORTED or t in ("undefined", "dynamic"):
         return t
     raise ValueError(f"is not an element type (one of {', '.join(ELEMENT_TYPES)})")
@@ -404,6 +482,8 @@ def _parser(annotation) -> Callable[[str], Any]:
     if annotation is PartialShapeText:
         def shape(text):
             try:
+                from .shapes import parse_partial_shape
+
                 parse_partial_shape(text)
             except ValueError as e:
                 raise ValueError(f"is not a partial shape: {e}") from None

@@ -249,7 +249,7 @@ class Condition:
 
     def holds(self, xml: str, inputs: str) -> bool:
         if self.kind == "diverges":
-            from .compare import compare
+            from .comparing import compare
 
             try:
                 result = compare(xml, inputs, layers="outputs", rtol=self.rtol, atol=self.atol)

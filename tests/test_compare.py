@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import irrun
 from irrun.cli import cli
-from irrun.compare import (
+from irrun.comparing import (
     DEFAULT_TOLERANCES,
     FIRST_COLOR,
     OPENVINO_MISSING,

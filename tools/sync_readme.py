@@ -1,10 +1,16 @@
-"""Regenerate the README's op table from `irrun ops --markdown` (tests/test_readme.py checks it)."""
+"""Regenerate the kernel index irrun/ops/_index.py (which module registers which op) and the
+README's op table from `irrun ops --markdown` (tests/test_op_index.py and tests/test_readme.py
+check them). Run it after adding or removing an op version."""
 import os
 import re
 
 from irrun.cli import ops_table
+from irrun.registry import REGISTRY, index_source
 
-path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+with open(os.path.join(root, "ops", "_index.py"), "w") as f:
+    f.write(index_source(REGISTRY))      # imports every kernel module
+path = os.path.join(root, "README.md")
 with open(path) as f:
     text = f.read()
 table = ops_table(markdown=True).strip()
