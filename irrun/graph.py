@@ -1,23 +1,97 @@
-"""The layer graph: a networkx MultiDiGraph with edges resolved to port positions."""
+"""The layer graph: plain-dict adjacency (PortGraph) with edges resolved to port positions.
+
+networkx is not needed to load a model (importing it costs more than reading a small file);
+only a graph with a cycle uses it, to name a loop, and PortGraph.to_networkx() gives the
+same graph as an nx.MultiDiGraph to anyone who wants its algorithms.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import networkx as nx
-
 from .errors import Collector
 from .reader import IRDocument
+
+
+class PortGraph:
+    """One node per layer id and one edge per connected input port, as plain dicts.
+
+    `succ[u][v]` and `pred[v][u]` map an edge's key (the consumer's input position) to its
+    data {out, inp, line} (one dict, shared by both sides), laid out as networkx's
+    MultiDiGraph lays them out, so iteration orders are networkx's too: nodes in file order,
+    `edges()` by producer, then consumer (first edge to it first), then key.
+    """
+
+    __slots__ = ("layers", "succ", "pred", "_edge_count")
+
+    def __init__(self, layers=()):
+        self.layers: dict = {}       # layer id -> Layer
+        self.succ: dict[str, dict[str, dict[int, dict]]] = {}
+        self.pred: dict[str, dict[str, dict[int, dict]]] = {}
+        self._edge_count = 0
+        for layer in layers:
+            self.add_node(layer.id, layer)
+
+    def add_node(self, lid: str, layer=None) -> None:
+        if lid not in self.layers:
+            self.succ[lid] = {}
+            self.pred[lid] = {}
+        self.layers[lid] = layer
+
+    def add_edge(self, u: str, v: str, key: int, **data) -> None:
+        """An edge u -> v feeding input position `key` of v (a new key; nodes must exist)."""
+        keys = self.succ[u].get(v)
+        if keys is None:
+            keys = self.succ[u][v] = self.pred[v][u] = {}
+        if key not in keys:
+            self._edge_count += 1
+        keys[key] = data
+
+    def __iter__(self):
+        return iter(self.layers)
+
+    def __contains__(self, lid) -> bool:
+        return lid in self.layers
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def has_edge(self, u: str, v: str) -> bool:
+        return v in self.succ.get(u, ())
+
+    def number_of_edges(self) -> int:
+        return self._edge_count
+
+    def edges(self, data: bool = False):
+        """(u, v, data) for every edge (or (u, v) without data), in networkx's order."""
+        for u, nbrs in self.succ.items():
+            for v, keys in nbrs.items():
+                for d in keys.values():
+                    yield (u, v, d) if data else (u, v)
+
+    def to_networkx(self):
+        """The same graph as a networkx MultiDiGraph (node attribute `layer`; edges keyed
+        by input position, with out, inp and line), for networkx's algorithms."""
+        import networkx as nx
+
+        g = nx.MultiDiGraph()
+        for lid, layer in self.layers.items():
+            g.add_node(lid, layer=layer)
+        for u, nbrs in self.succ.items():
+            for v, keys in nbrs.items():
+                for key, d in keys.items():
+                    g.add_edge(u, v, key=key, **d)
+        return g
 
 
 @dataclass
 class LayerGraph:
     """What the graph pass derives from one network (the model's or a body's).
 
-    `graph` has one node per layer id (attribute `layer`); an edge u->v carries `out` (the
-    producer's output position), `inp` (the consumer's input position) and the XML `line`.
+    `graph` has one node per layer id; an edge u->v carries `out` (the producer's output
+    position), `inp` (the consumer's input position) and the XML `line`.
     """
 
-    graph: nx.MultiDiGraph
+    graph: PortGraph
     order: list[str] | None              # topological order; None when there is a cycle
     cycle: set[str] = field(default_factory=set)    # layers on a cycle (reported)
     unused: set[str] = field(default_factory=set)   # layers no Result or Assign depends on
@@ -32,9 +106,7 @@ def build_graph(doc: IRDocument, diag: Collector, *, body: bool = False) -> Laye
     way; `body` only changes the wording of "no Result".
     """
     layers = {layer.id: layer for layer in doc.layers}
-    g = nx.MultiDiGraph()
-    for layer in doc.layers:
-        g.add_node(layer.id, layer=layer)
+    g = PortGraph(doc.layers)
     succ, indegree, taken, meant = _resolve_edges(doc, layers, g, diag)
     _check_unconnected_inputs(doc, taken, meant, diag)
     order = _topological_order(layers, succ, indegree)
@@ -117,17 +189,20 @@ def _check_unconnected_inputs(doc, taken, meant, diag) -> None:
 def _report_cycles(doc, layers, g, diag) -> set[str]:
     """Name one loop per strongly connected component; the layers on cycles.
 
-    Only a graph with a cycle needs networkx's components: on a 10,000-layer chain they
-    cost more than the rest of the graph pass.
+    Only a graph with a cycle needs networkx's components (and networkx itself: importing
+    it costs more than reading a small model).
     """
+    import networkx as nx
+
     cycle_nodes: set[str] = set()
-    for component in nx.strongly_connected_components(g):
+    ng = g.to_networkx()
+    for component in nx.strongly_connected_components(ng):
         if len(component) > 1 or any(g.has_edge(n, n) for n in component):
             ordered = [layer.id for layer in doc.layers if layer.id in component]
             cycle_nodes |= component
             first = layers[ordered[0]]
             # One loop along its edges, from the component's first layer in the file.
-            loop = [u for u, _, _ in nx.find_cycle(g.subgraph(component), ordered[0])]
+            loop = [u for u, _, _ in nx.find_cycle(ng.subgraph(component), ordered[0])]
             names = " -> ".join(f"'{layers[n].name}' (id {n})" for n in loop + [loop[0]])
             more = len(component) - len(loop)
             extra = f" (and {more} more layer{'s' if more != 1 else ''} on loops through these)" \
@@ -170,9 +245,9 @@ def _topological_order(layers, succ, indegree) -> list[str] | None:
     return order if len(order) == len(layers) else None
 
 
-def ancestors_and_self(g: nx.MultiDiGraph, roots) -> set[str]:
+def ancestors_and_self(g, roots) -> set[str]:
     """The roots and every layer they depend on, in one walk for all roots
-    (nx.ancestors walks the graph once per root)."""
+    (nx.ancestors walks the graph once per root). `g`: a PortGraph or a networkx graph."""
     pred = g.pred
     seen = set(roots)
     stack = list(seen)

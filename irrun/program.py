@@ -13,12 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-import networkx as nx
-
 from . import checks, registry, subgraph
 from .errors import Collector, IrrunError, UnsupportedError
 from .etypes import element_type, nbytes
-from .graph import build_graph
+from .graph import PortGraph, build_graph
 from .config import config
 from .infer import FOLD_MAX_ELEMENTS, check_declared_inputs, check_declared_outputs, infer_node
 from .reader import IRDocument, Layer, read_document
@@ -55,7 +53,7 @@ class Node:
 class Program:
     path: str
     doc: IRDocument | None
-    graph: nx.MultiDiGraph | None
+    graph: PortGraph | None
     nodes: dict[str, Node]
     order: list[str]                  # topological order of every layer
     parameters: list[Node]            # document order
@@ -244,8 +242,10 @@ def _prepare(doc: IRDocument, path: str, diag: Collector, owner: Node | None = N
     order = derived.order
     if order is None:
         # Infer everything outside a cycle (already reported); layers fed by one are skipped.
-        cycle = derived.cycle
-        order = list(nx.topological_sort(graph.subgraph(n for n in graph if n not in cycle)))
+        import networkx as nx   # only for a broken file: not imported to load a good one
+
+        cycle, ng = derived.cycle, graph.to_networkx()
+        order = list(nx.topological_sort(ng.subgraph(n for n in ng if n not in cycle)))
     parameters = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "parameter"]
     results = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "result"]
     program = Program(path, doc, graph, nodes, order, parameters, results, diag.items, None,

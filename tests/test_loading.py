@@ -106,7 +106,7 @@ def test_a_2000_layer_chain_loads_and_runs(tmp_path):
                for d in program.diagnostics)
     assert len(program.nodes) == 2 + 500 * 4 + 10
     # The run order is networkx's topological order, every layer once.
-    assert program.order == list(nx.topological_sort(program.graph))
+    assert program.order == list(nx.topological_sort(program.graph.to_networkx()))
     assert program.cycle == set() and program.unused == set()
     model = irrun.read_model(xml)
     # Every layer runs but the Result (the plan stops at the tensor it returns).
