@@ -11,6 +11,8 @@ as a usage error (exit status 2) before any model is read.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import math
 import os
@@ -91,8 +93,31 @@ def _parse(max_bytes_text: str, threads_text: str, fold_text: str = "") -> Confi
     return Config(max_bytes, threads, fold_text != "0")
 
 
+_PINNED: contextvars.ContextVar = contextvars.ContextVar("irrun_config", default=None)
+
+
 def config() -> Config:
-    """The settings in force (parsed once per distinct environment text)."""
+    """The settings in force (parsed once per distinct environment text; during a run, the
+    ones read when it started: see pinned)."""
+    pinned = _PINNED.get()
+    if pinned is not None:
+        return pinned
     env = os.environ
     return _parse(env.get("IRRUN_MAX_BYTES", "").strip(), env.get("IRRUN_THREADS", "").strip(),
                   env.get("IRRUN_FOLD", "").strip())
+
+
+@contextlib.contextmanager
+def pinned():
+    """The settings read once for a whole run: kernels and the executor ask for them at
+    every layer, and reading three environment variables each time cost a tenth of a small
+    model's run."""
+    try:
+        settings = config()
+    except ConfigError:
+        settings = None       # not pinned: each reader raises the error as it would
+    token = _PINNED.set(settings)
+    try:
+        yield
+    finally:
+        _PINNED.reset(token)

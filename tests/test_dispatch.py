@@ -87,3 +87,28 @@ def test_a_dynamic_shape_is_checked_against_its_interval(op, tmp_path):
     with pytest.raises(irrun.OpError, match=r"output 0 has shape \[6\] but inference "
                                             r"promised \[1\.\.4,3\]"):
         m.infer({"x": X})
+
+
+def test_the_rule_rerun_on_dynamic_inputs_is_skipped_only_for_the_same_inputs(tmp_path):
+    # A dynamic layer's shape rule runs on the real inputs; it is remembered per layer for
+    # the inputs it last accepted (types, shapes, small values), never for others.
+    b = IRBuilder()
+    a = b.parameter("a", "f32", "?,?", [-1, -1])
+    w = b.parameter("w", "f32", "?,?", [-1, -1])
+    target = b.parameter("target", "i64", "2", [2])
+    mm = b.op("MatMul", "opset1", [a, w], [0, 1], [2], name="mm", out_dims=[[-1, -1]],
+              out_precisions=["FP32"])
+    r = b.op("Reshape", "opset1", [(mm, 2), target], [0, 1], [2], {"special_zero": "false"},
+             name="r", out_dims=[[-1, -1]], out_precisions=["FP32"])
+    b.result((r, 2), "y")
+    m = irrun.read_model(b.write(tmp_path))
+    ok = {"a": np.ones((2, 3), np.float32), "w": np.ones((3, 4), np.float32),
+          "target": np.array([4, 2], np.int64)}
+    for _ in range(2):
+        assert m.infer(ok)["y"].shape == (4, 2)
+    with pytest.raises(irrun.ShapeError, match="layer 'mm'.*inner dims differ"):
+        m.infer({**ok, "w": np.ones((2, 4), np.float32)})          # another shape
+    with pytest.raises(irrun.ShapeError, match=r"layer 'r'.*cannot reshape input shape \[2, 4\]"):
+        m.infer({**ok, "target": np.array([3, 2], np.int64)})      # same shape, other values
+    assert m.infer({**ok, "target": np.array([8, 1], np.int64)})["y"].shape == (8, 1)
+    assert m.infer(ok)["y"].shape == (4, 2)

@@ -602,12 +602,12 @@ def test_a_directory_in_validates_file_list_is_reported_and_the_run_goes_on(tmp_
 def test_io_failures_are_ordinary_errors_naming_the_path(tmp_path, monkeypatch):
     xml = passthrough(tmp_path, ["x"])
     inputs = feed_file(tmp_path, {"x": np.zeros(2, np.float32)})
-    import irrun.cli
+    import irrun.feed
 
     def broken_read(*args, **kwargs):
         raise OSError(5, "Input/output error", str(xml))
 
-    monkeypatch.setattr(irrun.cli, "load_npz", broken_read)
+    monkeypatch.setattr(irrun.feed, "load_npz", broken_read)   # the CLI imports it per run
     r = run_cli(xml, "--inputs", inputs)
     assert r.exit_code == 1
     assert r.output.strip() == f"{xml}: error: Input/output error"
@@ -616,7 +616,7 @@ def test_io_failures_are_ordinary_errors_naming_the_path(tmp_path, monkeypatch):
         raise ValueError("array is too big; `arr.size * arr.dtype.itemsize` is larger than "
                          "the maximum possible size.")
 
-    monkeypatch.setattr(irrun.cli, "load_npz", too_big)
+    monkeypatch.setattr(irrun.feed, "load_npz", too_big)
     r = run_cli(xml, "--inputs", inputs)
     assert r.exit_code == 1
     assert r.output.startswith("error: out of memory") and "irrun bug" not in r.output
