@@ -6,6 +6,7 @@ torch.fx adds "While executing <node>".
 """
 from __future__ import annotations
 
+import contextvars
 import time
 from dataclasses import dataclass
 
@@ -201,6 +202,9 @@ class State:
     pending: dict
 
 
+_running: contextvars.ContextVar = contextvars.ContextVar("irrun_running", default=False)
+
+
 def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
             keep_all: bool = False, state: State | None = None) -> list[np.ndarray] | tuple[list, dict]:
     """Run the plan. `feeds` maps Parameter layer ids to checked arrays.
@@ -217,8 +221,17 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
     # Overflow to inf and NaN from 0/0 are what IR semantics compute, not a reason for NumPy
     # to print warnings mid-run (--check-nan finds them); set once here, not per kernel.
     try:
-        with np.errstate(all="ignore"), pinned():
+        if _running.get():
+            # A body's run (Loop, If, TensorIterator) inside a layer of an outer run, which
+            # set these up already: a Loop runs its body once per iteration.
             _run_steps(program, plan, feeds, listener, keep_all, values, clock, state)
+        else:
+            running = _running.set(True)
+            try:
+                with np.errstate(all="ignore"), pinned():
+                    _run_steps(program, plan, feeds, listener, keep_all, values, clock, state)
+            finally:
+                _running.reset(running)
     finally:
         current_state.reset(state_token)
         current_listener.reset(token)
@@ -230,7 +243,7 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
 
 def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=None):
     """The interpreter loop: fills `values` slot by slot."""
-    budget = LiveBudget()   # IRRUN_MAX_BYTES for all live tensors, not only each one
+    budget = LiveBudget(slots=plan.n_slots)   # IRRUN_MAX_BYTES for all live tensors, not only each one
     limit = budget.limit
     track = plan.most_bytes is None or plan.most_bytes > limit // 4
     ndarray = np.ndarray

@@ -177,9 +177,17 @@ class LiveBudget:
     allocation and is not counted.
     """
 
-    def __init__(self, limit: int | None = None):
+    # Buffers of at most this many bytes go uncounted when the run's slots could not hold
+    # more than a quarter of the limit in them (see small_for): counting every tiny tensor
+    # of a Loop body cost a sixth of its run.
+    SMALL = 1 << 16
+
+    def __init__(self, limit: int | None = None, slots: int | None = None):
         self.limit = max_tensor_bytes() if limit is None else limit
         self.live = 0
+        # Each slot holds one array: n slots of small buffers are n * SMALL bytes at most.
+        self.small = self.SMALL if slots is not None and slots * self.SMALL <= self.limit // 4 \
+            else -1
         self._held: dict[int, list] = {}     # id(buffer) -> [buffer, slots holding it]
         self._slot: dict[int, int] = {}      # slot -> id(buffer)
 
@@ -196,7 +204,10 @@ class LiveBudget:
             self._refuse(need)
 
     def hold(self, slots, arrays) -> None:
+        small = self.small
         for slot, a in zip(slots, arrays):
+            if a.base is None and a.nbytes <= small:
+                continue          # its own small buffer (a view could hold a large one)
             base = a
             while isinstance(base.base, np.ndarray):
                 base = base.base

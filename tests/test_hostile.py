@@ -672,3 +672,19 @@ def test_numpy_array_is_too_big_in_a_kernel_is_a_located_resource_error(tmp_path
 def test_the_integer_grammar_on_long_numbers(text, value):
     from irrun.reader import ov_int
     assert ov_int(text) == value
+
+
+def test_small_buffers_go_uncounted_only_where_they_cannot_add_up():
+    from irrun.errors import ResourceError
+    from irrun.weights import LiveBudget
+
+    tight = LiveBudget(limit=200_000, slots=8)     # 8 x 64 KiB > limit / 4: all counted
+    with pytest.raises(ResourceError, match="live tensors would need"):
+        for slot in range(4):
+            tight.hold([slot], [np.zeros(60_000, np.uint8)])
+    roomy = LiveBudget(limit=1 << 30, slots=8)
+    for slot in range(8):
+        roomy.hold([slot], [np.zeros(60_000, np.uint8)])
+    assert roomy.live == 0
+    roomy.hold([8], [np.zeros(1 << 20, np.uint8)[:10]])   # a small view of a large buffer
+    assert roomy.live == 1 << 20
