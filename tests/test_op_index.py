@@ -68,6 +68,7 @@ def test_a_small_validate_imports_only_its_kernels():
                                    "irrun.ops.activation", "irrun.ops.movement",
                                    "irrun.ops.shape", "irrun.ops.matmul"}
     assert "irrun.ops.detection" not in seen["modules"]
+    assert not [m for m in seen["modules"] if m.split(".")[0] == "networkx"]
 
 
 def test_a_lookup_imports_the_module_of_its_type_only():
