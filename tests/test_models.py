@@ -26,11 +26,13 @@ def _load(path: Path) -> dict[str, np.ndarray]:
 
 # Models compared relative to each output's scale (its standard deviation): (the largest and
 # the mean |irrun - OpenVINO| allowed, as fractions of it). f32 image nets: 1e-4, as the issue
-# asks. The INT8 net: OpenVINO's own float-FakeQuantize path and its int8 path differ by up to
-# 0.42 (mean up to 0.16) of the logits' scale on 21 inputs (see models/README.md), since one
-# level flipped by an ulp early on propagates; irrun computes the float path.
+# asks (the detector's boxes and scores too; its labels, integers, are compared exactly, and
+# the detection counts are the shapes). The INT8 net: OpenVINO's own float-FakeQuantize path
+# and its int8 path differ by up to 0.42 (mean up to 0.16) of the logits' scale on 21 inputs
+# (see models/README.md), since one level flipped by an ulp early on propagates; irrun
+# computes the float path.
 SCALED = {"mobilenet_v3_small": (1e-4, 1e-4), "tiny_unet": (1e-4, 1e-4),
-          "mobilenet_v3_small_int8": (0.6, 0.25)}
+          "ssdlite_detector": (1e-4, 1e-4), "mobilenet_v3_small_int8": (0.6, 0.25)}
 
 
 def _assert_close(got: np.ndarray, expected: np.ndarray, what: str) -> None:
@@ -188,7 +190,7 @@ def _keras_bilstm_ctc_feeds(folder, rng):
 
 
 FRESH = {"dlrm": _dlrm_feeds, "mobilenet_v3_small": _image_feeds, "mobilenet_v3_small_int8": _image_feeds,
-         "tiny_unet": _image_feeds, "torch_bilstm_ctc": _torch_bilstm_ctc_feeds, "ctr_wide_deep": _ctr_feeds, "crnn": _crnn_feeds,
+         "tiny_unet": _image_feeds, "ssdlite_detector": _image_feeds, "torch_bilstm_ctc": _torch_bilstm_ctc_feeds, "ctr_wide_deep": _ctr_feeds, "crnn": _crnn_feeds,
          "keras_gru_classifier": _keras_gru_feeds, "torch_scripted_loop": _torch_scripted_loop_feeds,
          "onnx_scan_rnn": _onnx_scan_feeds, "keras_bilstm_ctc": _keras_bilstm_ctc_feeds,
          "tiny_bert": _token_feeds, "tiny_bert_onnx": _token_feeds, "tiny_gpt2": _token_feeds,
