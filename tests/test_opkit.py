@@ -180,3 +180,17 @@ def _buggy_xml(shape="2,3", dims="<dim>2</dim><dim>3</dim>"):
   </edges>
 </net>
 """
+
+
+def test_a_large_float_cast_on_threads_is_the_same_cast(monkeypatch):
+    from irrun.opkit import convert_array
+    from irrun.opkit.numeric import PARALLEL_CAST_ELEMENTS
+
+    monkeypatch.setenv("IRRUN_THREADS", "2")
+    every_half = np.arange(1 << 16, dtype=np.uint16).view(np.float16)   # NaNs, infs, subnormals
+    x = np.tile(every_half, 2 * PARALLEL_CAST_ELEMENTS // every_half.size + 1)
+    got = convert_array(x, "f32")
+    assert got.dtype == np.float32 and got.shape == x.shape
+    assert np.array_equal(got.view(np.uint32), x.astype(np.float32).view(np.uint32))
+    shaped = x[:3 * PARALLEL_CAST_ELEMENTS // 2 * 2].reshape(2, -1)
+    assert np.array_equal(convert_array(shaped, "f64"), shaped.astype(np.float64), equal_nan=True)
