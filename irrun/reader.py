@@ -18,7 +18,7 @@ from .etypes import is_known, normalize_precision
 SUPPORTED_VERSIONS = (10, 11)
 
 
-@dataclass
+@dataclass(slots=True)
 class Port:
     id: int | None
     index: int                      # position inside <input> or <output>
@@ -109,7 +109,7 @@ class Subgraph:
     port_map_line: int | None       # the <port_map> element's line (None: there is none)
 
 
-@dataclass
+@dataclass(slots=True)
 class Edge:
     from_layer: str
     from_port: int | None
@@ -209,6 +209,14 @@ def ov_int(text) -> int | None:
     return value if _INT64[0] <= value <= _INT64[1] else None
 
 
+def _plain_id(text) -> str | None:
+    """An id of plain ASCII digits (the usual case) as OpenVINO compares it ("07" is "7"),
+    or None for anything that needs ov_int's full grammar (or is missing)."""
+    if text is not None and 0 < len(text) < 19 and text.isascii() and text.isdigit():
+        return text if text[0] != "0" or len(text) == 1 else str(int(text))
+    return None
+
+
 def _clip(text: str, width: int = 40) -> str:
     return text if len(text) <= width else text[:width] + "..."
 
@@ -223,25 +231,60 @@ def _int(text, what, line, diag, layer=None, code="bad-number", unsigned=False):
     return value
 
 
-def _first_children(el, tags: tuple[str, ...]) -> dict:
+def _children(el, tag: str) -> list:
+    """The child elements with this tag (none when el is None): list(el.iterchildren(tag))."""
+    return [] if el is None else [child for child in el if child.tag == tag]
+
+
+def _first_children(el, tags) -> dict:
     """{tag: the first child element with that tag}, what el.find(tag) returns for each,
-    in one pass over the children instead of one ElementPath search per tag."""
+    in one pass over the children instead of one ElementPath search per tag. `tags`: a
+    frozenset is fastest (a plain loop over the children comparing tags takes half the
+    time of iterchildren(*tags); comments and PIs are removed by the parser, and their
+    tags, like an entity's, are functions that match no name)."""
     found = {}
-    for child in el.iterchildren(*tags):
-        found.setdefault(child.tag, child)
+    for child in el:
+        tag = child.tag
+        if tag in tags and tag not in found:
+            found[tag] = child
     return found
+
+
+# Whether a port precision is known, by its spelling (a file spells a handful of them).
+_PRECISION_KNOWN: dict[str, bool] = {}
+
+
+def _precision_known(precision: str) -> bool:
+    known = _PRECISION_KNOWN.get(precision)
+    if known is None:
+        known = is_known(normalize_precision(precision) or "")
+        if len(_PRECISION_KNOWN) < 256:    # a hostile file may spell thousands
+            _PRECISION_KNOWN[precision] = known
+    return known
 
 
 def _ports(parent, layer: Layer, diag: Collector) -> list[Port]:
     ports = []
     if parent is None:
         return ports
-    # iterchildren(tag) finds the same direct children as iterfind(tag) without ElementPath's
-    # per-call overhead, which was a third of the reader's time on a 10,000-layer file.
-    for index, el in enumerate(parent.iterchildren("port")):
-        pid = _int(el.get("id"), "port id", el.sourceline, diag, layer, "bad-port")
+    # A loop over the children finds the same ones as iterfind("port") without ElementPath's
+    # per-call overhead (a third of the reader's time on a 10,000-layer file), and without
+    # the cost of an iterchildren("port") iterator per <input> and <output>.
+    index = -1
+    for el in parent:     # the <port> children; a loop comparing tags (see _first_children)
+        if el.tag != "port":
+            continue
+        index += 1
+        line = el.sourceline
+        text = el.get("id")
+        if text is not None and 0 < len(text) < 19 and text.isascii() and text.isdigit():
+            pid = int(text)    # what _int gives for plain digits, without its two calls
+        else:
+            pid = _int(text, "port id", line, diag, layer, "bad-port")
         dims = []
-        for d in el.iterchildren("dim"):
+        for d in el:
+            if d.tag != "dim":
+                continue
             text = d.text or ""
             try:
                 value = int(text.strip())
@@ -258,12 +301,13 @@ def _ports(parent, layer: Layer, diag: Collector) -> list[Port]:
             if dims is not None:
                 dims.append(value)
         precision = el.get("precision")
-        if precision is not None and not is_known(normalize_precision(precision) or ""):
+        if precision is not None and not _precision_known(precision):
             diag.error("bad-precision", f"port {el.get('id')}: unknown precision '{precision}'",
-                       line=el.sourceline, layer=layer)
+                       line=line, layer=layer)
             precision = None
-        names = [n.strip() for n in (el.get("names") or "").split(",") if n.strip()]
-        ports.append(Port(pid, index, precision, dims, names, el.sourceline))
+        names = el.get("names")
+        names = [n.strip() for n in names.split(",") if n.strip()] if names else []
+        ports.append(Port(pid, index, precision, dims, names, line))
     return ports
 
 
@@ -302,7 +346,7 @@ def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None
         return None
 
     layers_el = root.find("layers")
-    layer_els = list(layers_el.iterchildren("layer")) if layers_el is not None else []
+    layer_els = _children(layers_el, "layer")
     if layer_els and all(el.get("version") is None for el in layer_els) and \
             any("execTimeMcs" in etree.tostring(el, encoding=str) for el in layer_els[:50]):
         diag.error("exec-graph", "this is an execution-graph dump (benchmark_app -exec_graph_path "
@@ -317,6 +361,9 @@ def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None
 # The nested networks a layer may hold, each with the port map that wires it.
 _BODIES = (("body", "port_map"), ("then_body", "then_port_map"), ("else_body", "else_port_map"))
 _NESTED = tuple(t for pair in _BODIES for t in pair) + ("back_edges",)
+
+_NESTED_TAGS = frozenset(_NESTED)
+_LAYER_PARTS = frozenset(("data", "input", "output") + _NESTED)
 
 _PORT_MAP_INTS = ("axis", "start", "end", "stride", "part_size")
 _PURPOSES = ("current_iteration", "execution_condition")
@@ -377,7 +424,7 @@ def _subgraphs(parts: dict, layer: Layer, path: str, version: int, diag: Collect
             continue
         nested = _first_children(body_el, ("layers", "edges"))
         layers_el = nested.get("layers")
-        layer_els = list(layers_el.iterchildren("layer")) if layers_el is not None else []
+        layer_els = _children(layers_el, "layer")
         if layers_el is None:
             diag.error("bad-body", f"<{role}> has no <layers>", line=body_el.sourceline,
                        layer=layer)
@@ -408,7 +455,10 @@ def _network(layer_els, edges_el, path: str, version: int, diag: Collector):
     for el in layer_els:
         lid, ltype, lversion = el.get("id"), el.get("type"), el.get("version")
         name = el.get("name", "")
-        if lid is not None and lid.strip():
+        plain = _plain_id(lid)
+        if plain is not None:
+            lid = plain
+        elif lid is not None and lid.strip():
             number = ov_int(lid)
             if number is None or number < 0:
                 diag.error("bad-layer", f"layer id '{_clip(lid)}' is not a non-negative integer "
@@ -417,10 +467,14 @@ def _network(layer_els, edges_el, path: str, version: int, diag: Collector):
                                                            el.sourceline))
             else:
                 lid = str(number)    # as OpenVINO compares them: "07" is layer 7
-        layer = Layer(lid or "", name, ltype or "", lversion, el.sourceline)
+        line = el.sourceline
+        layer = Layer(lid or "", name, ltype or "", lversion, line)
         # An empty attribute is as good as a missing one (fuzzing found type="" slipping by).
-        missing = [a for a, v in (("id", lid), ("type", ltype), ("version", lversion))
-                   if v is None or not v.strip()]
+        if plain is not None and ltype and lversion and ltype.strip() and lversion.strip():
+            missing = None
+        else:
+            missing = [a for a, v in (("id", lid), ("type", ltype), ("version", lversion))
+                       if v is None or not v.strip()]
         if missing:
             diag.error("bad-layer", f"<layer> has no {', '.join(missing)} attribute (or it is empty)",
                        line=el.sourceline, layer=layer)
@@ -435,7 +489,7 @@ def _network(layer_els, edges_el, path: str, version: int, diag: Collector):
             diag.error("duplicate-id", f"layer id {lid} is used twice: here and at line {el.sourceline} "
                        f"('{name}')", line=other.line, layer=other)
             continue
-        parts = _first_children(el, ("data", "input", "output") + _NESTED)
+        parts = _first_children(el, _LAYER_PARTS)
         data_el = parts.get("data")
         if data_el is not None:
             layer.data = dict(data_el.attrib)
@@ -444,12 +498,22 @@ def _network(layer_els, edges_el, path: str, version: int, diag: Collector):
             layer.output_names = [n.strip() for n in el.get("output_names").split(",") if n.strip()]
         layer.inputs = _ports(parts.get("input"), layer, diag)
         layer.outputs = _ports(parts.get("output"), layer, diag)
-        layer.bodies = _subgraphs(parts, layer, path, version, diag)
+        if not _NESTED_TAGS.isdisjoint(parts):
+            layer.bodies = _subgraphs(parts, layer, path, version, diag)
         seen[lid] = layer
         layers.append(layer)
 
     edges: list[Edge] = []
-    for el in (edges_el.iterchildren("edge") if edges_el is not None else ()):
+    for el in _children(edges_el, "edge"):
+        # The usual edge: four plain ASCII numbers, nothing to report.
+        fl, fp, tl, tp = (el.get("from-layer"), el.get("from-port"), el.get("to-layer"),
+                          el.get("to-port"))
+        fl, tl = _plain_id(fl), _plain_id(tl)
+        if fl is not None and tl is not None and fp is not None and tp is not None and \
+                0 < len(fp) < 19 and 0 < len(tp) < 19 and fp.isascii() and tp.isascii() and \
+                fp.isdigit() and tp.isdigit():
+            edges.append(Edge(fl, int(fp), tl, int(tp), el.sourceline))
+            continue
         attrs = {a: el.get(a) for a in ("from-layer", "from-port", "to-layer", "to-port")}
         bad_ref = False
         for a in ("from-layer", "to-layer"):
