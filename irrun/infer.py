@@ -46,7 +46,23 @@ def _dims_disagree(declared: list[int], shape) -> bool:
     OpenVINO did when it wrote the file)."""
     if len(declared) != len(shape):
         return True
-    return any(d != -1 and not dim.contains(d) for d, dim in zip(declared, shape))
+    for d, dim in zip(declared, shape):
+        if d != -1 and not (dim.lo <= d and (dim.hi is None or d <= dim.hi)):
+            return True
+    return False
+
+
+# normalize_precision by spelling: every port of a file spells one of a handful.
+_NORMALIZED: dict[str, str | None] = {}
+
+
+def _normalized(precision: str) -> str | None:
+    found = _NORMALIZED.get(precision, False)
+    if found is False:
+        found = normalize_precision(precision)
+        if len(_NORMALIZED) < 256:
+            _NORMALIZED[precision] = found
+    return found
 
 
 def declared_problem(what: str, port, spec: TensorSpec, verb: str = "infers") -> str | None:
@@ -57,7 +73,7 @@ def declared_problem(what: str, port, spec: TensorSpec, verb: str = "infers") ->
     """
     notes = []
     if port.precision is not None:
-        declared = normalize_precision(port.precision)
+        declared = _normalized(port.precision)
         if declared and declared != spec.etype.name:
             notes.append(f"precision {port.precision} but {verb} {spec.etype.name}")
     if spec.shape is not None and port.dims is not None and _dims_disagree(port.dims, spec.shape):

@@ -21,7 +21,7 @@ from .config import config
 from .infer import FOLD_MAX_ELEMENTS, check_declared_inputs, check_declared_outputs, infer_node
 from .reader import IRDocument, Layer, read_document
 from .shapes import TensorSpec, is_static, parse_partial_shape, static_values
-from .weights import Weights, check_alloc, const_value
+from .weights import Weights, check_alloc, const_value, limit_pinned
 
 
 @dataclass
@@ -77,13 +77,42 @@ def _bin_path(xml_path: str, weights) -> str:
     return os.path.splitext(xml_path)[0] + ".bin"
 
 
-def _bind(node: Node, diag: Collector, unused: bool = False) -> None:
+def _lookup(type_: str, version: str, cache: dict):
+    """registry.lookup, once per (type, version) of a network: the OpDef or the failure."""
+    key = (type_, version)
+    found = cache.get(key)
+    if found is None:
+        try:
+            found = registry.lookup(type_, version)
+        except registry.LookupFailure as e:
+            found = e
+        cache[key] = found
+    return found
+
+
+def _parse_attrs(op, data: dict, cache: dict):
+    """registry.parse_attrs, once per op and distinct <data> of a network (a chain of
+    Converts spells a few). Only frozen attribute classes: their instances can be shared."""
+    params = getattr(op.attrs, "__dataclass_params__", None)
+    if params is None or not params.frozen:
+        return registry.parse_attrs(op.attrs, data)
+    key = (op.attrs, *data.items())
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = registry.parse_attrs(op.attrs, data)
+    return found
+
+
+def _bind(node: Node, diag: Collector, unused: bool = False, cache: dict | None = None) -> None:
+    """The layer's op and attributes; `cache` (one dict per network) shares the lookups and
+    parses of layers that spell the same type, version and <data>."""
     layer = node.layer
     if layer.version is None or not layer.type:
         return   # the reader reported the missing attribute
-    try:
-        node.op = registry.lookup(layer.type, layer.version)
-    except registry.LookupFailure as e:
+    cache = {} if cache is None else cache
+    found = _lookup(layer.type, layer.version, cache)
+    if isinstance(found, registry.LookupFailure):
+        e = found
         if unused:
             # OpenVINO only builds the layers some Result needs, so the model still loads.
             diag.warning(e.code, f"{e} (no Result needs this layer, so the model still runs)",
@@ -91,7 +120,8 @@ def _bind(node: Node, diag: Collector, unused: bool = False) -> None:
         else:
             diag.error(e.code, str(e), layer=layer)
         return
-    attrs, problems, unknown = registry.parse_attrs(node.op.attrs, layer.data)
+    node.op = found
+    attrs, problems, unknown = _parse_attrs(found, layer.data, cache)
     for _, message, code in problems:
         diag.error(code, message, line=layer.data_line, layer=layer)
     for name in unknown:
@@ -188,7 +218,7 @@ def load_program(xml_path, weights=None, *, mmap: bool = True, fold: bool | None
 
     mmap=False reads the .bin into a private copy instead of mapping it (irrun.weights).
     fold=False keeps every layer for run time (default: IRRUN_FOLD, on; see fold_node)."""
-    with _gc_paused():
+    with _gc_paused(), limit_pinned():
         return _load_program(xml_path, weights, mmap, config().fold if fold is None else fold)
 
 
@@ -229,13 +259,19 @@ def _prepare(doc: IRDocument, path: str, diag: Collector, owner: Node | None = N
     derived = build_graph(doc, diag, body=owner is not None)
     graph = derived.graph
     nodes = {layer.id: Node(layer) for layer in doc.layers}
-    for u, v, data in graph.edges(data=True):
-        node = nodes[v]
-        while len(node.inputs) <= data["inp"]:
-            node.inputs.append(None)
-        node.inputs[data["inp"]] = (u, data["out"])
+    for v, producers in graph.pred.items():
+        if not producers:
+            continue
+        inputs = nodes[v].inputs
+        for u, keys in producers.items():
+            for inp, data in keys.items():
+                if len(inputs) <= inp:
+                    inputs.extend([None] * (inp + 1 - len(inputs)))
+                inputs[inp] = (u, data["out"])
+    cache: dict = {}
+    unused = derived.unused
     for node in nodes.values():
-        _bind(node, diag, node.id in derived.unused)
+        _bind(node, diag, node.id in unused, cache)
         if node.layer.bodies or (node.op is not None and getattr(node.op.impl, "BODIES", None)):
             node.bodies = [_prepare(sub.doc, path, diag, node) for sub in node.layer.bodies]
             subgraph.attach(node, diag)
@@ -337,7 +373,8 @@ def infer_network(program: Program, diag: Collector,
                                line=node.layer.inputs[position].line, layer=node.layer)
             node.specs = None
             continue
-        if node.kind == "const":
+        kind = node.kind
+        if kind == "const":
             value = _load_const(node, wfile, bin_path, diag)
             if value is None:
                 continue
@@ -347,13 +384,13 @@ def infer_network(program: Program, diag: Collector,
             node.specs = out
             if known is not None:
                 known[lid] = value.nbytes
-        elif node.kind == "parameter" and given is not None:
+        elif kind == "parameter" and given is not None:
             node.specs = subgraph.body_parameter_spec(node, given.get(lid), diag)
         else:
             t0 = time.perf_counter()
             node.specs = infer_node(node, input_specs, diag,
                                     fold=not getattr(node.op.impl, "NO_FOLD", False))
-            if known is not None and node.kind == "op" and node.specs is not None:
+            if known is not None and kind == "op" and node.specs is not None:
                 fold_node(node, input_specs, known, time.perf_counter() - t0)
             if node.bodies:
                 subgraph.flush(node, diag)

@@ -146,8 +146,23 @@ def parse_dim(text: str) -> Dim:
     return Dim(lo, hi)
 
 
+# Parsed shapes by text: a file spells the same few shapes on many layers.
+_PARSED: dict[str, tuple[Dim, ...] | None] = {}
+
+
 def parse_partial_shape(text: str) -> tuple[Dim, ...] | None:
     """The IR partial-shape grammar: `1,3,?`, `-1`, `2..10`, `..5`, `3..`, `...`, `""`, `[1,?]`."""
+    if type(text) is str:
+        found = _PARSED.get(text, False)
+        if found is False:
+            found = _parse_partial_shape(text)   # a ValueError is not kept
+            if len(_PARSED) < 4096 and len(text) < 200:
+                _PARSED[text] = found
+        return found
+    return _parse_partial_shape(text)
+
+
+def _parse_partial_shape(text: str) -> tuple[Dim, ...] | None:
     s = text.strip()
     if s.startswith("[") and s.endswith("]"):
         s = s[1:-1].strip()

@@ -1,6 +1,7 @@
 """Const data: a read-only memory map of model.bin (or a private copy), decoded per Const without a copy."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap as _mmap
 import os
@@ -16,6 +17,26 @@ INT64_MAX = (1 << 63) - 1
 MAX_RANK = 64          # NumPy's limit on ndarray dims (numpy.core's NPY_MAXDIMS)
 
 
+_pinned_limit: int | None = None
+
+
+@contextlib.contextmanager
+def limit_pinned():
+    """Read the limit once for a block (a model's load) instead of at every check_alloc:
+    reading the environment is most of a check's cost when a file has a million layers.
+    A limit that cannot be read is not pinned (each check reports it, as before)."""
+    global _pinned_limit
+    before = _pinned_limit
+    try:
+        _pinned_limit = config().max_bytes
+    except ConfigError:
+        _pinned_limit = None
+    try:
+        yield
+    finally:
+        _pinned_limit = before
+
+
 def max_tensor_bytes() -> int:
     """The largest tensor irrun allocates: IRRUN_MAX_BYTES, else half of the memory available
     (see irrun.config).
@@ -24,6 +45,8 @@ def max_tensor_bytes() -> int:
     Const, a Parameter, an input array or a kernel output above this is refused before
     anything is allocated.
     """
+    if _pinned_limit is not None:
+        return _pinned_limit
     try:
         return config().max_bytes
     except ConfigError as e:
