@@ -1,0 +1,190 @@
+"""Where loading time goes: read_model / validate of a long chain and of one huge Concat.
+
+    python bench/loading.py                       # 200,000-layer chain, 1,000,000-input Concat
+    python bench/loading.py --chain 20000 --concat 100000      # smaller, for a smoke run
+    python bench/loading.py --concat-of const     # the Concat fed by Consts instead
+    python bench/loading.py --profile concat      # cProfile of one load, top 25 functions
+
+Each file is generated in a temporary folder and loaded in a fresh child process (so the
+peak RSS is that load's alone). The phases are timed by wrapping irrun.program's stages:
+parse (the XML reader), graph (edges, order, unused layers), bind (nodes, ops, attributes),
+infer (Const data, shape inference, folding) and validate (the whole-model checks and the
+sorting of diagnostics, what is left of load_program). Timing never goes into tests.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def chain_xml(path: str, layers: int) -> None:
+    """A Parameter, `layers` Converts (f16 <-> f32 alternating) and a Result, on [1]: the
+    file bench/run.py's loading row reads (its _convert_chain_xml), written without
+    importing that module's frameworks."""
+    out = ['<?xml version="1.0"?>\n<net name="chain" version="11">\n<layers>\n'
+           '<layer id="0" name="x" type="Parameter" version="opset1"><data shape="1" '
+           'element_type="f32"/><output><port id="0" precision="FP32" names="x"><dim>1</dim>'
+           '</port></output></layer>\n']
+    prev = "FP32"
+    for i in range(1, layers + 1):
+        t = ("f16", "f32")[(i - 1) % 2] if i < layers else "f32"
+        prec = "FP16" if t == "f16" else "FP32"
+        out.append(f'<layer id="{i}" name="c{i}" type="Convert" version="opset1">'
+                   f'<data destination_type="{t}"/><input><port id="0" precision="{prev}">'
+                   f'<dim>1</dim></port></input><output><port id="1" precision="{prec}">'
+                   f'<dim>1</dim></port></output></layer>\n')
+        prev = prec
+    out.append(f'<layer id="{layers + 1}" name="y" type="Result" version="opset1"><input>'
+               f'<port id="0" precision="FP32"><dim>1</dim></port></input></layer>\n'
+               '</layers>\n<edges>\n')
+    for i in range(1, layers + 2):
+        out.append(f'<edge from-layer="{i - 1}" from-port="{0 if i == 1 else 1}" '
+                   f'to-layer="{i}" to-port="0"/>\n')
+    out.append("</edges>\n</net>\n")
+    with open(path, "w") as f:
+        f.write("".join(out))
+
+
+def concat_xml(path: str, inputs: int, kind: str = "parameter") -> None:
+    """`inputs` Parameters (or f32 Consts) of shape [1] feeding one Concat, and a Result."""
+    out = ['<?xml version="1.0"?>\n<net name="concat" version="11">\n<layers>\n']
+    if kind == "parameter":
+        for i in range(inputs):
+            out.append(f'<layer id="{i}" name="p{i}" type="Parameter" version="opset1">'
+                       f'<data shape="1" element_type="f32"/><output><port id="0" '
+                       f'precision="FP32" names="p{i}"><dim>1</dim></port></output></layer>\n')
+    else:
+        for i in range(inputs):
+            out.append(f'<layer id="{i}" name="c{i}" type="Const" version="opset1">'
+                       f'<data element_type="f32" shape="1" offset="{4 * (i % 1024)}" size="4"/>'
+                       f'<output><port id="0" precision="FP32"><dim>1</dim></port></output>'
+                       f'</layer>\n')
+    ports = "".join(f'<port id="{i}" precision="FP32"><dim>1</dim></port>' for i in range(inputs))
+    out.append(f'<layer id="{inputs}" name="cat" type="Concat" version="opset1">'
+               f'<data axis="0"/><input>{ports}</input><output><port id="{inputs}" '
+               f'precision="FP32" names="y"><dim>{inputs}</dim></port></output></layer>\n')
+    out.append(f'<layer id="{inputs + 1}" name="y" type="Result" version="opset1"><input>'
+               f'<port id="0" precision="FP32"><dim>{inputs}</dim></port></input></layer>\n')
+    out.append("</layers>\n<edges>\n")
+    for i in range(inputs):
+        out.append(f'<edge from-layer="{i}" from-port="0" to-layer="{inputs}" to-port="{i}"/>\n')
+    out.append(f'<edge from-layer="{inputs}" from-port="{inputs}" to-layer="{inputs + 1}" '
+               'to-port="0"/>\n</edges>\n</net>\n')
+    with open(path, "w") as f:
+        f.write("".join(out))
+    if kind != "parameter":
+        import numpy as np
+        np.arange(1024, dtype=np.float32).tofile(os.path.splitext(path)[0] + ".bin")
+
+
+def _phases(xml: str, how: str) -> dict:
+    """Load `xml` once (how: read_model | validate) with each stage wrapped in a timer."""
+    t_import = time.perf_counter()
+    import irrun
+    from irrun import program as P
+    t_import = time.perf_counter() - t_import
+
+    spent: dict[str, float] = {}
+
+    def timed(name, fn):
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
+        return wrapper
+
+    P.read_document = timed("parse", P.read_document)
+    P.build_graph = timed("graph", P.build_graph)
+    P._prepare = timed("_prepare", P._prepare)
+    P.infer_network = timed("infer", P.infer_network)
+    t0 = time.perf_counter()
+    if how == "read_model":
+        irrun.read_model(xml)
+        count = None
+    else:
+        count = len(irrun.validate(xml))
+    total = time.perf_counter() - t0
+    # _prepare recurses into bodies; these files have none, so bind = _prepare - graph.
+    phases = {"parse": spent["parse"], "graph": spent["graph"],
+              "bind": spent["_prepare"] - spent["graph"], "infer": spent["infer"]}
+    phases["validate"] = total - sum(phases.values())
+    import resource
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"phases": phases, "total": total, "import": t_import, "rss": rss,
+            "diagnostics": count}
+
+
+def _child(xml: str, how: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", how, xml], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _row(label: str, r: dict) -> str:
+    p = r["phases"]
+    cells = "  ".join(f"{k} {v:6.2f}" for k, v in p.items())
+    extra = "" if r["diagnostics"] is None else f", {r['diagnostics']} diagnostics"
+    return (f"{label:34s} {cells}  | total {r['total']:6.2f} s, peak RSS "
+            f"{r['rss'] / 2**20:6.0f} MiB{extra}")
+
+
+def _profile(xml: str, how: str, top: int) -> None:
+    import cProfile
+    import pstats
+
+    import irrun
+    fn = irrun.read_model if how == "read_model" else irrun.validate
+    prof = cProfile.Profile()
+    prof.enable()
+    fn(xml)
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(top)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--chain", type=int, default=200_000, help="Converts in the chain (0: skip)")
+    ap.add_argument("--concat", type=int, default=1_000_000, help="Concat inputs (0: skip)")
+    ap.add_argument("--concat-of", choices=("parameter", "const"), default="parameter")
+    ap.add_argument("--profile", choices=("chain", "concat"),
+                    help="cProfile one validate of this file instead of timing the phases")
+    ap.add_argument("--child", nargs=2, metavar=("HOW", "XML"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(_phases(args.child[1], args.child[0])))
+        return
+    import irrun
+    print(f"irrun from {os.path.dirname(irrun.__file__)}, load average "
+          f"{os.getloadavg()[0]:.2f}, {os.cpu_count()} cores; times in s")
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        if args.chain:
+            files.append(("chain", f"{args.chain}-layer Convert chain", chain_xml, args.chain))
+        if args.concat:
+            files.append(("concat", f"Concat of {args.concat} {args.concat_of}s",
+                          lambda p, n: concat_xml(p, n, args.concat_of), args.concat))
+        for key, label, make, n in files:
+            if args.profile and args.profile != key:
+                continue
+            xml = os.path.join(tmp, f"{key}.xml")
+            t0 = time.perf_counter()
+            make(xml, n)
+            size = os.path.getsize(xml)
+            print(f"{label}: {size / 2**20:.0f} MiB of XML, written in "
+                  f"{time.perf_counter() - t0:.1f} s")
+            if args.profile:
+                _profile(xml, "validate", 25)
+                continue
+            for how in ("read_model", "validate"):
+                print(_row(f"  {how}", _child(xml, how)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
