@@ -43,6 +43,7 @@ class Step:
     need: int = 0                # the bytes of its static outputs (the live budget's check)
     single: tuple | None = None  # kind "run" with one output: its (dtype, shape) in `expect`
     checked: tuple | None = None  # the inputs (see _input_key) the rule last accepted
+    seen: tuple = ()             # per output: the last shape check_output accepted
 
 
 _STATE_OPS = {"readvalue": "reads", "assign": "writes"}
@@ -68,6 +69,7 @@ class Plan:
                 last_use[a] = position
             outs = tuple(slot_of[(lid, i)] for i in range(len(node.specs or ())))
             step = Step(node, node.kind, args, outs, ())
+            step.seen = (None,) * len(outs)
             if node.folded is not None:
                 # Computed once at load (irrun.program.fold_node): its inputs do not run.
                 step.kind, step.args = "folded", ()
@@ -304,12 +306,17 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                 if len(outputs) != len(step.outs):
                     raise OpError(f"internal error: the kernel returned {len(outputs)} outputs, "
                                   f"inference promised {len(step.outs)}")
+                seen = step.seen
                 for i, (v, (dtype, shape)) in enumerate(zip(outputs, step.expect)):
                     # The common case costs two comparisons; anything else (a dynamic
                     # shape, a mismatch, an ndarray subclass) takes the full check, which
-                    # words the error.
-                    if type(v) is not np.ndarray or v.dtype != dtype or v.shape != shape:
+                    # words the error. A dynamic output's shape that passed it before (the
+                    # promise does not change between runs) passes again.
+                    if type(v) is not np.ndarray or v.dtype != dtype or (
+                            v.shape != shape and v.shape != seen[i]):
                         check_output(node, i, v)
+                if step.recheck is not None:
+                    step.seen = tuple(v.shape for v in outputs)
                 if step.writes is not None and state is not None:
                     state.pending[step.writes] = outputs[0]
             if track:

@@ -23,6 +23,7 @@ RETURNS = {
     "list": lambda x: (x.tolist(),),
     "subclass": lambda x: (x.copy().view(Sub),),
     "two": lambda x: (x, x),
+    "flat_if_3": lambda x: (x.reshape(-1) if x.shape[0] == 3 else x.copy(),),
 }
 
 
@@ -112,3 +113,12 @@ def test_the_rule_rerun_on_dynamic_inputs_is_skipped_only_for_the_same_inputs(tm
         m.infer({**ok, "target": np.array([3, 2], np.int64)})      # same shape, other values
     assert m.infer({**ok, "target": np.array([8, 1], np.int64)})["y"].shape == (8, 1)
     assert m.infer(ok)["y"].shape == (4, 2)
+
+
+def test_a_dynamic_output_is_checked_at_every_run_whatever_passed_before(op, tmp_path):
+    m = model(tmp_path, "flat_if_3", "1..4,3", (-1, 3))
+    for _ in range(2):
+        assert m.infer({"x": X})["y"].shape == (2, 3)
+    with pytest.raises(irrun.OpError, match=r"output 0 has shape \[9\] but inference "
+                                            r"promised \[1\.\.4,3\]"):
+        m.infer({"x": np.zeros((3, 3), np.float32)})
