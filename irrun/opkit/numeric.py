@@ -170,22 +170,36 @@ def _poly(coeffs, z):
 
 
 def erf(x: np.ndarray) -> np.ndarray:
-    """erf of an f64 array (NaN stays NaN, +-inf gives +-1)."""
+    """erf of an f64 array (NaN stays NaN, +-inf gives +-1).
+
+    Each of fdlibm's ranges is evaluated on its own elements only (a GELU's inputs are
+    mostly in the first): the same formula per element as computing every range for all
+    of them and picking, at a third of the cost."""
     x = np.asarray(x, dtype=np.float64)
     ax = np.abs(x)
+    y = np.empty_like(x)
     with np.errstate(all="ignore"):
-        z = x * x
-        small = x + x * (_poly(_PP, z) / _poly(_QQ, z))                     # |x| < 0.84375
-        s = ax - 1.0
-        mid = _ERX + _poly(_PA, s) / _poly(_QA, s)                          # 0.84375 <= |x| < 1.25
-        inv = 1.0 / (ax * ax)
-        rs = np.where(ax < 1 / 0.35, _poly(_RA, inv) / _poly(_SA, inv), _poly(_RB, inv) / _poly(_SB, inv))
-        # exp(-x*x) split so its rounding error does not grow with x (fdlibm's trick).
-        hi = (ax.view(np.uint64) & np.uint64(0xFFFFFFFF00000000)).view(np.float64)
-        tail = 1.0 - np.exp(-hi * hi - 0.5625) * np.exp((hi - ax) * (hi + ax) + rs) / ax  # < 6
-        big = np.where(ax < 1.25, mid, np.where(ax < 6.0, tail, 1.0))
-        y = np.where(ax < 0.84375, small, np.copysign(big, x))
-    return np.where(np.isnan(x), x, y)
+        small = ax < 0.84375
+        v = x[small]
+        z = v * v
+        y[small] = v + v * (_poly(_PP, z) / _poly(_QQ, z))
+        mid = ~small & (ax < 1.25)
+        s = ax[mid] - 1.0
+        y[mid] = np.copysign(_ERX + _poly(_PA, s) / _poly(_QA, s), x[mid])
+        for tail, (r, q) in (((ax >= 1.25) & (ax < 1 / 0.35), (_RA, _SA)),
+                             ((ax >= 1 / 0.35) & (ax < 6.0), (_RB, _SB))):
+            a = ax[tail]
+            inv = 1.0 / (a * a)
+            rs = _poly(r, inv) / _poly(q, inv)
+            # exp(-x*x) split so its rounding error does not grow with x (fdlibm's trick).
+            hi = (a.view(np.uint64) & np.uint64(0xFFFFFFFF00000000)).view(np.float64)
+            value = 1.0 - np.exp(-hi * hi - 0.5625) * np.exp((hi - a) * (hi + a) + rs) / a
+            y[tail] = np.copysign(value, x[tail])
+        one = ax >= 6.0
+        y[one] = np.copysign(1.0, x[one])
+        nan = np.isnan(x)
+        y[nan] = x[nan]
+    return y
 
 
 # name -> (function on f64 (or exact on the input dtype), integer handling, accepted kinds)
