@@ -84,9 +84,20 @@ def declared_problem(what: str, port, spec: TensorSpec, verb: str = "infers") ->
     return None
 
 
+def _agrees(port, spec: TensorSpec) -> bool:
+    """Whether declared_problem finds nothing, without building its message (most ports)."""
+    if port.precision is not None:
+        declared = _normalized(port.precision)
+        if declared and declared != spec.etype.name:
+            return False
+    return spec.shape is None or port.dims is None or not _dims_disagree(port.dims, spec.shape)
+
+
 def check_declared_outputs(layer, specs: list[TensorSpec], diag) -> None:
     """Warn where the layer's <output> ports declare other types or dims than inferred."""
     for port, spec in zip(layer.outputs, specs):
+        if _agrees(port, spec):
+            continue
         problem = declared_problem(f"output port {port.id}", port, spec)
         if problem:
             diag.warning("declared-mismatch", problem, line=port.line, layer=layer)
@@ -99,7 +110,7 @@ def check_declared_inputs(layer, input_specs: list[TensorSpec | None], diag) -> 
     that declares the type and shape of a model output.
     """
     for port, spec in zip(layer.inputs, input_specs):
-        if spec is None:
+        if spec is None or _agrees(port, spec):
             continue
         problem = declared_problem(f"input port {port.id}", port, spec, "receives")
         if problem:

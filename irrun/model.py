@@ -10,7 +10,7 @@ from .errors import Diagnostic, FeedError, ModelError, ReadError
 from .executor import Plan, State, execute
 from .graph import ancestors_and_self
 from .feed import cast_input
-from .program import Program, load_program
+from .program import Program, gc_paused, load_program
 from .shapes import format_shape
 
 
@@ -382,6 +382,11 @@ def read_model(xml, weights=None, *, mmap: bool = True, fold: bool | None = None
     path = os.fspath(xml)
     if not os.path.exists(path):
         raise ReadError(f"no such model file: '{path}'", file=path)
+    with gc_paused():    # as load_program: the collector would walk every layer's objects
+        return _read_model(path, weights, mmap, fold)
+
+
+def _read_model(path, weights, mmap, fold) -> Model:
     program = load_program(path, weights, mmap=mmap, fold=fold)
     if not program.ok:
         raise ModelError(program.diagnostics)

@@ -24,7 +24,7 @@ from .shapes import TensorSpec, is_static, parse_partial_shape, static_values
 from .weights import Weights, check_alloc, const_value, limit_pinned
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     layer: Layer
     op: registry.OpDef | None = None
@@ -196,7 +196,7 @@ def _load_const(node: Node, weights: Weights | None, bin_path: str, diag: Collec
 
 
 @contextlib.contextmanager
-def _gc_paused():
+def gc_paused():
     """Pause the cyclic garbage collector while a model loads.
 
     Loading allocates a few tracked objects per layer (ports, lists, graph dicts) that all
@@ -218,7 +218,7 @@ def load_program(xml_path, weights=None, *, mmap: bool = True, fold: bool | None
 
     mmap=False reads the .bin into a private copy instead of mapping it (irrun.weights).
     fold=False keeps every layer for run time (default: IRRUN_FOLD, on; see fold_node)."""
-    with _gc_paused(), limit_pinned():
+    with gc_paused(), limit_pinned():
         return _load_program(xml_path, weights, mmap, config().fold if fold is None else fold)
 
 
@@ -358,7 +358,7 @@ def infer_network(program: Program, diag: Collector,
             if node.bodies:
                 subgraph.check_alone(node, input_specs, diag)
             continue
-        if len(node.inputs) != len(node.layer.inputs) or any(i is None for i in node.inputs):
+        if len(node.inputs) != len(node.layer.inputs) or None in node.inputs:
             continue   # an unconnected input is already reported
         if any(s is None for s in input_specs):
             # An earlier layer failed (already reported; do not cascade errors), unless the

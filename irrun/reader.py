@@ -28,7 +28,7 @@ class Port:
     line: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Layer:
     id: str
     name: str
@@ -41,6 +41,9 @@ class Layer:
     outputs: list[Port] = field(default_factory=list)
     output_names: list[str] | None = None   # Result's output_names (v11)
     bodies: list[Subgraph] = field(default_factory=list)   # Loop/TensorIterator/If networks
+    # Port id -> position tables (see _position); not compared or shown.
+    _index_inputs: tuple | None = field(default=None, repr=False, compare=False)
+    _index_outputs: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def op_label(self) -> str:
@@ -58,12 +61,13 @@ def _position(layer: Layer, which: str, port_id) -> int | None:
     """The position of the first port with this id, from a dict built once per layer (a scan
     per edge was quadratic: a Concat with 40,000 inputs took a minute to read)."""
     ports = getattr(layer, which)
-    cached = layer.__dict__.get("_index_" + which)    # not a field: eq and repr ignore it
+    cached = getattr(layer, "_index_" + which)
     if cached is None or cached[0] is not ports or cached[1] != len(ports):
         table: dict = {}
         for p in ports:
             table.setdefault(p.id, p.index)
-        cached = layer.__dict__["_index_" + which] = (ports, len(ports), table)
+        cached = (ports, len(ports), table)
+        setattr(layer, "_index_" + which, cached)
     return cached[2].get(port_id)
 
 
