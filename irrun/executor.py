@@ -44,6 +44,8 @@ class Step:
     single: tuple | None = None  # kind "run" with one output: its (dtype, shape) in `expect`
     checked: tuple | None = None  # the inputs (see _input_key) the rule last accepted
     seen: tuple = ()             # per output: the last shape check_output accepted
+    counted: bool = True         # whether the live budget counts its outputs: a Const's or
+                                 # a folded layer's are the model's, not the run's
 
 
 _STATE_OPS = {"readvalue": "reads", "assign": "writes"}
@@ -72,7 +74,9 @@ class Plan:
             step.seen = (None,) * len(outs)
             if node.folded is not None:
                 # Computed once at load (irrun.program.fold_node): its inputs do not run.
-                step.kind, step.args = "folded", ()
+                step.kind, step.args, step.counted = "folded", (), False
+            elif node.kind == "const":
+                step.counted = False
             elif node.kind == "op":
                 in_specs = [program.nodes[src].specs[out] for src, out in node.inputs]
                 if not all(is_static(s.shape) for s in list(in_specs) + list(node.specs)):
@@ -319,7 +323,7 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                     step.seen = tuple(v.shape for v in outputs)
                 if step.writes is not None and state is not None:
                     state.pending[step.writes] = outputs[0]
-            if track:
+            if track and step.counted:
                 budget.hold(step.outs, outputs)
         except OpProblem as e:
             # fail() at run time: from the kernel it is an OpError; from the shape rule re-run
