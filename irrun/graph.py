@@ -24,12 +24,10 @@ class PortGraph:
     __slots__ = ("layers", "succ", "pred", "_edge_count")
 
     def __init__(self, layers=()):
-        self.layers: dict = {}       # layer id -> Layer
-        self.succ: dict[str, dict[str, dict[int, dict]]] = {}
-        self.pred: dict[str, dict[str, dict[int, dict]]] = {}
+        self.layers: dict = {layer.id: layer for layer in layers}    # layer id -> Layer
+        self.succ: dict[str, dict[str, dict[int, dict]]] = {lid: {} for lid in self.layers}
+        self.pred: dict[str, dict[str, dict[int, dict]]] = {lid: {} for lid in self.layers}
         self._edge_count = 0
-        for layer in layers:
-            self.add_node(layer.id, layer)
 
     def add_node(self, lid: str, layer=None) -> None:
         if lid not in self.layers:
@@ -105,11 +103,11 @@ def build_graph(doc: IRDocument, diag: Collector, *, body: bool = False) -> Laye
     input index (ir-format.md). A body (of a Loop, TensorIterator or If) is checked the same
     way; `body` only changes the wording of "no Result".
     """
-    layers = {layer.id: layer for layer in doc.layers}
     g = PortGraph(doc.layers)
-    succ, indegree, taken, meant = _resolve_edges(doc, layers, g, diag)
+    layers = g.layers
+    indegree, taken, meant = _resolve_edges(doc, layers, g, diag)
     _check_unconnected_inputs(doc, taken, meant, diag)
-    order = _topological_order(layers, succ, indegree)
+    order = _topological_order(layers, g.succ, indegree)
     cycle = set() if order is not None else _report_cycles(doc, layers, g, diag)
     unused = _find_unused(doc, g, diag, body)
     return LayerGraph(g, order, cycle, unused)
@@ -118,11 +116,12 @@ def build_graph(doc: IRDocument, diag: Collector, *, body: bool = False) -> Laye
 def _resolve_edges(doc, layers, g, diag):
     """Add each well-formed <edge> to g; report the others at their line.
 
-    Returns plain-dict adjacency (successor edge counts, in-degrees) for the ordering, the
-    taken input ports {(layer id, input position): edge line}, and the layers a broken edge
-    was meant to feed (their unconnected inputs are the same problem, reported once).
+    Returns the in-degrees (for the ordering), the taken input ports {(layer id, input
+    position): edge line}, and the layers a broken edge was meant to feed (their
+    unconnected inputs are the same problem, reported once).
     """
-    succ: dict[str, dict[str, int]] = {lid: {} for lid in layers}
+    gsucc, gpred = g.succ, g.pred
+    edge_count = 0
     indegree = dict.fromkeys(layers, 0)
     taken: dict[tuple[str, int], int] = {}
     meant: set[str] = set()
@@ -141,7 +140,9 @@ def _resolve_edges(doc, layers, g, diag):
             if dst is not None:
                 meant.add(dst.id)
             continue
-        out = src.output_position(e.from_port)
+        ports = src.outputs    # one port (most layers): its position is 0
+        out = (0 if ports[0].id == e.from_port else None) if len(ports) == 1 else \
+            src.output_position(e.from_port)
         if out is None and any(p.id is None for p in src.outputs):
             meant.add(dst.id)   # a port id that is not a number is reported already
             continue
@@ -152,7 +153,9 @@ def _resolve_edges(doc, layers, g, diag):
                        layer=src)
             meant.add(dst.id)
             continue
-        inp = dst.input_position(e.to_port)
+        ports = dst.inputs
+        inp = (0 if ports[0].id == e.to_port else None) if len(ports) == 1 else \
+            dst.input_position(e.to_port)
         if inp is None and any(p.id is None for p in dst.inputs):
             meant.add(dst.id)
             continue
@@ -168,12 +171,17 @@ def _resolve_edges(doc, layers, g, diag):
                        f"{taken[(dst.id, inp)]}); each input port takes exactly one", line=e.line,
                        layer=dst)
             continue
-        taken[(dst.id, inp)] = e.line
-        g.add_edge(src.id, dst.id, key=inp, out=out, inp=inp, line=e.line)
-        # Successors in networkx's order: first edge to each one first.
-        succ[src.id][dst.id] = succ[src.id].get(dst.id, 0) + 1
-        indegree[dst.id] += 1
-    return succ, indegree, taken, meant
+        u, v = src.id, dst.id
+        taken[(v, inp)] = e.line
+        # PortGraph.add_edge, inlined: one call per edge was a tenth of the graph pass.
+        keys = gsucc[u].get(v)
+        if keys is None:
+            keys = gsucc[u][v] = gpred[v][u] = {}
+        keys[inp] = {"out": out, "inp": inp, "line": e.line}
+        edge_count += 1
+        indegree[v] += 1
+    g._edge_count += edge_count
+    return indegree, taken, meant
 
 
 def _check_unconnected_inputs(doc, taken, meant, diag) -> None:
@@ -231,15 +239,17 @@ def _find_unused(doc, g, diag, body: bool) -> set[str]:
 def _topological_order(layers, succ, indegree) -> list[str] | None:
     """The order nx.topological_sort(g) gives, or None when the graph has a cycle.
 
-    The same Kahn walk (sources in file order, then each layer's consumers in edge order as
-    their last input is reached), over plain dicts: networkx's generators cost ~20 µs a layer.
-    Keeping networkx's order keeps the run order and the diagnostics' order as they were.
+    `succ[u][v]` holds the edges u -> v (PortGraph.succ: their keys); `indegree[v]` counts
+    v's edges. The same Kahn walk (sources in file order, then each layer's consumers in
+    edge order as their last input is reached), over plain dicts: networkx's generators
+    cost ~20 µs a layer. Keeping networkx's order keeps the run order and the diagnostics'
+    order as they were.
     """
     remaining = dict(indegree)
     order = [lid for lid in layers if remaining[lid] == 0]
     for u in order:   # the list grows while it is walked: a FIFO queue
-        for v, count in succ[u].items():
-            remaining[v] -= count
+        for v, keys in succ[u].items():
+            remaining[v] -= len(keys)
             if remaining[v] == 0:
                 order.append(v)
     return order if len(order) == len(layers) else None

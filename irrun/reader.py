@@ -58,9 +58,15 @@ class Layer:
 
 
 def _position(layer: Layer, which: str, port_id) -> int | None:
-    """The position of the first port with this id, from a dict built once per layer (a scan
-    per edge was quadratic: a Concat with 40,000 inputs took a minute to read)."""
+    """The position of the first port with this id: a scan of a few ports, else from a dict
+    built once per layer (a scan per edge was quadratic: a Concat with 40,000 inputs took a
+    minute to read)."""
     ports = getattr(layer, which)
+    if len(ports) <= 8:
+        for p in ports:
+            if p.id == port_id:
+                return p.index
+        return None
     cached = getattr(layer, "_index_" + which)
     if cached is None or cached[0] is not ports or cached[1] != len(ports):
         table: dict = {}

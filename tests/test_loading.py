@@ -26,7 +26,7 @@ def _graph(n, edges):
     indegree = dict.fromkeys(layers, 0)
     for u, v in edges:
         g.add_edge(layers[u], layers[v])
-        succ[layers[u]][layers[v]] = succ[layers[u]].get(layers[v], 0) + 1
+        succ[layers[u]].setdefault(layers[v], []).append(None)   # one key per edge
         indegree[layers[v]] += 1
     return g, layers, succ, indegree
 
