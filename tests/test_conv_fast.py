@@ -16,6 +16,8 @@ CASES = [   # x shape, kernel, strides, dilations, pads_begin, pads_end
     ((1, 4, 9), (3,), (1,), (2,), (0,), (1,)),
     ((1, 2, 5, 6, 4), (2, 3, 1), (1, 2, 1), (1, 1, 1), (1, 0, 0), (0, 1, 0)),
     ((3, 8, 4, 4), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),
+    # Many taps on a small map: depthwise as one product over patches (dilated, strided).
+    ((2, 6, 6, 7), (5, 4), (1, 2), (2, 1), (2, 1), (3, 2)),
 ]
 
 
@@ -51,7 +53,7 @@ def test_fast_paths_match_textbook_loops(shape, k, strides, dil, pb, pe, dtype):
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("shape, k, strides, dil, pb, pe", CASES[:3])
+@pytest.mark.parametrize("shape, k, strides, dil, pb, pe", CASES[:3] + CASES[-1:])
 def test_fast_paths_match_openvino(shape, k, strides, dil, pb, pe):
     import openvino as ov
     import openvino.opset8 as ops
