@@ -68,3 +68,17 @@ def test_fast_paths_match_openvino(shape, k, strides, dil, pb, pe):
     # Up to 147-term f32 sums of unit normals (|sum| ~ 12) in another order than the plugin's:
     # an output near 0 from cancellation differs by a few f32 ulps of 12, not of itself.
     compare(ov.Model([y, z], [p]), {"x": x}, atol=1e-5)
+
+
+def test_pads_from_the_file_are_held_to_the_memory_budget(monkeypatch):
+    # A dilation of 1e8 with pads of 5e7 a side: a 4-element output over a 400 MB padded row.
+    conv = registry.lookup("Convolution", "opset1")
+    attrs = _attrs(conv, (1, 1), (1, 100_000_000), (0, 50_000_000), (0, 50_000_000))
+    x, w = np.ones((1, 1, 1, 4), np.float32), np.ones((1, 1, 1, 2), np.float32)
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "100M")
+    from irrun.errors import ResourceError
+
+    with pytest.raises(ResourceError, match=r"the zero-padded input: shape \[1, 1, 1, 100000004\]"):
+        conv.run(attrs, x, w)
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "1G")
+    np.testing.assert_array_equal(conv.run(attrs, x, w)[0], np.zeros((1, 1, 1, 4), np.float32))
