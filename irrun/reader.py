@@ -5,6 +5,7 @@ report all of them in one pass.
 """
 from __future__ import annotations
 
+import io
 import os
 import re
 import stat
@@ -329,9 +330,17 @@ def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None
     if line is not None:
         diag.error("xml-dtd", dtd_message, line=line)
         return None
+    found = Collector(file=diag.file)   # the layers' and edges' problems: kept for an IR file
     try:
-        root = etree.fromstring(content, hardened_parser())
-    except etree.XMLSyntaxError as e:
+        root, layers, edges, dump = _stream(content, path, found)
+    except etree.XMLSyntaxError as streamed:
+        # Word it as a whole-document parse does (the streaming parser says less about an
+        # undefined entity or an empty file); only a broken file is parsed twice.
+        e = streamed
+        try:
+            etree.fromstring(content, hardened_parser())
+        except etree.XMLSyntaxError as whole:
+            e = whole
         line = e.lineno if e.lineno else None
         msg = e.msg if hasattr(e, "msg") and e.msg else str(e)
         msg = " ".join(msg.split())   # libxml2 messages may hold newlines: keep one line
@@ -345,27 +354,114 @@ def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None
         diag.error("not-ir", f"root element is <{root.tag}>, expected <net>", line=root.sourceline)
         return None
     version_text = root.get("version")
-    version = None
-    try:
-        version = int(version_text)
-    except (TypeError, ValueError):
-        pass
+    version = _ir_version(version_text)
     if version not in SUPPORTED_VERSIONS:
         diag.error("ir-version", f"IR version '{version_text}' is not supported "
                    f"(supported: {', '.join(map(str, SUPPORTED_VERSIONS))})", line=root.sourceline)
         return None
-
-    layers_el = root.find("layers")
-    layer_els = _children(layers_el, "layer")
-    if layer_els and all(el.get("version") is None for el in layer_els) and \
-            any("execTimeMcs" in etree.tostring(el, encoding=str) for el in layer_els[:50]):
+    if dump:
         diag.error("exec-graph", "this is an execution-graph dump (benchmark_app -exec_graph_path "
                    "or get_runtime_model), not an IR model: its layers have no version and carry "
                    "execTimeMcs; read the original model.xml instead", line=root.sourceline)
         return None
-
-    layers, edges = _network(layer_els, root.find("edges"), path, version, diag)
+    diag.items.extend(found.items)
     return IRDocument(path, version, root.get("name", ""), layers, edges, root.sourceline)
+
+
+def _ir_version(text) -> int | None:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _drop(el) -> None:
+    """Free a streamed element that has been read, and the siblings read before it."""
+    el.clear()
+    parent = el.getparent()
+    while el.getprevious() is not None:
+        del parent[0]
+
+
+def _stream(content: bytes, path: str, diag: Collector):
+    """The model's layers and edges, read while libxml2 parses (the hardened parser's
+    options): each top-level <layer> and <edge> is read when its end tag is parsed and then
+    freed, so the whole tree (about 15 times the file's size in libxml2's nodes) never
+    exists at once. What is read is what root.find("layers") / root.find("edges") hold: the
+    first of each under the root. Layers inside a body are read with their layer.
+
+    Returns (root element, layers, edges, whether this looks like an execution-graph dump:
+    every layer without a version and one of the first 50 carrying execTimeMcs). Raises
+    XMLSyntaxError for a file that is not well formed, which may be found after layers
+    were read: the caller keeps their problems only for a well-formed IR file.
+    """
+    events = etree.iterparse(io.BytesIO(content), events=("end",),
+                             tag=("layers", "layer", "edges", "edge"), resolve_entities=False,
+                             load_dtd=False, no_network=True, dtd_validation=False,
+                             huge_tree=False, remove_comments=True, remove_pis=True)
+    events.resolvers.add(_RefuseAll())
+    root = layers_el = edges_el = None
+    version = None
+    layers_done = False
+    layers: list[Layer] = []
+    seen: dict[str, Layer] = {}
+    edges: list[Edge] = []
+    early: list[tuple] = []     # edges of an <edges> before <layers>: read once layers are
+    unversioned, marked, count = True, False, 0
+    for _, el in events:
+        parent = el.getparent()
+        if parent is None:
+            continue    # the root itself
+        if root is None:
+            root = el.getroottree().getroot()
+            version = _ir_version(root.get("version"))
+        tag = el.tag
+        if tag == "layers" or tag == "edges":
+            if parent is root:
+                if tag == "layers" and layers_el is None:
+                    layers_el = el
+                if tag == "layers" and el is layers_el:
+                    layers_done = True
+                if tag == "edges" and edges_el is None:
+                    edges_el = el
+            continue
+        if parent.getparent() is not root:
+            continue    # inside a body (read with its layer), or not where IR puts it
+        if tag == "layer":
+            if parent.tag != "layers":
+                continue
+            if layers_el is None:
+                layers_el = parent
+            if parent is not layers_el:
+                _drop(el)
+                continue
+            if el.get("version") is not None:
+                unversioned = False
+            elif unversioned and count < 50 and not marked:
+                marked = "execTimeMcs" in etree.tostring(el, encoding=str)
+            count += 1
+            _layer(el, layers, seen, path, version, diag)
+            _drop(el)
+        else:
+            if parent.tag != "edges":
+                continue
+            if edges_el is None:
+                edges_el = parent
+            if parent is not edges_el:
+                _drop(el)
+                continue
+            attrs = (el.get("from-layer"), el.get("from-port"), el.get("to-layer"),
+                     el.get("to-port"), el.sourceline)
+            if layers_done:
+                edges.append(_edge(*attrs, seen, diag))
+            else:
+                early.append(attrs)
+            _drop(el)
+    if root is None:
+        root = events.root
+    if early:
+        edges = [_edge(*attrs, seen, diag) for attrs in early] + edges
+    return root, layers, edges, bool(count and unversioned and marked)
 
 
 # The nested networks a layer may hold, each with the port map that wires it.
@@ -459,103 +555,109 @@ def _subgraphs(parts: dict, layer: Layer, path: str, version: int, diag: Collect
 
 
 def _network(layer_els, edges_el, path: str, version: int, diag: Collector):
-    """The layers and edges of one network: the model's, or a body's inside a layer."""
+    """The layers and edges of one network: a body's inside a layer (the model's are
+    streamed by _stream, with the same per-layer and per-edge readers)."""
     layers: list[Layer] = []
     seen: dict[str, Layer] = {}
     for el in layer_els:
-        lid, ltype, lversion = el.get("id"), el.get("type"), el.get("version")
-        name = el.get("name", "")
-        plain = _plain_id(lid)
-        if plain is not None:
-            lid = plain
-        elif lid is not None and lid.strip():
-            number = ov_int(lid)
-            if number is None or number < 0:
-                diag.error("bad-layer", f"layer id '{_clip(lid)}' is not a non-negative integer "
-                           "(OpenVINO reads ids as unsigned 64-bit integers)",
-                           line=el.sourceline, layer=Layer(lid, name, ltype or "", lversion,
-                                                           el.sourceline))
-            else:
-                lid = str(number)    # as OpenVINO compares them: "07" is layer 7
-        line = el.sourceline
-        layer = Layer(lid or "", name, ltype or "", lversion, line)
-        # An empty attribute is as good as a missing one (fuzzing found type="" slipping by).
-        if plain is not None and ltype and lversion and ltype.strip() and lversion.strip():
-            missing = None
-        else:
-            missing = [a for a, v in (("id", lid), ("type", ltype), ("version", lversion))
-                       if v is None or not v.strip()]
-        if missing:
-            diag.error("bad-layer", f"<layer> has no {', '.join(missing)} attribute (or it is empty)",
-                       line=el.sourceline, layer=layer)
-            if lid is None:
-                continue   # no edge can name it
-            # Without a type or version the layer stays in the graph (its edges resolve),
-            # but no op is bound to it, so nothing else is reported about it.
-        if lid in seen:
-            other = seen[lid]
-            diag.error("duplicate-id", f"layer id {lid} is used twice: here and at line {other.line} "
-                       f"('{other.name}')", line=el.sourceline, layer=layer)
-            diag.error("duplicate-id", f"layer id {lid} is used twice: here and at line {el.sourceline} "
-                       f"('{name}')", line=other.line, layer=other)
-            continue
-        parts = _first_children(el, _LAYER_PARTS)
-        data_el = parts.get("data")
-        if data_el is not None:
-            layer.data = dict(data_el.attrib)
-            layer.data_line = data_el.sourceline
-        if el.get("output_names") is not None:
-            layer.output_names = [n.strip() for n in el.get("output_names").split(",") if n.strip()]
-        layer.inputs = _ports(parts.get("input"), layer, diag)
-        layer.outputs = _ports(parts.get("output"), layer, diag)
-        if not _NESTED_TAGS.isdisjoint(parts):
-            layer.bodies = _subgraphs(parts, layer, path, version, diag)
-        seen[lid] = layer
-        layers.append(layer)
-
-    edges: list[Edge] = []
-    for el in _children(edges_el, "edge"):
-        # The usual edge: four plain ASCII numbers, nothing to report.
-        fl, fp, tl, tp = (el.get("from-layer"), el.get("from-port"), el.get("to-layer"),
-                          el.get("to-port"))
-        fl, tl = _plain_id(fl), _plain_id(tl)
-        if fl is not None and tl is not None and fp is not None and tp is not None and \
-                0 < len(fp) < 19 and 0 < len(tp) < 19 and fp.isascii() and tp.isascii() and \
-                fp.isdigit() and tp.isdigit():
-            edges.append(Edge(fl, int(fp), tl, int(tp), el.sourceline))
-            continue
-        attrs = {a: el.get(a) for a in ("from-layer", "from-port", "to-layer", "to-port")}
-        bad_ref = False
-        for a in ("from-layer", "to-layer"):
-            if attrs[a] is not None:
-                number = ov_int(attrs[a])
-                if number is None or number < 0:
-                    diag.error("bad-edge", f"edge {a}='{_clip(attrs[a])}' is not a non-negative "
-                               "integer", line=el.sourceline,
-                               layer=seen.get(attrs["to-layer"] or "") or
-                               seen.get(attrs["from-layer"] or ""))
-                    bad_ref = True
-                else:
-                    attrs[a] = str(number)
-        # Name the layer the edge feeds (else the one it leaves) when the file has it.
-        named = seen.get((attrs["to-layer"] or "").strip()) or \
-            seen.get((attrs["from-layer"] or "").strip())
-        missing = [a for a, v in attrs.items() if v is None]
-        if missing:
-            diag.error("bad-edge", f"<edge> has no {', '.join(missing)} attribute",
-                       line=el.sourceline, layer=named)
-        fp = tp = None
-        if attrs["from-port"] is not None:
-            fp = _int(attrs["from-port"], "edge from-port", el.sourceline, diag, named, "bad-edge")
-        if attrs["to-port"] is not None:
-            tp = _int(attrs["to-port"], "edge to-port", el.sourceline, diag, named, "bad-edge")
-        # A broken edge is kept so that the graph does not report the port it was meant to
-        # feed as a second problem.
-        edges.append(Edge((attrs["from-layer"] or "").strip(), fp, (attrs["to-layer"] or "").strip(),
-                          tp, el.sourceline,
-                          broken=bool(missing) or bad_ref or fp is None or tp is None))
-
+        _layer(el, layers, seen, path, version, diag)
+    edges = [_edge(el.get("from-layer"), el.get("from-port"), el.get("to-layer"),
+                   el.get("to-port"), el.sourceline, seen, diag)
+             for el in _children(edges_el, "edge")]
     return layers, edges
+
+
+def _layer(el, layers: list, seen: dict, path: str, version: int, diag: Collector) -> None:
+    """Read one <layer> element into `layers` (and `seen`, by id), reporting its problems."""
+    lid, ltype, lversion = el.get("id"), el.get("type"), el.get("version")
+    name = el.get("name", "")
+    plain = _plain_id(lid)
+    if plain is not None:
+        lid = plain
+    elif lid is not None and lid.strip():
+        number = ov_int(lid)
+        if number is None or number < 0:
+            diag.error("bad-layer", f"layer id '{_clip(lid)}' is not a non-negative integer "
+                       "(OpenVINO reads ids as unsigned 64-bit integers)",
+                       line=el.sourceline, layer=Layer(lid, name, ltype or "", lversion,
+                                                       el.sourceline))
+        else:
+            lid = str(number)    # as OpenVINO compares them: "07" is layer 7
+    line = el.sourceline
+    layer = Layer(lid or "", name, ltype or "", lversion, line)
+    # An empty attribute is as good as a missing one (fuzzing found type="" slipping by).
+    if plain is not None and ltype and lversion and ltype.strip() and lversion.strip():
+        missing = None
+    else:
+        missing = [a for a, v in (("id", lid), ("type", ltype), ("version", lversion))
+                   if v is None or not v.strip()]
+    if missing:
+        diag.error("bad-layer", f"<layer> has no {', '.join(missing)} attribute (or it is empty)",
+                   line=el.sourceline, layer=layer)
+        if lid is None:
+            return   # no edge can name it
+        # Without a type or version the layer stays in the graph (its edges resolve),
+        # but no op is bound to it, so nothing else is reported about it.
+    if lid in seen:
+        other = seen[lid]
+        diag.error("duplicate-id", f"layer id {lid} is used twice: here and at line {other.line} "
+                   f"('{other.name}')", line=el.sourceline, layer=layer)
+        diag.error("duplicate-id", f"layer id {lid} is used twice: here and at line {el.sourceline} "
+                   f"('{name}')", line=other.line, layer=other)
+        return
+    parts = _first_children(el, _LAYER_PARTS)
+    data_el = parts.get("data")
+    if data_el is not None:
+        layer.data = dict(data_el.attrib)
+        layer.data_line = data_el.sourceline
+    if el.get("output_names") is not None:
+        layer.output_names = [n.strip() for n in el.get("output_names").split(",") if n.strip()]
+    layer.inputs = _ports(parts.get("input"), layer, diag)
+    layer.outputs = _ports(parts.get("output"), layer, diag)
+    if not _NESTED_TAGS.isdisjoint(parts):
+        layer.bodies = _subgraphs(parts, layer, path, version, diag)
+    seen[lid] = layer
+    layers.append(layer)
+
+
+def _edge(fl, fp, tl, tp, line: int, seen: dict, diag: Collector) -> Edge:
+    """One <edge> from its four attributes (None where missing), reporting its problems;
+    `seen` holds the network's layers by id, to name the one a broken edge concerns."""
+    # The usual edge: four plain ASCII numbers, nothing to report.
+    pfl, ptl = _plain_id(fl), _plain_id(tl)
+    if pfl is not None and ptl is not None and fp is not None and tp is not None and \
+            0 < len(fp) < 19 and 0 < len(tp) < 19 and fp.isascii() and tp.isascii() and \
+            fp.isdigit() and tp.isdigit():
+        return Edge(pfl, int(fp), ptl, int(tp), line)
+    attrs = {"from-layer": fl, "from-port": fp, "to-layer": tl, "to-port": tp}
+    bad_ref = False
+    for a in ("from-layer", "to-layer"):
+        if attrs[a] is not None:
+            number = ov_int(attrs[a])
+            if number is None or number < 0:
+                diag.error("bad-edge", f"edge {a}='{_clip(attrs[a])}' is not a non-negative "
+                           "integer", line=line,
+                           layer=seen.get(attrs["to-layer"] or "") or
+                           seen.get(attrs["from-layer"] or ""))
+                bad_ref = True
+            else:
+                attrs[a] = str(number)
+    # Name the layer the edge feeds (else the one it leaves) when the file has it.
+    named = seen.get((attrs["to-layer"] or "").strip()) or \
+        seen.get((attrs["from-layer"] or "").strip())
+    missing = [a for a, v in attrs.items() if v is None]
+    if missing:
+        diag.error("bad-edge", f"<edge> has no {', '.join(missing)} attribute",
+                   line=line, layer=named)
+    fp = tp = None
+    if attrs["from-port"] is not None:
+        fp = _int(attrs["from-port"], "edge from-port", line, diag, named, "bad-edge")
+    if attrs["to-port"] is not None:
+        tp = _int(attrs["to-port"], "edge to-port", line, diag, named, "bad-edge")
+    # A broken edge is kept so that the graph does not report the port it was meant to
+    # feed as a second problem.
+    return Edge((attrs["from-layer"] or "").strip(), fp, (attrs["to-layer"] or "").strip(),
+                tp, line, broken=bool(missing) or bad_ref or fp is None or tp is None)
 
 
 def read_document(path: str | os.PathLike, diag: Collector) -> IRDocument | None:
