@@ -5,6 +5,7 @@ Correctness only: timing is in bench/run.py, never in tests.
 from __future__ import annotations
 
 import gc
+import sys
 
 import networkx as nx
 import numpy as np
@@ -148,3 +149,50 @@ def test_loading_leaves_the_garbage_collector_as_it_was(tmp_path):
         assert load_program(xml).ok and not gc.isenabled()
     finally:
         gc.enable()
+
+
+def _concat_of_parameters(tmp_path, n: int, stem: str) -> str:
+    b = IRBuilder()
+    params = [b.parameter(f"p{i}", "f32", "1", [1]) for i in range(n)]
+    cat = b.op("Concat", "opset1", params, list(range(n)), [n], {"axis": "0"}, out_dims=[[n]])
+    b.result((cat, n), "y")
+    return b.write(tmp_path, stem)
+
+
+def _lines_run(fn) -> int:
+    """The Python lines fn() executes (a count of trace events: no timing)."""
+    count = 0
+
+    def tracer(frame, event, arg):
+        nonlocal count
+        if event == "line":
+            count += 1
+        return tracer
+
+    before = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        fn()
+    finally:
+        sys.settrace(before)
+    return count
+
+
+def test_validating_is_linear_in_layers_and_edges(tmp_path):
+    """Doubling a Concat's inputs (and the Parameters feeding them) or a chain's length
+    doubles the Python work of irrun.validate, not quadruples it: a scan of a layer's ports
+    per edge, or of the layers per layer, would show here as lines executed."""
+    files = {n: _concat_of_parameters(tmp_path, n, f"cat{n}") for n in (20, 150, 300, 600)}
+    chains = {}
+    for n in (5, 40, 80, 160):    # units of 4 layers
+        (tmp_path / f"chain{n}").mkdir()
+        chains[n] = _long_chain(tmp_path / f"chain{n}", n)[0]
+    for sizes in (files, chains):
+        small, *rest = sizes
+        assert irrun.validate(sizes[small]) is not None    # warm: lazy imports, caches
+        n1, n2, n3 = rest
+        lines = {n: _lines_run(lambda n=n: irrun.validate(sizes[n])) for n in rest}
+        first, second = lines[n2] - lines[n1], lines[n3] - lines[n2]
+        # Linear work gives second == 2 * first (quadratic: 4 *); a little slack for the
+        # ids, names and line numbers that grow a digit.
+        assert 0 < first and second <= 2.2 * first, (sizes, lines)
