@@ -317,7 +317,12 @@ def _ports(parent, layer: Layer, diag: Collector) -> list[Port]:
                        line=line, layer=layer)
             precision = None
         names = el.get("names")
-        names = [n.strip() for n in names.split(",") if n.strip()] if names else []
+        if not names:
+            names = []
+        elif "," not in names and not names[0].isspace() and not names[-1].isspace():
+            names = [names]     # one name (most ports): what the split below gives
+        else:
+            names = [n.strip() for n in names.split(",") if n.strip()]
         ports.append(Port(pid, index, precision, dims, names, line))
     return ports
 
