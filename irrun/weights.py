@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import mmap as _mmap
 import os
@@ -17,7 +18,10 @@ INT64_MAX = (1 << 63) - 1
 MAX_RANK = 64          # NumPy's limit on ndarray dims (numpy.core's NPY_MAXDIMS)
 
 
-_pinned_limit: int | None = None
+# The limit pinned for the current load (per thread and task: a ContextVar, so loads in
+# two threads never see or restore each other's value).
+_pinned_limit: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "irrun_pinned_limit", default=None)
 
 
 @contextlib.contextmanager
@@ -25,16 +29,15 @@ def limit_pinned():
     """Read the limit once for a block (a model's load) instead of at every check_alloc:
     reading the environment is most of a check's cost when a file has a million layers.
     A limit that cannot be read is not pinned (each check reports it, as before)."""
-    global _pinned_limit
-    before = _pinned_limit
     try:
-        _pinned_limit = config().max_bytes
+        value = config().max_bytes
     except ConfigError:
-        _pinned_limit = None
+        value = None
+    token = _pinned_limit.set(value)
     try:
         yield
     finally:
-        _pinned_limit = before
+        _pinned_limit.reset(token)
 
 
 def max_tensor_bytes() -> int:
@@ -45,8 +48,9 @@ def max_tensor_bytes() -> int:
     Const, a Parameter, an input array or a kernel output above this is refused before
     anything is allocated.
     """
-    if _pinned_limit is not None:
-        return _pinned_limit
+    pinned = _pinned_limit.get()
+    if pinned is not None:
+        return pinned
     try:
         return config().max_bytes
     except ConfigError as e:
