@@ -109,9 +109,10 @@ def config() -> Config:
 
 @contextlib.contextmanager
 def pinned():
-    """The settings read once for a whole run: kernels and the executor ask for them at
-    every layer, and reading three environment variables each time cost a tenth of a small
-    model's run."""
+    """The settings read once for a whole load or run: the loader, the kernels and the
+    executor ask for them at every layer, and reading three environment variables each
+    time cost a tenth of a small model's run (and most of a check_alloc on a file of a
+    million layers). A ContextVar: loads and runs in other threads keep their own."""
     try:
         settings = config()
     except ConfigError:

@@ -17,11 +17,11 @@ from . import checks, registry, subgraph
 from .errors import Collector, IrrunError, UnsupportedError
 from .etypes import element_type, nbytes
 from .graph import PortGraph, build_graph
-from .config import config
+from .config import config, pinned
 from .infer import FOLD_MAX_ELEMENTS, check_declared_inputs, check_declared_outputs, infer_node
 from .reader import IRDocument, Layer, read_document
 from .shapes import TensorSpec, is_static, parse_partial_shape, static_values
-from .weights import Weights, check_alloc, const_value, limit_pinned
+from .weights import Weights, check_alloc, const_value
 
 
 @dataclass(slots=True)
@@ -218,7 +218,7 @@ def load_program(xml_path, weights=None, *, mmap: bool = True, fold: bool | None
 
     mmap=False reads the .bin into a private copy instead of mapping it (irrun.weights).
     fold=False keeps every layer for run time (default: IRRUN_FOLD, on; see fold_node)."""
-    with gc_paused(), limit_pinned():
+    with gc_paused(), pinned():
         return _load_program(xml_path, weights, mmap, config().fold if fold is None else fold)
 
 

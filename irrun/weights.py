@@ -1,8 +1,6 @@
 """Const data: a read-only memory map of model.bin (or a private copy), decoded per Const without a copy."""
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import errno
 import mmap as _mmap
 import os
@@ -18,28 +16,6 @@ INT64_MAX = (1 << 63) - 1
 MAX_RANK = 64          # NumPy's limit on ndarray dims (numpy.core's NPY_MAXDIMS)
 
 
-# The limit pinned for the current load (per thread and task: a ContextVar, so loads in
-# two threads never see or restore each other's value).
-_pinned_limit: contextvars.ContextVar[int | None] = contextvars.ContextVar(
-    "irrun_pinned_limit", default=None)
-
-
-@contextlib.contextmanager
-def limit_pinned():
-    """Read the limit once for a block (a model's load) instead of at every check_alloc:
-    reading the environment is most of a check's cost when a file has a million layers.
-    A limit that cannot be read is not pinned (each check reports it, as before)."""
-    try:
-        value = config().max_bytes
-    except ConfigError:
-        value = None
-    token = _pinned_limit.set(value)
-    try:
-        yield
-    finally:
-        _pinned_limit.reset(token)
-
-
 def max_tensor_bytes() -> int:
     """The largest tensor irrun allocates: IRRUN_MAX_BYTES, else half of the memory available
     (see irrun.config).
@@ -48,11 +24,8 @@ def max_tensor_bytes() -> int:
     Const, a Parameter, an input array or a kernel output above this is refused before
     anything is allocated.
     """
-    pinned = _pinned_limit.get()
-    if pinned is not None:
-        return pinned
     try:
-        return config().max_bytes
+        return config().max_bytes    # cheap during a load or a run: see config.pinned
     except ConfigError as e:
         # Kept a ResourceError for callers of this function (a budget that cannot be read
         # is a budget problem); the CLI checks the settings first and exits 2.
