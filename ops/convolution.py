@@ -124,7 +124,7 @@ def _conv_run(attrs, x: np.ndarray, w: np.ndarray) -> np.ndarray:
         offsets = [t * d for t, d in zip(tap, attrs.dilations)]
         view = xp[(slice(None), slice(None)) + tap_slices(offsets, attrs.strides, counts)]
         w_tap = wt[(slice(None), slice(None)) + tap]              # [G, Og, Cg]
-        acc += np.matmul(view.reshape(g, -1, cg), np.swapaxes(w_tap, 1, 2))
+        acc += np.matmul(view.reshape(g, acc.shape[1], cg), np.swapaxes(w_tap, 1, 2))
     out = acc.reshape((g, n) + tuple(counts) + (og,))
     out = np.moveaxis(out, (0, -1), (1, 2)).reshape((n, g * og) + tuple(counts))
     # Integer results wrap like the C++ types; f16/bf16 are rounded once here.
@@ -170,20 +170,22 @@ def _conv_im2col(attrs, x, w, pb, pe, counts):
     taps = tuple(st[2 + i] * attrs.dilations[i] for i in range(nd))
     steps = tuple(st[2 + i] * attrs.strides[i] for i in range(nd))
     p = int(np.prod(counts, dtype=np.int64))
-    wm = w.reshape(o, -1)
+    # Sizes spelt out, never -1: a batch or channel count of 0 leaves -1 undefined.
+    ck = c * int(np.prod(kernel, dtype=np.int64))
+    wm = w.reshape(o, ck)
     if p >= o:
         # Patches [N, P, C*k] @ [C*k, O] -> [N, P, O], then to NCHW.
         patches = np.lib.stride_tricks.as_strided(
             xp, (n,) + tuple(counts) + (c,) + tuple(kernel), (st[0],) + steps + (st[1],) + taps,
             writeable=False)
-        out = np.matmul(patches.reshape(n, p, -1), wm.T)
+        out = np.matmul(patches.reshape(n, p, ck), wm.T)
         out = np.ascontiguousarray(out.transpose(0, 2, 1))
     else:
         # [O, C*k] @ patches [N, C*k, P] -> [N, O, P], NCHW already.
         patches = np.lib.stride_tricks.as_strided(
             xp, (n, c) + tuple(kernel) + tuple(counts), (st[0], st[1]) + taps + steps,
             writeable=False)
-        out = np.matmul(wm, patches.reshape(n, -1, p))
+        out = np.matmul(wm, patches.reshape(n, ck, p))
     return out.reshape((n, o) + tuple(counts))
 
 

@@ -82,3 +82,21 @@ def test_pads_from_the_file_are_held_to_the_memory_budget(monkeypatch):
         conv.run(attrs, x, w)
     monkeypatch.setenv("IRRUN_MAX_BYTES", "1G")
     np.testing.assert_array_equal(conv.run(attrs, x, w)[0], np.zeros((1, 1, 1, 4), np.float32))
+
+
+@pytest.mark.parametrize("shape, k", [((0, 3, 8, 8), (3, 3)), ((0, 16, 2, 2), (5, 5)),
+                                      ((2, 0, 8, 8), (3, 3)), ((0, 2, 40, 40), (1, 1))])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_empty_batches_and_channels_give_empty_outputs(shape, k, dtype):
+    # Fuzzing found it: a batch of 0 made the im2col reshape's -1 undefined (an internal
+    # error). Every path (im2col both ways, per tap, depthwise taps and patches) now copes.
+    x = np.zeros(shape, dtype)
+    conv = registry.lookup("Convolution", "opset1")
+    gconv = registry.lookup("GroupConvolution", "opset1")
+    pads = tuple(d // 2 for d in k)
+    for op, w in ((conv, np.ones((4, shape[1]) + k, dtype)),
+                  (gconv, np.ones((shape[1], 1, 1) + k, dtype)),
+                  (gconv, np.ones((1, 4, shape[1]) + k, dtype))):
+        (got,) = op.run(_attrs(op, (1, 1), (1, 1), pads, pads), x, w)
+        out_channels = w.shape[0] * w.shape[1] if op is gconv else w.shape[0]
+        assert got.shape == (shape[0], out_channels) + shape[2:] and got.dtype == dtype
