@@ -253,37 +253,46 @@ def max_pool(attrs, x: np.ndarray, index_type="i64", axis=0):
     low = _lowest(x.dtype)
     w = widened(x, etype_name(x))
     low_w = low.astype(w.dtype)
-    with np.errstate(invalid="ignore"):
-        # NaN and anything not above the start value can never win: make them the start value.
-        v = np.where(np.isnan(w) | (w < low_w), low_w, w) if w.dtype.kind == "f" else w
-    coords = []       # per reduced axis: the input coordinate of the winner, shaped like v
-    for ax in reversed(range(ns)):
-        a = 2 + ax
-        win = _axis_windows(v, a, pb[ax], counts[ax], attrs.kernel[ax], dil[ax], attrs.strides[ax], low_w)
-        k = np.argmax(win, axis=-1)                      # the first maximum along the window
-        v = np.take_along_axis(win, k[..., None], axis=-1)[..., 0]
-        start = (np.arange(counts[ax]) * attrs.strides[ax] - pb[ax]).reshape(
-            [-1] + [1] * (ns - 1 - ax))
-        new = start + k * dil[ax]
-        carried = []
-        for cpos in coords:
-            cw = _axis_windows(cpos, a, pb[ax], counts[ax], attrs.kernel[ax], dil[ax],
-                               attrs.strides[ax], 0)
-            carried.append(np.take_along_axis(cw, k[..., None], axis=-1)[..., 0])
-        coords = carried + [new]
-    # coords are in order: innermost axis first ... outermost last
+    # The input laid into a buffer of the start value as long as the windows reach (pads,
+    # and past the end in ceil mode): a tap then is one strided view of it.
+    lengths = [(counts[i] - 1) * attrs.strides[i] + dilated(attrs.kernel[i], dil[i])
+               for i in range(ns)]
+    check_alloc([n, c] + lengths, w.dtype, "the padded pooling input")
+    padded = np.full((n, c) + tuple(lengths), low_w, w.dtype)
+    inside = []
+    source = []
+    for i in range(ns):
+        lo, hi = max(pb[i], 0), min(pb[i] + spatial[i], lengths[i])
+        inside.append(slice(lo, max(lo, hi)))
+        source.append(slice(lo - pb[i], lo - pb[i] + max(0, hi - lo)))
+    padded[(slice(None), slice(None)) + tuple(inside)] = w[(slice(None), slice(None)) + tuple(source)]
+    # Taps in row-major order; a tap wins where it is strictly greater than the best so far
+    # (which starts at the start value), so the first maximum wins and NaN never does.
+    best = np.full((n, c) + tuple(counts), low_w, w.dtype)
+    taps = list(np.ndindex(*attrs.kernel))
+    winner = np.full(best.shape, -1, np.int64 if len(taps) > 32767 else np.int16)
+    wins = np.empty(best.shape, bool)
+    for number, tap in enumerate(taps):
+        view = padded[(slice(None), slice(None)) + tuple(
+            slice(t * dil[i], t * dil[i] + (counts[i] - 1) * attrs.strides[i] + 1,
+                  attrs.strides[i]) for i, t in enumerate(tap))]
+        with np.errstate(invalid="ignore"):
+            np.greater(view, best, out=wins)
+        np.copyto(best, view, where=wins)
+        np.copyto(winner, number, where=wins)
+    # The winning tap's flat index in its channel: the window's first tap plus the tap's
+    # offset; a window where no tap won points at the channel's first element.
     inner = [int(np.prod(spatial[i + 1:], dtype=np.int64)) for i in range(ns)]
-    flat = np.zeros(v.shape, dtype=np.int64)
-    for pos, ax in zip(coords, reversed(range(ns))):
-        flat += pos.astype(np.int64) * inner[ax]
-    nothing = ~(v > low_w)
-    flat = np.where(nothing, 0, flat)
-    best = np.where(nothing, low_w, v).astype(x.dtype)
+    first = sum((np.arange(counts[i], dtype=np.int64) * attrs.strides[i] - pb[i]).reshape(
+        [-1] + [1] * (ns - 1 - i)) * inner[i] for i in range(ns))
+    offsets = np.array([sum(t * dil[i] * inner[i] for i, t in enumerate(tap)) for tap in taps],
+                       np.int64)
+    flat = np.where(winner >= 0, first + offsets[winner], 0)
     size = int(np.prod(spatial, dtype=np.int64))
     flat += (np.arange(n * c, dtype=np.int64) * size).reshape((n, c) + (1,) * ns)
     if axis != 0:
         flat %= int(np.prod(x.shape[axis:], dtype=np.int64))
-    return best, flat.astype(element_type(index_type).dtype)
+    return best.astype(x.dtype), flat.astype(element_type(index_type).dtype)
 
 
 def avg_pool(attrs, x: np.ndarray) -> np.ndarray:
