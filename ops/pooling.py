@@ -268,18 +268,25 @@ def max_pool(attrs, x: np.ndarray, index_type="i64", axis=0):
     padded[(slice(None), slice(None)) + tuple(inside)] = w[(slice(None), slice(None)) + tuple(source)]
     # Taps in row-major order; a tap wins where it is strictly greater than the best so far
     # (which starts at the start value), so the first maximum wins and NaN never does.
-    best = np.full((n, c) + tuple(counts), low_w, w.dtype)
     taps = list(np.ndindex(*attrs.kernel))
+    views = [padded[(slice(None), slice(None)) + tuple(
+        slice(t * dil[i], t * dil[i] + (counts[i] - 1) * attrs.strides[i] + 1, attrs.strides[i])
+        for i, t in enumerate(tap))] for tap in taps]
+    # The maximum first (fmax passes over NaN, and the start value is below every value
+    # that can win), then the first tap, in row-major order, that holds it.
+    best = np.full((n, c) + tuple(counts), low_w, w.dtype)
+    for view in views:
+        np.fmax(best, view, out=best)
     winner = np.full(best.shape, -1, np.int64 if len(taps) > 32767 else np.int16)
-    wins = np.empty(best.shape, bool)
-    for number, tap in enumerate(taps):
-        view = padded[(slice(None), slice(None)) + tuple(
-            slice(t * dil[i], t * dil[i] + (counts[i] - 1) * attrs.strides[i] + 1,
-                  attrs.strides[i]) for i, t in enumerate(tap))]
-        with np.errstate(invalid="ignore"):
-            np.greater(view, best, out=wins)
-        np.copyto(best, view, where=wins)
-        np.copyto(winner, number, where=wins)
+    found = np.empty(best.shape, bool)
+    if w.dtype.kind == "f":
+        open_ = best > low_w              # windows some tap beats the start value in
+    else:
+        open_ = best != low_w
+    for number, view in reversed(list(enumerate(views))):
+        np.equal(view, best, out=found)
+        found &= open_
+        np.copyto(winner, number, where=found)   # the last write is the first tap
     # The winning tap's flat index in its channel: the window's first tap plus the tap's
     # offset; a window where no tap won points at the channel's first element.
     inner = [int(np.prod(spatial[i + 1:], dtype=np.int64)) for i in range(ns)]
