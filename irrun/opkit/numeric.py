@@ -120,10 +120,11 @@ PARALLEL_CAST_ELEMENTS = 1 << 20
 
 def _cast(x: np.ndarray, dtype) -> np.ndarray:
     """x.astype(dtype), on several threads for a large contiguous x (same result)."""
+    if x.size < PARALLEL_CAST_ELEMENTS or not x.flags.c_contiguous:
+        return x.astype(dtype)      # the interpreter's every small Convert: nothing more
     from .pool import even_ranges, parallel, workers
 
-    parts = workers(x.size, PARALLEL_CAST_ELEMENTS // 2) if x.size >= PARALLEL_CAST_ELEMENTS \
-        and x.flags.c_contiguous else 1
+    parts = workers(x.size, PARALLEL_CAST_ELEMENTS // 2)
     if parts == 1:
         return x.astype(dtype)
     out = np.empty(x.shape, dtype)
