@@ -279,10 +279,7 @@ def max_pool(attrs, x: np.ndarray, index_type="i64", axis=0):
         np.fmax(best, view, out=best)
     winner = np.full(best.shape, -1, np.int64 if len(taps) > 32767 else np.int16)
     found = np.empty(best.shape, bool)
-    if w.dtype.kind == "f":
-        open_ = best > low_w              # windows some tap beats the start value in
-    else:
-        open_ = best != low_w
+    open_ = best > low_w                  # windows some tap beats the start value in
     for number, view in reversed(list(enumerate(views))):
         np.equal(view, best, out=found)
         found &= open_
