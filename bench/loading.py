@@ -21,33 +21,7 @@ import sys
 import tempfile
 import time
 
-
-def chain_xml(path: str, layers: int) -> None:
-    """A Parameter, `layers` Converts (f16 <-> f32 alternating) and a Result, on [1]: the
-    file bench/run.py's loading row reads (its _convert_chain_xml), written without
-    importing that module's frameworks."""
-    out = ['<?xml version="1.0"?>\n<net name="chain" version="11">\n<layers>\n'
-           '<layer id="0" name="x" type="Parameter" version="opset1"><data shape="1" '
-           'element_type="f32"/><output><port id="0" precision="FP32" names="x"><dim>1</dim>'
-           '</port></output></layer>\n']
-    prev = "FP32"
-    for i in range(1, layers + 1):
-        t = ("f16", "f32")[(i - 1) % 2] if i < layers else "f32"
-        prec = "FP16" if t == "f16" else "FP32"
-        out.append(f'<layer id="{i}" name="c{i}" type="Convert" version="opset1">'
-                   f'<data destination_type="{t}"/><input><port id="0" precision="{prev}">'
-                   f'<dim>1</dim></port></input><output><port id="1" precision="{prec}">'
-                   f'<dim>1</dim></port></output></layer>\n')
-        prev = prec
-    out.append(f'<layer id="{layers + 1}" name="y" type="Result" version="opset1"><input>'
-               f'<port id="0" precision="FP32"><dim>1</dim></port></input></layer>\n'
-               '</layers>\n<edges>\n')
-    for i in range(1, layers + 2):
-        out.append(f'<edge from-layer="{i - 1}" from-port="{0 if i == 1 else 1}" '
-                   f'to-layer="{i}" to-port="0"/>\n')
-    out.append("</edges>\n</net>\n")
-    with open(path, "w") as f:
-        f.write("".join(out))
+from chain import convert_chain_xml
 
 
 def concat_xml(path: str, inputs: int, kind: str = "parameter") -> None:
@@ -168,7 +142,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         files = []
         if args.chain:
-            files.append(("chain", f"{args.chain}-layer Convert chain", chain_xml, args.chain))
+            files.append(("chain", f"{args.chain}-layer Convert chain", convert_chain_xml, args.chain))
         if args.concat:
             files.append(("concat", f"Concat of {args.concat} {args.concat_of}s",
                           lambda p, n: concat_xml(p, n, args.concat_of), args.concat))
