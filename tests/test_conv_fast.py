@@ -29,12 +29,14 @@ def _attrs(op, strides, dil, pb, pe):
     return a
 
 
+# 6 output channels: im2col's product has the positions as rows; 40: the channels.
+@pytest.mark.parametrize("out_channels", [6, 40])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape, k, strides, dil, pb, pe", CASES)
-def test_fast_paths_match_textbook_loops(shape, k, strides, dil, pb, pe, dtype):
+def test_fast_paths_match_textbook_loops(shape, k, strides, dil, pb, pe, dtype, out_channels):
     rng = np.random.default_rng(len(shape) + sum(k))
     x = rng.standard_normal(shape).astype(dtype)
-    w = rng.standard_normal((6, shape[1]) + k).astype(dtype)
+    w = rng.standard_normal((out_channels, shape[1]) + k).astype(dtype)
     conv = registry.lookup("Convolution", "opset1")
     (got,) = conv.run(_attrs(conv, strides, dil, pb, pe), x, w)
     assert got.dtype == dtype and got.flags.c_contiguous
