@@ -885,3 +885,42 @@ def test_binary_convolution_spec_shape_and_textbook_loops():
     np.testing.assert_array_equal(got, ref)
     with pytest.raises(irrun.errors.ShapeError, match="filters must be u1"):
         impl.infer(a, TensorSpec.make("f32", [1, 3, 5, 5]), TensorSpec.make("f32", [2, 3, 3, 3]))
+
+
+@given(w=windows(max_kernel=4), dtype=st.sampled_from(["float32", "float16", "int8", "uint8"]),
+       seed=st.integers(0, 2**16))
+def test_maxpool_values_are_the_per_tap_maximum(w, dtype, seed):
+    """The separable, flat-buffer maximum (and MaxPool-1's values-only run) against the
+    definition: the fmax over every tap's strided view, from the start value."""
+    from irrun.ops.pooling import _geometry, _lowest, max_pool
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal([2, 3] + w["sizes"]) * 50
+    if dtype.startswith("float"):
+        x[rng.random(x.shape) < 0.1] = np.nan
+        x[rng.random(x.shape) < 0.05] = -np.inf
+    x = np.clip(x, -128, 127).astype(dtype) if dtype == "int8" else x.astype(dtype) \
+        if dtype != "uint8" else np.abs(np.nan_to_num(x)).clip(0, 255).astype(dtype)
+    text = lambda v: ",".join(map(str, v))  # noqa: E731
+    impl, a = op("MaxPool", 8, strides=text(w["strides"]), kernel=text(w["kernel"]),
+                 dilations=text(w["dil"]), pads_begin=text(w["pb"]), pads_end=text(w["pe"]),
+                 auto_pad=w["auto_pad"])
+    pb, counts, dil = _geometry(a, x)
+    low = _lowest(x.dtype)
+    # The definition, tap by tap, over an input padded with the start value.
+    ns = x.ndim - 2
+    lengths = [(counts[i] - 1) * a.strides[i] + (a.kernel[i] - 1) * dil[i] + 1 for i in range(ns)]
+    padded = np.full(x.shape[:2] + tuple(lengths), low, x.dtype)
+    inside = tuple(slice(max(pb[i], 0), min(pb[i] + x.shape[2 + i], lengths[i])) for i in range(ns))
+    src = tuple(slice(s.start - pb[i], s.stop - pb[i]) for i, s in enumerate(inside))
+    padded[(slice(None), slice(None)) + inside] = x[(slice(None), slice(None)) + src]
+    want = np.full(x.shape[:2] + tuple(counts), low, x.dtype)
+    for tap in np.ndindex(*a.kernel):
+        view = padded[(slice(None), slice(None)) + tuple(
+            slice(t * dil[i], t * dil[i] + (counts[i] - 1) * a.strides[i] + 1, a.strides[i])
+            for i, t in enumerate(tap))]
+        want = np.fmax(want, view)
+    (values,) = max_pool(a, x, indices=False)
+    np.testing.assert_array_equal(values, want)
+    np.testing.assert_array_equal(impl.run(a, x)[0], want)
+    np.testing.assert_array_equal(impl.run_first(a, x)[0], want)
