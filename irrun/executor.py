@@ -46,15 +46,20 @@ class Step:
     seen: tuple = ()             # per output: the last shape check_output accepted
     counted: bool = True         # whether the live budget counts its outputs: a Const's or
                                  # a folded layer's are the model's, not the run's
+    first_only: object = None    # the op's run_first, when no one reads its other outputs
 
 
 _STATE_OPS = {"readvalue": "reads", "assign": "writes"}
 
 
 class Plan:
-    """`sinks` are layers run although no target needs them (a session's Assigns)."""
+    """`sinks` are layers run although no target needs them (a session's Assigns). With
+    every_output=False (a run whose listener, if any, does not look at outputs), a layer
+    whose outputs after the first nobody reads runs its op's `run_first(attrs, *inputs)`,
+    when the op has one, and those outputs' slots stay empty."""
 
-    def __init__(self, program, targets: list[tuple[str, int]], sinks=()):
+    def __init__(self, program, targets: list[tuple[str, int]], sinks=(),
+                 every_output: bool = True):
         needed = _needed(program, [lid for lid, _ in targets] + list(sinks))
         order = [lid for lid in program.order if lid in needed]
         slot_of: dict[tuple[str, int], int] = {}
@@ -102,6 +107,9 @@ class Plan:
                 frees.setdefault(position, []).append(s)
         for position, step in enumerate(steps):
             step.free = tuple(frees.get(position, ()))
+        if not every_output:
+            for step in steps:
+                _first_output_only(step, last_use, keep)
         self.steps = steps
         self.n_slots = len(slot_of)
         self.slot_of = slot_of
@@ -110,6 +118,23 @@ class Plan:
         # it holds (the margin covers a kernel returning a view of a larger buffer of its
         # own, which the budget counts whole); that saves a third of the per-layer dispatch.
         self.most_bytes = _most_bytes(steps)
+
+
+def _first_output_only(step, last_use, keep) -> None:
+    """Run a layer whose outputs after the first nobody reads by its op's `run_first`, when
+    it has one: MaxPool's indices cost four times its values (ResNet-18's one MaxPool took
+    12% of the whole run computing indices nothing read). Its unread slots stay empty."""
+    if step.kind not in ("run", "op") or step.reads or step.writes or len(step.outs) < 2:
+        return
+    first = getattr(step.node.op.impl, "run_first", None)
+    if first is None or any(s in last_use or s in keep for s in step.outs[1:]):
+        return
+    step.first_only, step.outs, step.expect = first, step.outs[:1], step.expect[:1]
+    step.seen = step.seen[:1]
+    if step.kind == "run":
+        step.run, step.single = first, step.expect[0]
+        dtype, shape = step.single
+        step.need = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
 
 
 def _most_bytes(steps) -> int | None:
@@ -306,7 +331,10 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                         check_inputs(node, step.recheck, args)
                         step.checked = key
                 budget.before(step.expect)
-                outputs = node.op.run(node.attrs, *args)
+                if step.first_only is None:
+                    outputs = node.op.run(node.attrs, *args)
+                else:
+                    outputs = step.first_only(node.attrs, *args)
                 if len(outputs) != len(step.outs):
                     raise OpError(f"internal error: the kernel returned {len(outputs)} outputs, "
                                   f"inference promised {len(step.outs)}")

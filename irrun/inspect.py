@@ -227,6 +227,10 @@ class Profiler:
     layer keeps its best (smallest) time, as timing tools usually report.
     """
 
+    # It times the run as it is without a listener, outputs nothing reads left uncomputed
+    # (MaxPool's indices): see irrun.executor.Plan.
+    every_output = False
+
     def __init__(self, per_body: bool = False):
         self._rows: dict[str, dict] = {}
         # per_body (-vv --profile): also each layer inside a Loop/TensorIterator/If body, its
@@ -549,6 +553,8 @@ class Progress:
     layer so far to predict the rest.
     """
 
+    every_output = False      # it counts layers; see Profiler.every_output
+
     def __init__(self, total: int, stream, delay: float = 1.0, label: str = "running layers"):
         self.total = total
         self.stream = stream
@@ -591,6 +597,8 @@ def chain(*listeners):
     def listen(node, outputs, seconds):
         for f in active:
             f(node, outputs, seconds)
+    # Every output is computed if any listener looks at them (see Profiler.every_output).
+    listen.every_output = any(getattr(f, "every_output", True) for f in active)
 
     def for_body(program):
         return chain(*(f.for_body(program) for f in active if hasattr(f, "for_body")))

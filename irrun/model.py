@@ -155,11 +155,11 @@ class Model:
         """The keys infer() returns, in order (two outputs may share a name: see --output)."""
         return self._targets(until)[1]
 
-    def _plan(self, targets, sinks=()) -> Plan:
-        key = (tuple(targets), tuple(sinks))
+    def _plan(self, targets, sinks=(), every_output: bool = True) -> Plan:
+        key = (tuple(targets), tuple(sinks), every_output)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = Plan(self.program, targets, sinks)
+            plan = self._plans[key] = Plan(self.program, targets, sinks, every_output)
         return plan
 
     @property
@@ -228,7 +228,10 @@ class Model:
             order = list(names)
         sinks = () if state is None else tuple(
             n.id for n in self.program.nodes.values() if n.layer.type.lower() == "assign")
-        plan = self._plan(targets, sinks)
+        # A listener sees each layer's outputs (trace, dump, compare), so it gets them all;
+        # a plain run skips the outputs nothing reads where an op can (see Plan).
+        every = intermediate or getattr(listener, "every_output", listener is not None)
+        plan = self._plan(targets, sinks, every)
         if intermediate:
             outs, values = execute(self.program, plan, feeds, listener, keep_all=True,
                                    state=state)
