@@ -4,6 +4,8 @@
                       `4G`); default half of the machine's (or the cgroup's) memory
     IRRUN_THREADS     the most threads one kernel uses (default: the usable cores, at most 4)
     IRRUN_FOLD        `0` turns off constant folding at load (irrun.program); default `1`
+    IRRUN_REUSE_MEMORY  `0` leaves glibc's malloc settings alone (irrun.weights.reuse_memory);
+                      default `1`
 
 A value is parsed once and kept for as long as the variable keeps that text (tests and
 long-lived processes may change it); a bad value is one ConfigError, which the CLI reports
@@ -32,6 +34,7 @@ class Config:
     max_bytes: int     # the largest tensor irrun may allocate
     threads: int       # the most threads one kernel may use
     fold: bool = True  # fold all-Const subgraphs when a model is read
+    reuse_memory: bool = True   # keep freed run buffers for the next allocations
 
 
 @functools.cache
@@ -72,7 +75,8 @@ def parse_bytes(text: str) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def _parse(max_bytes_text: str, threads_text: str, fold_text: str = "") -> Config:
+def _parse(max_bytes_text: str, threads_text: str, fold_text: str = "",
+           reuse_text: str = "") -> Config:
     if max_bytes_text:
         try:
             max_bytes = parse_bytes(max_bytes_text)
@@ -88,9 +92,10 @@ def _parse(max_bytes_text: str, threads_text: str, fold_text: str = "") -> Confi
         threads = int(threads_text)
     else:
         threads = min(MAX_THREADS, _usable_cores())
-    if fold_text not in ("", "0", "1"):
-        raise ConfigError(f"IRRUN_FOLD='{fold_text}' is not 0 or 1")
-    return Config(max_bytes, threads, fold_text != "0")
+    for name, text in (("IRRUN_FOLD", fold_text), ("IRRUN_REUSE_MEMORY", reuse_text)):
+        if text not in ("", "0", "1"):
+            raise ConfigError(f"{name}='{text}' is not 0 or 1")
+    return Config(max_bytes, threads, fold_text != "0", reuse_text != "0")
 
 
 _PINNED: contextvars.ContextVar = contextvars.ContextVar("irrun_config", default=None)
@@ -104,7 +109,7 @@ def config() -> Config:
         return pinned
     env = os.environ
     return _parse(env.get("IRRUN_MAX_BYTES", "").strip(), env.get("IRRUN_THREADS", "").strip(),
-                  env.get("IRRUN_FOLD", "").strip())
+                  env.get("IRRUN_FOLD", "").strip(), env.get("IRRUN_REUSE_MEMORY", "").strip())
 
 
 @contextlib.contextmanager

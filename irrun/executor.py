@@ -24,7 +24,7 @@ from .shapes import (
     shape_of,
     static_values,
 )
-from .weights import LiveBudget, check_alloc, max_tensor_bytes
+from .weights import LiveBudget, check_alloc, max_tensor_bytes, reuse_memory
 
 
 @dataclass
@@ -258,6 +258,7 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
             _run_steps(program, plan, feeds, listener, keep_all, values, clock, state)
         else:
             running = _running.set(True)
+            reuse_memory()
             try:
                 with np.errstate(all="ignore"), pinned():
                     _run_steps(program, plan, feeds, listener, keep_all, values, clock, state)
