@@ -17,6 +17,8 @@ k must be in [0, dim]: k=0 gives an empty result; k > dim is an error (OpenVINO 
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,8 +32,8 @@ class ReduceAttrs:
     keep_dims: bool = False
 
 
-def _axes_values(axes: TensorSpec | np.ndarray) -> np.ndarray:
-    return np.asarray(axes).reshape(-1).astype(np.int64)
+def _axes_values(axes: TensorSpec | np.ndarray) -> list[int]:
+    return np.asarray(axes).reshape(-1).tolist()
 
 
 def normalize_axes(values, rank: int, what="axes") -> list[int]:
@@ -75,7 +77,7 @@ def reduce_infer(name: str, attrs, data: TensorSpec, axes: TensorSpec, kinds) ->
 
 
 def _int_mean(x, axes, keep):
-    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    count = math.prod(x.shape[a] for a in axes)
     if count == 0:
         fail("ReduceMean of an integer tensor over an empty axis (division by zero)")
     s = np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
@@ -119,7 +121,7 @@ def _prod(x, axes, keep):
 def _mean(x, axes, keep):
     if x.dtype.kind in "iu":
         return _int_mean(x, axes, keep)
-    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    count = math.prod(x.shape[a] for a in axes)
     return np.sum(_float_acc(x), axis=axes, keepdims=keep) / count   # 0/0 is NaN: no warning
 
 
@@ -152,8 +154,10 @@ def reduce_run(name: str, attrs, data: np.ndarray, axes: np.ndarray):
     if not reduced:
         return (data.copy(),)   # the spec: an empty axes list is a no-op
     kernel = REDUCTIONS[name][1]
-    with np.errstate(all="ignore"):
-        y = kernel(data, tuple(reduced), attrs.keep_dims)
+    # (Overflow and 0/0 warnings are silenced by the executor for the whole run.)
+    y = kernel(data, tuple(reduced), attrs.keep_dims)
+    if type(y) is np.ndarray and y.dtype == data.dtype:
+        return (y,)
     return (as_dtype(y, data.dtype),)
 
 

@@ -61,13 +61,16 @@ def float_unary(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, what: str
     """Apply a float function and return x's dtype; integers round to nearest.
 
     Ops in F32_EXACT compute f32/f16/bf16 in f32; the others in f64, rounding once (so
-    results are correctly rounded where fn is)."""
-    with np.errstate(all="ignore"):
-        if x.dtype.kind in "iu":
-            return float_to_int(np.asarray(fn(x.astype(np.float64))), x.dtype, what, x)
-        if what in F32_EXACT and x.dtype != np.float64:
-            return as_dtype(fn(x if x.dtype == np.float32 else x.astype(np.float32)), x.dtype)
-        return as_dtype(fn(x.astype(np.float64)), x.dtype)
+    results are correctly rounded where fn is). NumPy's overflow and invalid-value warnings
+    are silenced by the executor for the whole run (and by folding and inference), not per
+    call: the context manager cost more than a small ReLU."""
+    if x.dtype.kind in "iu":
+        return float_to_int(np.asarray(fn(x.astype(np.float64))), x.dtype, what, x)
+    if what in F32_EXACT and x.dtype != np.float64:
+        y = fn(x if x.dtype == np.float32 else x.astype(np.float32))
+    else:
+        y = fn(x.astype(np.float64))
+    return y if type(y) is np.ndarray and y.dtype == x.dtype else as_dtype(y, x.dtype)
 
 
 # Destination types converted by irrun.etypes.convert_into (rounding or packing rules of
