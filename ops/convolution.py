@@ -3,6 +3,7 @@ GroupConvolutionBackpropData-1 (spec pages: convolution/convolution-1, group-con
 convolution-backprop-data-1, group-convolution-backprop-data-1)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -119,7 +120,7 @@ def _conv_run(attrs, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     # [N, G, Cg, *S] -> [G, N, *S, Cg]
     xp = np.moveaxis(xp.reshape((n, g, cg) + xp.shape[2:]), (1, 2), (0, -1))
     wt = np.moveaxis(w.astype(acc_t, copy=False), 2, -1)       # [G, Og, *kernel, Cg]
-    acc = np.zeros((g, n * int(np.prod(counts, dtype=np.int64)), og), dtype=acc_t)
+    acc = np.zeros((g, n * math.prod(counts), og), dtype=acc_t)
     for tap in np.ndindex(*kernel):
         offsets = [t * d for t, d in zip(tap, attrs.dilations)]
         view = xp[(slice(None), slice(None)) + tap_slices(offsets, attrs.strides, counts)]
@@ -149,8 +150,8 @@ _IM2COL_MAX_BYTES = 64 << 20
 
 
 def _fits_im2col(n, counts, kernel, c, dtype) -> bool:
-    rows = n * int(np.prod(counts, dtype=np.int64))
-    return rows * int(np.prod(kernel, dtype=np.int64)) * c * dtype.itemsize <= _IM2COL_MAX_BYTES
+    rows = n * math.prod(counts)
+    return rows * math.prod(kernel) * c * dtype.itemsize <= _IM2COL_MAX_BYTES
 
 
 def _conv_im2col(attrs, x, w, pb, pe, counts):
@@ -176,13 +177,16 @@ def _conv_im2col(attrs, x, w, pb, pe, counts):
     st = xp.strides
     taps = tuple(st[2 + i] * attrs.dilations[i] for i in range(nd))
     steps = tuple(st[2 + i] * attrs.strides[i] for i in range(nd))
-    p = int(np.prod(counts, dtype=np.int64))
+    p = math.prod(counts)
     # Sizes spelt out, never -1: a batch or channel count of 0 leaves -1 undefined.
-    ck = c * int(np.prod(kernel, dtype=np.int64))
+    ck = c * math.prod(kernel)
     wm = w.reshape(o, ck)
-    patches = np.lib.stride_tricks.as_strided(
-        xp, (n, c) + tuple(kernel) + tuple(counts), (st[0], st[1]) + taps + steps,
-        writeable=False).reshape(n, ck, p)
+    if xp.flags.c_contiguous and ck == c and p == math.prod(xp.shape[2:]):
+        patches = xp.reshape(n, c, p)    # a 1x1 kernel, stride 1, no pads: x itself
+    else:
+        patches = np.lib.stride_tricks.as_strided(
+            xp, (n, c) + tuple(kernel) + tuple(counts), (st[0], st[1]) + taps + steps,
+            writeable=False).reshape(n, ck, p)
     if o < _IM2COL_MIN_ROWS and p > o:
         out = np.matmul(patches.transpose(0, 2, 1), wm.T)          # [N, P, O]
         out = np.ascontiguousarray(out.transpose(0, 2, 1))
@@ -213,8 +217,8 @@ def _conv_depthwise(attrs, x, w, pb, pe, counts):
     kernel = w.shape[3:]
     xp = _zero_pad(x, pb, pe)
     wc = w.reshape((c,) + tuple(kernel))
-    taps = int(np.prod(kernel, dtype=np.int64))
-    positions = int(np.prod(counts, dtype=np.int64))
+    taps = math.prod(kernel)
+    positions = math.prod(counts)
     if (taps >= _DEPTHWISE_PATCH_MIN_TAPS and positions <= _DEPTHWISE_PATCH_MAX_POSITIONS
             and n * c * positions * taps * x.itemsize <= _DEPTHWISE_PATCH_MAX_BYTES):
         st = xp.strides

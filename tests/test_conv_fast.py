@@ -16,6 +16,7 @@ CASES = [   # x shape, kernel, strides, dilations, pads_begin, pads_end
     ((1, 4, 9), (3,), (1,), (2,), (0,), (1,)),
     ((1, 2, 5, 6, 4), (2, 3, 1), (1, 2, 1), (1, 1, 1), (1, 0, 0), (0, 1, 0)),
     ((3, 8, 4, 4), (1, 1), (1, 1), (1, 1), (0, 0), (0, 0)),
+    ((1, 4, 5, 6), (1, 1), (1, 1), (1, 1), (1, 2), (2, 0)),     # 1x1 over pads: x padded, as is
     # Many taps on a small map: depthwise as one product over patches (dilated, strided).
     ((2, 6, 6, 7), (5, 4), (1, 2), (2, 1), (2, 1), (3, 2)),
 ]
