@@ -47,6 +47,8 @@ class Step:
     counted: bool = True         # whether the live budget counts its outputs: a Const's or
                                  # a folded layer's are the model's, not the run's
     first_only: object = None    # the op's run_first, when no one reads its other outputs
+    fast: tuple | None = None    # kind "run", one output: (run, attrs, args, out slot, dtype,
+                                 # shape), what a run without listener or live count needs
 
 
 _STATE_OPS = {"readvalue": "reads", "assign": "writes"}
@@ -110,6 +112,10 @@ class Plan:
         if not every_output:
             for step in steps:
                 _first_output_only(step, last_use, keep)
+        for step in steps:
+            if step.kind == "run" and step.single is not None:
+                step.fast = (step.run, step.attrs, step.args, step.outs[0]) + step.single
+        self.max_need = max((step.need for step in steps), default=0)
         self.steps = steps
         self.n_slots = len(slot_of)
         self.slot_of = slot_of
@@ -279,12 +285,35 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
     limit = budget.limit
     track = plan.most_bytes is None or plan.most_bytes > limit // 4
     ndarray = np.ndarray
+    # Most layers of most runs: one output of a known shape, nothing listening, nothing to
+    # count, no output past the per-tensor limit. Their steps take the shortest path.
+    plain = listener is None and not keep_all and not track and plan.max_need <= limit
     for step in plan.steps:
         node = step.node
-        kind = step.kind
-        if listener is not None:
-            t0 = clock()
         try:
+            fast = step.fast if plain else None
+            if fast is not None:
+                run, attrs, args, out, dtype, shape = fast
+                if len(args) == 1:
+                    outputs = run(attrs, values[args[0]])
+                elif len(args) == 2:
+                    outputs = run(attrs, values[args[0]], values[args[1]])
+                else:
+                    outputs = run(attrs, *[values[a] for a in args])
+                if len(outputs) != 1:
+                    raise OpError(f"internal error: the kernel returned {len(outputs)} "
+                                  "outputs, inference promised 1")
+                v = outputs[0]
+                if type(v) is not ndarray or (v.dtype is not dtype and v.dtype != dtype) \
+                        or v.shape != shape:
+                    check_output(node, 0, v)    # see below
+                values[out] = v
+                for s in step.free:
+                    values[s] = None
+                continue
+            kind = step.kind
+            if listener is not None:
+                t0 = clock()
             if kind == "run":
                 if step.need and budget.live + step.need > limit:
                     budget.before(step.expect)       # refuses, wording the limit

@@ -5,7 +5,7 @@ from typing import Callable
 
 import numpy as np
 
-from irrun.etypes import convert_into, element_type, from_dtype
+from irrun.etypes import ELEMENT_TYPES, convert_into, element_type, from_dtype
 
 from .problems import fail
 
@@ -84,6 +84,9 @@ def convert_array(x: np.ndarray, dst) -> np.ndarray:
     Float to integer rounds toward zero and saturates at the destination's range (NaN
     gives 0); integer to integer wraps modulo 2**bits; anything to boolean is x != 0.
     """
+    cast = _FLOAT_CASTS.get(dst) if type(dst) is str else None
+    if cast is not None and x.size < PARALLEL_CAST_ELEMENTS:
+        return x.astype(cast)   # the usual Convert (what _cast does for it), looked up once
     dst = element_type(dst)
     src_dtype = x.dtype
     if dst.name in _COMPRESSED:
@@ -119,6 +122,11 @@ def convert_array(x: np.ndarray, dst) -> np.ndarray:
 # cast runs at ~2 ns an element on one core (ResNet-18's decompression Converts, folded at
 # load, were most of its read_model time) and releases the GIL.
 PARALLEL_CAST_ELEMENTS = 1 << 20
+
+
+# IR names of the float destinations _cast converts to (all but the compressed ones).
+_FLOAT_CASTS = {name: et.dtype for name, et in ELEMENT_TYPES.items()
+                if et.is_float and name not in _COMPRESSED}
 
 
 def _cast(x: np.ndarray, dtype) -> np.ndarray:
