@@ -24,6 +24,8 @@ processed in groups whose scores fit in a fixed budget of elements, and a single
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,6 +123,12 @@ def _batch_index(batch: tuple[int, ...], out_batch: tuple[int, ...]) -> np.ndarr
     """For each flat output batch index, the flat index into an operand with batch dims
     `batch` (right-aligned, dims of 1 broadcast)."""
     full = (1,) * (len(out_batch) - len(batch)) + tuple(batch)
+    # The usual operands, without np.indices (most of a small attention's time): the
+    # output's own batch, or one that broadcasts whole.
+    if full == tuple(out_batch):
+        return np.arange(math.prod(out_batch), dtype=np.intp)
+    if all(d == 1 for d in full):
+        return np.zeros(math.prod(out_batch), np.intp)
     coords = np.indices(out_batch).reshape(len(out_batch), -1) if out_batch else np.zeros((0, 1), np.intp)
     idx = np.zeros(coords.shape[1], np.intp)
     for axis, d in enumerate(full):
@@ -157,8 +165,9 @@ def _apply_mask(s: np.ndarray, m: np.ndarray) -> None:
 def _take(xf: np.ndarray, idx: np.ndarray, h0: int, h1: int) -> np.ndarray:
     """Rows idx[h0:h1] of xf: a view when they are consecutive (no broadcasting)."""
     part = idx[h0:h1]
-    if part[-1] - part[0] == h1 - h0 - 1 and (np.diff(part) == 1).all():
-        return xf[part[0]:part[-1] + 1]
+    first = int(part[0])
+    if int(part[-1]) - first == h1 - h0 - 1 and (h1 - h0 <= 2 or (np.diff(part) == 1).all()):
+        return xf[first:first + h1 - h0]
     return xf[part]
 
 
@@ -196,7 +205,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
         with np.errstate(divide="ignore"):
             sc = cdt(1) / np.sqrt(cdt(E))
 
-    nb = int(np.prod(batch, dtype=np.int64))
+    nb = math.prod(batch)
     out = np.empty((nb, L, Ev), cdt)
     if nb == 0 or L == 0 or Ev == 0:
         # Nothing to compute (and the batch count, bounded by check_alloc only through a
@@ -207,7 +216,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
         return as_dtype(out.reshape(batch + (L, Ev)), q.dtype)
 
     def flat(x):
-        return x.reshape((int(np.prod(x.shape[:-2], dtype=np.int64)),) + x.shape[-2:])
+        return x.reshape((math.prod(x.shape[:-2]),) + x.shape[-2:])
 
     qf, kf, vf = flat(q), flat(k), flat(v)
     qi, ki, vi = (_batch_index(x.shape[:-2], batch) for x in (q, k, v))
