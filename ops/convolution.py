@@ -182,7 +182,7 @@ def _conv_im2col(attrs, x, w, pb, pe, counts):
     ck = c * math.prod(kernel)
     wm = w.reshape(o, ck)
     if xp.flags.c_contiguous and ck == c and p == math.prod(xp.shape[2:]):
-        patches = xp.reshape(n, c, p)    # a 1x1 kernel, stride 1, no pads: x itself
+        patches = xp.reshape(n, c, p)    # a 1x1 kernel at stride 1: the (padded) input
     else:
         patches = np.lib.stride_tricks.as_strided(
             xp, (n, c) + tuple(kernel) + tuple(counts), (st[0], st[1]) + taps + steps,

@@ -85,8 +85,8 @@ def convert_array(x: np.ndarray, dst) -> np.ndarray:
     gives 0); integer to integer wraps modulo 2**bits; anything to boolean is x != 0.
     """
     cast = _FLOAT_CASTS.get(dst) if type(dst) is str else None
-    if cast is not None and x.size < PARALLEL_CAST_ELEMENTS:
-        return x.astype(cast)   # the usual Convert (what _cast does for it), looked up once
+    if cast is not None:
+        return _cast(x, cast)   # the usual Convert, its destination looked up once
     dst = element_type(dst)
     src_dtype = x.dtype
     if dst.name in _COMPRESSED:
