@@ -121,6 +121,29 @@ def _compile_for_width(fixed):
     return sum_bags_of_width
 
 
+def segments_loop_for(width: int):
+    """The compiled _sum_segments for rows of `width` elements (those of REGISTER_WIDTHS
+    summing in a row of their own, as loop_for's)."""
+    if width not in REGISTER_WIDTHS:
+        return sum_segments
+    loop = _segments_fixed_width.get(width)
+    if loop is None:
+        loop = _segments_fixed_width[width] = _compile_segments_for_width(width)
+    return loop
+
+
+_segments_fixed_width: dict = {}
+
+
+def _compile_segments_for_width(fixed):
+    @_cached_loop
+    def sum_segments_of_width(acc, out, table, bf16, indices, segment_ids, weights, default,
+                              lo, hi, first, last):
+        return _segments_in_registers(_stack_row(acc, fixed), out, table, bf16, indices,
+                                      segment_ids, weights, default, lo, hi, first, last)
+    return sum_segments_of_width
+
+
 def _sum_bags(acc, out, table, bf16, indices, bounds, order, weights, default, mean,
               first, last):
     """out[s] = sum of weights[i] * table[indices[i]] over the lookups j of bag s, that is
@@ -135,11 +158,7 @@ def _sum_bags(acc, out, table, bf16, indices, bounds, order, weights, default, m
     Table rows are unsigned, so a negative index fails the same comparison as one too
     large, and the compiled code has no wrap-around test for negative indexes.
     """
-    width = acc.shape[0]
-    row_bytes = width * _itemsize(table)     # a constant in the loops of REGISTER_WIDTHS
-    num_emb = np.uintp(table.shape[0])
     ordered = order.size == 0
-    one_weight = weights.size == 1
     stop = np.uintp(bounds[last])
     for s in range(first, last):
         j = np.uintp(bounds[s])
@@ -147,40 +166,92 @@ def _sum_bags(acc, out, table, bf16, indices, bounds, order, weights, default, m
         if j == end:
             _fill(out, s, s + 1, table, default)
             continue
-        count = end - j
-        for c in range(width):
-            acc[c] = 0
-        while j < end:
-            # The time goes in waiting for table rows from memory: ask for the row needed
-            # PREFETCH_AHEAD lookups later now, so several loads are under way at once.
-            ahead = j + np.uintp(PREFETCH_AHEAD)
-            if ahead < stop:
-                later = np.uintp(indices[ahead if ordered else np.uintp(order[ahead])])
-                if later < num_emb:
-                    for offset in range(0, row_bytes, 64):     # each 64-byte cache line,
-                        _prefetch(table, later, offset)
-                    _prefetch(table, later, row_bytes - 1)     # and the last (rows straddle)
-            i = j if ordered else np.uintp(order[j])
-            row = np.uintp(indices[i])
-            if row >= num_emb:
-                return j
-            w = _load(weights[np.uintp(0) if one_weight else i], acc, bf16)
-            for c in range(width):
-                acc[c] += w * _load(table[row, c], acc, bf16)
-            j += np.uintp(1)
-        if mean:
-            for c in range(width):
-                out[s, c] = _store(_divide(acc[c], count), out, bf16)
-        else:
-            for c in range(width):
-                out[s, c] = _store(acc[c], out, bf16)
+        bad = _sum_one(acc, out, s, table, bf16, indices, j, end, stop, order, ordered,
+                       weights, mean)
+        if bad != end:
+            return bad
     return stop
+
+
+@numba.njit(inline="always")
+def _sum_one(acc, out, s, table, bf16, indices, j, end, stop, order, ordered, weights, mean):
+    """out[s] = the (weighted) sum, or mean, of the table rows of lookups j..end (through
+    `order` unless `ordered`), prefetching rows up to lookup `stop`: returns `end`, or the
+    first lookup whose index is not a row of the table (out[s] is then not written)."""
+    width = acc.shape[0]
+    row_bytes = width * _itemsize(table)     # a constant in the loops of REGISTER_WIDTHS
+    num_emb = np.uintp(table.shape[0])
+    one_weight = weights.size == 1
+    count = end - j
+    for c in range(width):
+        acc[c] = 0
+    while j < end:
+        # The time goes in waiting for table rows from memory: ask for the row needed
+        # PREFETCH_AHEAD lookups later now, so several loads are under way at once.
+        ahead = j + np.uintp(PREFETCH_AHEAD)
+        if ahead < stop:
+            later = np.uintp(indices[ahead if ordered else np.uintp(order[ahead])])
+            if later < num_emb:
+                for offset in range(0, row_bytes, 64):     # each 64-byte cache line,
+                    _prefetch(table, later, offset)
+                _prefetch(table, later, row_bytes - 1)     # and the last (rows straddle)
+        i = j if ordered else np.uintp(order[j])
+        row = np.uintp(indices[i])
+        if row >= num_emb:
+            return j
+        w = _load(weights[np.uintp(0) if one_weight else i], acc, bf16)
+        for c in range(width):
+            acc[c] += w * _load(table[row, c], acc, bf16)
+        j += np.uintp(1)
+    if mean:
+        for c in range(width):
+            out[s, c] = _store(_divide(acc[c], count), out, bf16)
+    else:
+        for c in range(width):
+            out[s, c] = _store(acc[c], out, bf16)
+    return end
+
+
+def _sum_segments(acc, out, table, bf16, indices, segment_ids, weights, default, lo, hi,
+                  first, last):
+    """EmbeddingSegmentsSum's loop, finding its segments as it goes: lookups lo..hi, whose
+    segment_ids must run non-decreasing through first..last-1, give out[first:last] (each
+    segment's weighted sum as _sum_bags gives it; table[default], or 0 if default < 0, for
+    a segment without lookups). No pass of its own over the ids to find where each segment
+    starts: that pass was 15% of the op's time.
+
+    Returns -1, or the first lookup j in lo..hi that breaks the promise (an id smaller
+    than the one before it, or outside first..last-1) or whose index is not a row of the
+    table; out[first:last] is then incomplete and the caller takes the checking path.
+    """
+    no_order = np.empty(0, np.intp)
+    stop = np.uintp(hi)
+    j = np.uintp(lo)
+    for s in range(first, last):
+        start = j
+        while j < stop and np.uintp(segment_ids[j]) == np.uintp(s):
+            j += np.uintp(1)
+        # The lookup after segment s's must hold a later segment (a negative id wraps to
+        # a huge one and is left over at the end).
+        if j < stop and np.uintp(segment_ids[j]) < np.uintp(s):
+            return np.intp(j)
+        if start == j:
+            _fill(out, s, s + 1, table, default)
+            continue
+        bad = _sum_one(acc, out, s, table, bf16, indices, start, j, stop, no_order, True,
+                       weights, False)
+        if bad != j:
+            return np.intp(bad)
+    # Lookups left over hold ids from `last` on (or that wrapped from negative ones).
+    return np.intp(j) if j < stop else np.intp(-1)
 
 
 # The loop for any width sums in the row it is given; those of REGISTER_WIDTHS have the
 # body inlined by numba, so that LLVM sees that their row lives on their own stack.
 sum_bags = _cached_loop(_sum_bags)
 _sum_in_registers = numba.njit(inline="always")(_sum_bags)
+sum_segments = _cached_loop(_sum_segments)
+_segments_in_registers = numba.njit(inline="always")(_sum_segments)
 
 
 def _segment_bounds(segment_ids, segments, bounds, lo, hi):

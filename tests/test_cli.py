@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 import irrun
+import irrun.model  # noqa: F401  (monkeypatched below; the package loads it lazily)
 from irrun.cli import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -453,7 +453,7 @@ _WIDTHS_SCRIPT = """
 import sys
 import numpy as np
 from irrun.ops import sparse
-from irrun.ops.segment_sum_loop import loop_for
+from irrun.ops.segment_sum_loop import loop_for, segments_loop_for
 rng = np.random.default_rng(0)
 for width in map(int, sys.argv[1:]):
     table = rng.standard_normal((9, width)).astype(np.float32)
@@ -462,7 +462,11 @@ for width in map(int, sys.argv[1:]):
     expected = np.zeros((5, width), np.float32)
     np.add.at(expected, seg, table[idx])
     assert np.allclose(out, expected, atol=1e-5), width
-    print(width, sum(loop_for(width).stats.cache_hits.values()))
+    (bags,) = sparse.EmbeddingBagPackedSum3.run(None, table, idx.reshape(8, 5))
+    assert np.allclose(bags, table[idx].reshape(8, 5, width).sum(axis=1), atol=1e-5), width
+    # Both loops of this width (EmbeddingSegmentsSum's and the bags'), from the cache or not.
+    print(width, sum(sum(loop.stats.cache_hits.values())
+                     for loop in (segments_loop_for(width), loop_for(width))))
 """
 
 
@@ -481,7 +485,7 @@ def test_cached_loops_keep_their_widths_apart(tmp_path):
         return dict(line.split() for line in done.stdout.splitlines())
 
     assert run_widths(8, 16) == {"8": "0", "16": "0"}           # compiled, then saved
-    assert run_widths(16, 8) == {"16": "1", "8": "1"}           # each loaded, and right
+    assert run_widths(16, 8) == {"16": "2", "8": "2"}           # each loaded, and right
 
 
 def test_loop_runs_where_numba_cannot_cache(tmp_path):
@@ -905,3 +909,56 @@ def test_oracle_cpu_plugin(data):
         np.testing.assert_array_equal(got.astype(np.float64), expected.astype(np.float64))
     else:
         np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("etype", ["f32", "f16", "bf16", "f64", "i8", "u64", "boolean"])
+def test_sorted_ids_take_the_one_pass_loop_and_match_the_checking_path(monkeypatch, workers,
+                                                                      etype):
+    """Sorted ids in range (the spec's promise) are summed by the loop that finds each
+    segment as it goes, with no pass of its own over the ids: the same sums, bit for bit,
+    as the checking path (segment bounds first, then the bag loop), empty segments and
+    spans cut at segment starts included."""
+    monkeypatch.setattr(sparse, "_workers", lambda n: workers)
+    dtype = element_type(etype).dtype
+    rng = np.random.default_rng(workers)
+    n, segments, num_emb = 300, 40, 7
+    table = (rng.standard_normal((num_emb, 16)) * 4).astype(dtype)
+    weights = (rng.standard_normal(n) * 2).astype(dtype)
+    idx = rng.integers(0, num_emb, n)
+    seg = np.sort(rng.integers(0, segments, n))
+    seg[seg == 5] = 6                                  # an empty segment inside
+    seg[:10] = 0
+    seg[-30:] = segments - 1                           # a long last one (cuts move past it)
+    for default, w in ((None, None), (3, None), (2, weights)):
+        with monkeypatch.context() as m:
+            m.setattr(sparse, "_sorted_segment_sum", lambda *a: False)
+            want = run(table, idx, seg, segments, default, w)
+        with monkeypatch.context() as m:
+            def refuse(*a):
+                raise AssertionError("sorted ids went through the bounds pass")
+            m.setattr(sparse, "_segment_bounds", refuse)
+            got = run(table, idx, seg, segments, default, w)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_ids_that_break_the_promise_at_a_cut_fall_back_to_the_checking_path(monkeypatch,
+                                                                            workers):
+    """A decrease exactly where the one-pass loop cuts its spans, an id past the segments in
+    the last span, a bad index in a later span: the one-pass loop gives up (its output is
+    recomputed) and the checking path sums the scattered ids or names the first bad one."""
+    monkeypatch.setattr(sparse, "_workers", lambda n: workers)
+    table = np.arange(40, dtype=np.float32).reshape(5, 8)
+    idx = np.arange(60) % 5
+    seg = np.repeat(np.arange(12), 5)
+    cut = 60 // workers                                # where the first span ends
+    swapped = np.concatenate([seg[cut:], seg[:cut]])   # sorted within each span only
+    assert_close(run(table, idx, swapped, 12), reference(table, idx, swapped, 12), "f32")
+    with pytest.raises(OpError, match=r"segment_ids\[59\] is 12, expected in \[0, 12\)"):
+        run(table, idx, seg + (np.arange(60) == 59), 12)
+    bad = idx.copy()
+    bad[55] = 9
+    with pytest.raises(OpError, match=r"indices\[55\] is 9, expected in \[0, 5\)"):
+        run(table, bad, seg, 12)
