@@ -158,7 +158,11 @@ def _sum_bags(acc, out, table, bf16, indices, bounds, order, weights, default, m
     Table rows are unsigned, so a negative index fails the same comparison as one too
     large, and the compiled code has no wrap-around test for negative indexes.
     """
+    width = acc.shape[0]
+    row_bytes = width * _itemsize(table)     # a constant in the loops of REGISTER_WIDTHS
+    num_emb = np.uintp(table.shape[0])
     ordered = order.size == 0
+    one_weight = weights.size == 1
     stop = np.uintp(bounds[last])
     for s in range(first, last):
         j = np.uintp(bounds[s])
@@ -166,50 +170,34 @@ def _sum_bags(acc, out, table, bf16, indices, bounds, order, weights, default, m
         if j == end:
             _fill(out, s, s + 1, table, default)
             continue
-        bad = _sum_one(acc, out, s, table, bf16, indices, j, end, stop, order, ordered,
-                       weights, mean)
-        if bad != end:
-            return bad
+        count = end - j
+        for c in range(width):
+            acc[c] = 0
+        while j < end:
+            # The time goes in waiting for table rows from memory: ask for the row needed
+            # PREFETCH_AHEAD lookups later now, so several loads are under way at once.
+            ahead = j + np.uintp(PREFETCH_AHEAD)
+            if ahead < stop:
+                later = np.uintp(indices[ahead if ordered else np.uintp(order[ahead])])
+                if later < num_emb:
+                    for offset in range(0, row_bytes, 64):     # each 64-byte cache line,
+                        _prefetch(table, later, offset)
+                    _prefetch(table, later, row_bytes - 1)     # and the last (rows straddle)
+            i = j if ordered else np.uintp(order[j])
+            row = np.uintp(indices[i])
+            if row >= num_emb:
+                return j
+            w = _load(weights[np.uintp(0) if one_weight else i], acc, bf16)
+            for c in range(width):
+                acc[c] += w * _load(table[row, c], acc, bf16)
+            j += np.uintp(1)
+        if mean:
+            for c in range(width):
+                out[s, c] = _store(_divide(acc[c], count), out, bf16)
+        else:
+            for c in range(width):
+                out[s, c] = _store(acc[c], out, bf16)
     return stop
-
-
-@numba.njit(inline="always")
-def _sum_one(acc, out, s, table, bf16, indices, j, end, stop, order, ordered, weights, mean):
-    """out[s] = the (weighted) sum, or mean, of the table rows of lookups j..end (through
-    `order` unless `ordered`), prefetching rows up to lookup `stop`: returns `end`, or the
-    first lookup whose index is not a row of the table (out[s] is then not written)."""
-    width = acc.shape[0]
-    row_bytes = width * _itemsize(table)     # a constant in the loops of REGISTER_WIDTHS
-    num_emb = np.uintp(table.shape[0])
-    one_weight = weights.size == 1
-    count = end - j
-    for c in range(width):
-        acc[c] = 0
-    while j < end:
-        # The time goes in waiting for table rows from memory: ask for the row needed
-        # PREFETCH_AHEAD lookups later now, so several loads are under way at once.
-        ahead = j + np.uintp(PREFETCH_AHEAD)
-        if ahead < stop:
-            later = np.uintp(indices[ahead if ordered else np.uintp(order[ahead])])
-            if later < num_emb:
-                for offset in range(0, row_bytes, 64):     # each 64-byte cache line,
-                    _prefetch(table, later, offset)
-                _prefetch(table, later, row_bytes - 1)     # and the last (rows straddle)
-        i = j if ordered else np.uintp(order[j])
-        row = np.uintp(indices[i])
-        if row >= num_emb:
-            return j
-        w = _load(weights[np.uintp(0) if one_weight else i], acc, bf16)
-        for c in range(width):
-            acc[c] += w * _load(table[row, c], acc, bf16)
-        j += np.uintp(1)
-    if mean:
-        for c in range(width):
-            out[s, c] = _store(_divide(acc[c], count), out, bf16)
-    else:
-        for c in range(width):
-            out[s, c] = _store(acc[c], out, bf16)
-    return end
 
 
 def _sum_segments(acc, out, table, bf16, indices, segment_ids, weights, default, lo, hi,
@@ -224,24 +212,45 @@ def _sum_segments(acc, out, table, bf16, indices, segment_ids, weights, default,
     than the one before it, or outside first..last-1) or whose index is not a row of the
     table; out[first:last] is then incomplete and the caller takes the checking path.
     """
-    no_order = np.empty(0, np.intp)
+    width = acc.shape[0]
+    row_bytes = width * _itemsize(table)
+    num_emb = np.uintp(table.shape[0])
+    one_weight = weights.size == 1
     stop = np.uintp(hi)
     j = np.uintp(lo)
     for s in range(first, last):
-        start = j
-        while j < stop and np.uintp(segment_ids[j]) == np.uintp(s):
-            j += np.uintp(1)
+        end = j
+        while end < stop and np.uintp(segment_ids[end]) == np.uintp(s):
+            end += np.uintp(1)
         # The lookup after segment s's must hold a later segment (a negative id wraps to
         # a huge one and is left over at the end).
-        if j < stop and np.uintp(segment_ids[j]) < np.uintp(s):
-            return np.intp(j)
-        if start == j:
+        if end < stop and np.uintp(segment_ids[end]) < np.uintp(s):
+            return np.intp(end)
+        if j == end:
             _fill(out, s, s + 1, table, default)
             continue
-        bad = _sum_one(acc, out, s, table, bf16, indices, start, j, stop, no_order, True,
-                       weights, False)
-        if bad != j:
-            return np.intp(bad)
+        # The sum of _sum_bags, for one segment (a copy: shared through a helper, even an
+        # inlined one, the row of sums no longer stayed in registers and both loops were
+        # 1.5x slower).
+        for c in range(width):
+            acc[c] = 0
+        while j < end:
+            ahead = j + np.uintp(PREFETCH_AHEAD)
+            if ahead < stop:
+                later = np.uintp(indices[ahead])
+                if later < num_emb:
+                    for offset in range(0, row_bytes, 64):
+                        _prefetch(table, later, offset)
+                    _prefetch(table, later, row_bytes - 1)
+            row = np.uintp(indices[j])
+            if row >= num_emb:
+                return np.intp(j)
+            w = _load(weights[np.uintp(0) if one_weight else j], acc, bf16)
+            for c in range(width):
+                acc[c] += w * _load(table[row, c], acc, bf16)
+            j += np.uintp(1)
+        for c in range(width):
+            out[s, c] = _store(acc[c], out, bf16)
     # Lookups left over hold ids from `last` on (or that wrapped from negative ones).
     return np.intp(j) if j < stop else np.intp(-1)
 
