@@ -33,11 +33,16 @@ def loop_for(width: int):
     Each loop is compiled for each kind of table and index type on first use and cached on
     disk (numba's cache tells the widths apart by the value the loop closes over).
     """
+    return _for_width(width, sum_bags, _fixed_width, _compile_for_width)
+
+
+def _for_width(width: int, shared, compiled: dict, compile_for):
+    """`shared` for an unusual width, else the loop compile_for(width) makes, once."""
     if width not in REGISTER_WIDTHS:
-        return sum_bags
-    loop = _fixed_width.get(width)
+        return shared
+    loop = compiled.get(width)
     if loop is None:
-        loop = _fixed_width[width] = _compile_for_width(width)
+        loop = compiled[width] = compile_for(width)
     return loop
 
 
@@ -124,12 +129,7 @@ def _compile_for_width(fixed):
 def segments_loop_for(width: int):
     """The compiled _sum_segments for rows of `width` elements (those of REGISTER_WIDTHS
     summing in a row of their own, as loop_for's)."""
-    if width not in REGISTER_WIDTHS:
-        return sum_segments
-    loop = _segments_fixed_width.get(width)
-    if loop is None:
-        loop = _segments_fixed_width[width] = _compile_segments_for_width(width)
-    return loop
+    return _for_width(width, sum_segments, _segments_fixed_width, _compile_segments_for_width)
 
 
 _segments_fixed_width: dict = {}
