@@ -205,6 +205,19 @@ def _kernel_view(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _loop_operands(out: np.ndarray, table: np.ndarray, weights: np.ndarray | None) -> tuple:
+    """The output, table and weights as both compiled loops take them: f16 and bf16
+    outputs as their bits (the loop writes those), and whether they are bf16; integer and
+    boolean outputs as they are (the loop cuts the uint64 sums down to them); the table and
+    weights as _kernel_view gives them, and one weight of 1 for every lookup when there
+    are none."""
+    halves = out.dtype == np.float16 or out.dtype == ml_dtypes.bfloat16
+    if weights is None:
+        weights = np.ones(1, dtype=table.dtype)
+    return (out.view(np.uint16) if halves else out, _kernel_view(table),
+            out.dtype == ml_dtypes.bfloat16, _kernel_view(weights))
+
+
 _NO_ORDER = np.empty(0, dtype=np.intp)
 
 
@@ -267,10 +280,8 @@ def _sorted_segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
             spans.append((lo, cut, first, sid))
             lo, first = cut, sid
     spans.append((lo, n, first, segments))
-    halves = out.dtype == np.float16 or out.dtype == ml_dtypes.bfloat16
-    args = (out.view(np.uint16) if halves else out, _kernel_view(table),
-            out.dtype == ml_dtypes.bfloat16, indices, segment_ids,
-            _kernel_view(np.ones(1, dtype=table.dtype) if weights is None else weights), usable)
+    out_bits, table_bits, bf16, weight_bits = _loop_operands(out, table, weights)
+    args = (out_bits, table_bits, bf16, indices, segment_ids, weight_bits, usable)
     acc_type = _accumulator(table.dtype)
     from .segment_sum_loop import segments_loop_for
 
@@ -315,15 +326,10 @@ def _sum_bags(out: np.ndarray, table: np.ndarray, indices: np.ndarray, bounds: n
         if usable >= 0:
             out[bounds[1:] == bounds[:-1]] = table[usable]
         return
-    if weights is None:
-        weights = np.ones(1, dtype=table.dtype)     # one weight for every lookup
     integer_mean = mean and table.dtype.kind in "iub"
-    # f16 and bf16 outputs are written as their bits; integer and boolean ones as they are
-    # (the loop cuts the uint64 sums down to them).
-    halves = out.dtype == np.float16 or out.dtype == ml_dtypes.bfloat16
-    args = (out.view(np.uint16) if halves else out, _kernel_view(table),
-            out.dtype == ml_dtypes.bfloat16, indices, bounds, order, _kernel_view(weights),
-            usable, mean and not integer_mean)
+    out_bits, table_bits, bf16, weight_bits = _loop_operands(out, table, weights)
+    args = (out_bits, table_bits, bf16, indices, bounds, order, weight_bits, usable,
+            mean and not integer_mean)
     acc_type = _accumulator(table.dtype)
     # Imported on first use: numba's import and compilation are only paid by models that
     # run these ops, not by `irrun validate` or other models.
