@@ -1,7 +1,9 @@
 """Packaging: ops/ installs as irrun.ops, nothing called plain `ops` lands in site-packages,
 and .ci/run runs exactly the README's test command."""
 import os
+import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -11,10 +13,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_installed_copy_has_irrun_ops_and_no_top_level_ops(tmp_path):
     target = tmp_path / "site"
+    # From a copy without build/: setuptools puts whatever an earlier build left there
+    # into the wheel, which would hide a package missing from pyproject.toml.
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        "build", "*.egg-info", ".git", "__pycache__", "models", "bench", "tests"))
     # With build isolation, as a user's pip builds it (a fresh venv may have an old setuptools).
     done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                           "--target", str(target), ROOT], capture_output=True, text=True,
-                          cwd=tmp_path)
+                           "--target", str(target), str(source)], capture_output=True,
+                          text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (target / "irrun" / "ops" / "__init__.py").exists()
     assert not (target / "ops").exists()
@@ -24,6 +31,12 @@ def test_installed_copy_has_irrun_ops_and_no_top_level_ops(tmp_path):
     out = subprocess.run([sys.executable, "-I", "-c", code, str(target)], check=True,
                          capture_output=True, text=True, cwd=tmp_path, env=env).stdout
     assert out.strip().startswith(str(target))
+    # Every subpackage of the source is in the installed copy (irrun.opkit was once left
+    # out; an editable install, which the other tests use, never notices).
+    for source, installed in (("irrun", "irrun"), ("ops", os.path.join("irrun", "ops"))):
+        for init in sorted(pathlib.Path(ROOT, source).rglob("__init__.py")):
+            package = init.parent.relative_to(pathlib.Path(ROOT, source))
+            assert (target / installed / package / "__init__.py").exists(), package
 
 
 def _readme_commands():
