@@ -16,6 +16,8 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils
 
+from irrun.opkit.compiled import cached_loop
+
 PREFETCH_AHEAD = 16                 # lookups (frozen into the loop when it is compiled)
 REGISTER_WIDTHS = range(8, 257, 8)  # row widths with a loop of their own (see loop_for)
 
@@ -49,76 +51,8 @@ def _for_width(width: int, shared, compiled: dict, compile_for):
 _fixed_width: dict = {}
 
 
-def _cached_loop(fn):
-    """numba.njit(nogil=True) with the machine code cached on disk: beside this file, or
-    in the user's cache directory (NUMBA_CACHE_DIR, else ~/.cache/numba) when the package's
-    folder is read-only. Where neither can be written (a read-only container), numba
-    refuses to cache at all: the loop is then compiled in each process instead.
-
-    The loops are called from Python only, through a guard: a cache file that cannot be
-    read (truncated by a full disk or a killed process) makes numba raise from its cache
-    loader on every call, so the guard empties that cache entry, says so once on stderr,
-    and compiles the loop again."""
-    try:
-        dispatcher = numba.njit(nogil=True, cache=True)(fn)
-    except RuntimeError:            # "cannot cache function ...: no locator available"
-        return numba.njit(nogil=True)(fn)
-
-    return _Guarded(dispatcher, fn.__name__)
-
-
-class _Guarded:
-    """A cached dispatcher whose unreadable cache is rebuilt (see _cached_loop); every other
-    attribute (stats, signatures, ...) is the dispatcher's."""
-
-    def __init__(self, dispatcher, name: str):
-        self.dispatcher = dispatcher
-        self.__name__ = name
-
-    def __call__(self, *args):
-        try:
-            return self.dispatcher(*args)
-        except Exception as e:
-            if not _raised_by_cache(e):
-                raise
-        _recover_cache(self.dispatcher, self.__name__)
-        return self.dispatcher(*args)
-
-    def __getattr__(self, name):
-        return getattr(self.dispatcher, name)
-
-
-def _raised_by_cache(e: BaseException) -> bool:
-    """Whether `e` came out of numba's on-disk cache (its caching module)."""
-    tb = e.__traceback__
-    while tb is not None:
-        name = tb.tb_frame.f_code.co_filename.replace("\\", "/")
-        if name.endswith("numba/core/caching.py"):
-            return True
-        tb = tb.tb_next
-    return False
-
-
-def _recover_cache(dispatcher, name: str) -> None:
-    import os
-    import sys
-
-    cache = dispatcher._cache
-    index = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
-    try:
-        if index is not None and os.path.exists(index):
-            os.unlink(index)       # the unreadable index; its data files are then unused
-        for data in os.listdir(os.path.dirname(index)) if index else ():
-            if data.startswith(os.path.basename(index)[:-len(".nbi")]) and data.endswith(".nbc"):
-                os.unlink(os.path.join(os.path.dirname(index), data))
-    except OSError:
-        pass
-    print(f"irrun: numba's cache of the compiled loop {name} could not be read (a truncated "
-          f"file?); removed it and compiling the loop again", file=sys.stderr)
-
-
 def _compile_for_width(fixed):
-    @_cached_loop
+    @cached_loop
     def sum_bags_of_width(acc, out, table, bf16, indices, bounds, order, weights, default,
                           mean, first, last):
         return _sum_in_registers(_stack_row(acc, fixed), out, table, bf16, indices, bounds,
@@ -136,7 +70,7 @@ _segments_fixed_width: dict = {}
 
 
 def _compile_segments_for_width(fixed):
-    @_cached_loop
+    @cached_loop
     def sum_segments_of_width(acc, out, table, bf16, indices, segment_ids, weights, default,
                               lo, hi, first, last):
         return _segments_in_registers(_stack_row(acc, fixed), out, table, bf16, indices,
@@ -257,9 +191,9 @@ def _sum_segments(acc, out, table, bf16, indices, segment_ids, weights, default,
 
 # The loop for any width sums in the row it is given; those of REGISTER_WIDTHS have the
 # body inlined by numba, so that LLVM sees that their row lives on their own stack.
-sum_bags = _cached_loop(_sum_bags)
+sum_bags = cached_loop(_sum_bags)
 _sum_in_registers = numba.njit(inline="always")(_sum_bags)
-sum_segments = _cached_loop(_sum_segments)
+sum_segments = cached_loop(_sum_segments)
 _segments_in_registers = numba.njit(inline="always")(_sum_segments)
 
 
@@ -293,7 +227,7 @@ def _segment_bounds(segment_ids, segments, bounds, lo, hi):
     return -1
 
 
-segment_bounds = _cached_loop(_segment_bounds)
+segment_bounds = cached_loop(_segment_bounds)
 
 
 def _segment_max(out, data, bounds, first, last):
@@ -315,7 +249,7 @@ def _segment_max(out, data, bounds, first, last):
     return last
 
 
-segment_max = _cached_loop(_segment_max)
+segment_max = cached_loop(_segment_max)
 
 
 def _divide(x, count):
