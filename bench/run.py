@@ -73,7 +73,10 @@ def best_of_each(fns: list, repeat: int, rounds: int = 3) -> list[float]:
 
 
 def peak_extra_bytes(fn) -> int:
-    """Peak memory NumPy allocated during fn (tracemalloc sees NumPy's buffers)."""
+    """Peak memory NumPy allocated during fn (tracemalloc sees NumPy's buffers), after one
+    call to warm up: a compiled loop's first call loads (or compiles) it, which is not
+    what this measures."""
+    fn()
     gc.collect()
     tracemalloc.start()
     tracemalloc.reset_peak()

@@ -7,7 +7,18 @@ from typing import Literal
 
 import numpy as np
 
-from irrun.opkit import DYNAMIC, Dim, OpProblem, TensorSpec, fail, format_shape, register, warn
+from irrun.opkit import (
+    DYNAMIC,
+    Dim,
+    OpProblem,
+    TensorSpec,
+    fail,
+    format_shape,
+    parallel,
+    register,
+    warn,
+    workers,
+)
 
 _INDEX_DTYPES = {"i32": np.int32, "i64": np.int64}
 
@@ -260,9 +271,9 @@ class CTCLoss4:
             fail(f"labels[{b}, {i}] is {labels[b, i]}, expected in [0, {c}) and not the "
                  f"blank_index {blank}")
         compute = np.float64 if logits.dtype == np.float64 else np.float32
-        loss = ctc_loss(logits.astype(compute, copy=False), logit_len,
-                        _decoded_targets(labels.astype(np.int64), used, attrs), blank,
-                        attrs.ctc_merge_repeated)
+        loss = compiled_ctc_loss(logits.astype(compute, copy=False), logit_len,
+                                 _decoded_targets(labels.astype(np.int64), used, attrs), blank,
+                                 attrs.ctc_merge_repeated)
         return (loss.astype(logits.dtype),)
 
 
@@ -295,11 +306,57 @@ def _decoded_targets(labels: np.ndarray, used: np.ndarray, attrs) -> tuple[np.nd
     return targets, lengths
 
 
+MIN_STATE_STEPS_PER_THREAD = 200_000   # state updates: about 1 ms of the compiled loop
+
+
+def compiled_ctc_loss(logits: np.ndarray, logit_len: np.ndarray, targets: tuple, blank: int,
+                      merge_repeated: bool) -> np.ndarray:
+    """ctc_loss by the compiled recursion (ops/ctc_loss_loop.py), in float64 whatever the
+    logits' type; spans of rows of about equal work run on the kit's threads. Rows the
+    compiled loop cannot hold (log-probabilities below -2**30) are left to ctc_loss.
+    """
+    from .ctc_loss_loop import MAX_STEPS, forward
+
+    labels, lengths = targets
+    n, t, c = logits.shape
+    if t > MAX_STEPS:
+        return ctc_loss(logits, logit_len, targets, blank, merge_repeated)
+    classes = np.empty((n, labels.shape[1] + 1), np.int64)
+    classes[:, 0] = blank
+    classes[:, 1:] = labels
+    states = 2 * lengths + 1
+    skip = np.zeros((n, 2 * labels.shape[1] + 1), bool)
+    # Into label state s from s - 2: always without merge_repeated, else between labels
+    # that differ (two equal labels need the blank between them).
+    skip[:, 3::2] = labels[:, 1:] != labels[:, :-1] if merge_repeated else True
+    out = np.empty(n, np.float64)
+    fallback = np.zeros(n, bool)
+
+    def rows(lo: int, hi: int) -> None:
+        x = logits[lo:hi]
+        top = x.max(axis=2, keepdims=True)
+        ex = np.subtract(x, top)
+        np.exp(ex, out=ex)
+        forward(x, top[..., 0], ex, ex.sum(axis=2), classes[lo:hi], skip[lo:hi], states[lo:hi],
+                logit_len[lo:hi], merge_repeated, out[lo:hi], fallback[lo:hi])
+
+    cost = np.cumsum(logit_len * states)
+    parts = workers(int(cost[-1]) if n else 0, MIN_STATE_STEPS_PER_THREAD)
+    cuts = np.unique(np.searchsorted(cost, cost[-1] * np.arange(1, parts) / parts)) if n else []
+    bounds = [0, *(int(k) + 1 for k in cuts if k + 1 < n), n]
+    parallel(rows, [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo])
+    if fallback.any():
+        out[fallback] = ctc_loss(logits[fallback], logit_len[fallback],
+                                 (labels[fallback], lengths[fallback]), blank, merge_repeated)
+    return out
+
+
 def ctc_loss(logits: np.ndarray, logit_len: np.ndarray, targets: tuple, blank: int,
              merge_repeated: bool) -> np.ndarray:
     """-ln of the summed probability of all alignments, by the forward recursion in log
     space (no underflow however long the sequence), vectorised over the batch and the
-    extended-label states [N, 2L+1]; the loop runs over time steps only.
+    extended-label states [N, 2L+1]; the loop runs over time steps only. The op runs
+    compiled_ctc_loss; this one takes the rows that cannot be held there (and checks it).
 
     `logits` is [N, T, C] in the compute type (f32 or f64); targets = ([N, L], [N]).
     """

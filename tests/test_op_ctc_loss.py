@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
+from irrun.ops import sequence
 from irrun.ops.sequence import CTCGreedyDecoder1, CTCGreedyDecoderAttrs, CTCLoss4, CTCLossAttrs
 from irrun.shapes import DYNAMIC, Dim, TensorSpec
 
@@ -178,6 +179,81 @@ def test_long_sequences_do_not_underflow():
     for dtype in (np.float32, np.float64):
         got = loss(logits, [2000, 1500], labels, [300, 40], dtype=dtype)
         assert np.all(np.isfinite(got)) and np.all(got > 1000) and np.all(got < 2000 * np.log(50))
+
+
+def _targets(labels, label_len):
+    labels, label_len = np.asarray(labels, np.int64), np.asarray(label_len, np.int64)
+    used = np.arange(labels.shape[1]) < label_len[:, None]
+    return sequence._decoded_targets(labels, used, CTCLossAttrs())
+
+
+@settings(max_examples=60)
+@given(st.data())
+def test_compiled_recursion_matches_log_space(data):
+    """The op's compiled recursion (mantissa and exponent per state) against the log-space
+    one, on logits of every scale: at 300 and 1e4 most probabilities are below 2**-100 and
+    are recomputed from their logarithms; -inf logits are probability 0."""
+    n, t, c = data.draw(st.integers(1, 4)), data.draw(st.integers(0, 60)), data.draw(st.integers(2, 7))
+    rng = np.random.default_rng(data.draw(st.integers(0, 10**6)))
+    scale = data.draw(st.sampled_from([0.01, 1.0, 30.0, 300.0, 1e4]), label="scale")
+    logits = rng.standard_normal((n, t, c)) * scale
+    if data.draw(st.booleans(), label="-inf logits"):
+        logits[rng.random(logits.shape) < 0.2] = -np.inf
+    blank = data.draw(st.integers(0, c - 1), label="blank")
+    logit_len = rng.integers(0, t + 1, n)
+    label_len = np.minimum(rng.integers(0, t + 1, n), logit_len)
+    others = np.array([k for k in range(c) if k != blank])
+    labels = others[rng.integers(0, others.size, (n, t))]
+    merge = data.draw(st.booleans(), label="merge_repeated")
+    targets = _targets(labels, label_len)
+    want = sequence.ctc_loss(logits, logit_len, targets, blank, merge)
+    got = sequence.compiled_ctc_loss(logits, logit_len, targets, blank, merge)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_compiled_recursion_leaves_extreme_rows_to_log_space():
+    """Log-probabilities below -2**30 (f64 logits of 1e10) are beyond the compiled loop's
+    exponents: those rows, and only those, take the log-space recursion."""
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal((3, 6, 4))
+    logits[1] *= 1e10
+    targets = _targets([[0, 1, 2, 0, 0, 0]] * 3, [3, 3, 3])
+    calls = []
+    real = sequence.ctc_loss
+
+    def spy(x, *args):
+        calls.append(x.shape[0])
+        return real(x, *args)
+
+    import unittest.mock
+    with unittest.mock.patch.object(sequence, "ctc_loss", spy):
+        got = sequence.compiled_ctc_loss(logits, np.array([6, 6, 6]), targets, 3, True)
+    assert calls == [1]
+    np.testing.assert_allclose(got, real(logits, np.array([6, 6, 6]), targets, 3, True),
+                               rtol=1e-12)
+    assert got[1] > 1e9
+
+
+def test_nan_logits_give_nan_where_a_row_reads_them():
+    logits = np.zeros((2, 4, 3))
+    logits[0, 2, 1] = np.nan
+    logits[1, 3, 0] = np.nan           # past row 1's logit_length: never read
+    got = loss(logits, [4, 3], [[0, 1, 0, 0]] * 2, [2, 2])
+    assert np.isnan(got[0]) and np.isfinite(got[1])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_rows_split_over_threads_give_the_same_loss(monkeypatch, threads):
+    rng = np.random.default_rng(4)
+    logits = rng.standard_normal((7, 300, 20)).astype(np.float32)
+    logit_len = rng.integers(0, 301, 7)
+    label_len = np.minimum(rng.integers(0, 60, 7), logit_len)
+    targets = _targets(rng.integers(0, 19, (7, 300)), label_len)
+    one = sequence.compiled_ctc_loss(logits, logit_len, targets, 19, True)
+    monkeypatch.setattr(sequence, "workers", lambda items, least: threads)
+    np.testing.assert_array_equal(
+        sequence.compiled_ctc_loss(logits, logit_len, targets, 19, True), one)
 
 
 def test_impossible_alignment_is_infinite():
