@@ -49,6 +49,8 @@ class Step:
     first_only: object = None    # the op's run_first, when no one reads its other outputs
     fast: tuple | None = None    # kind "run", one output: (run, attrs, args, out slot, dtype,
                                  # shape), what a run without listener or live count needs
+    specs: list | None = None    # the output specs the plan promises (check_output's)
+    values: tuple | None = None  # kind "folded": the outputs
 
 
 _STATE_OPS = {"readvalue": "reads", "assign": "writes"}
@@ -61,35 +63,44 @@ class Plan:
     when the op has one, and those outputs' slots stay empty."""
 
     def __init__(self, program, targets: list[tuple[str, int]], sinks=(),
-                 every_output: bool = True):
-        needed = _needed(program, [lid for lid, _ in targets] + list(sinks))
+                 every_output: bool = True, specs: dict | None = None,
+                 known: dict | None = None):
+        # specs: every node's output specs, when they are not the program's own (a plan for
+        # one input signature: irrun.specialize); known: the outputs of the layers those
+        # specs give as values, handed out as folded layers' are.
+        known = known or {}
+        if specs is None:
+            specs = {lid: node.specs for lid, node in program.nodes.items()}
+        needed = _needed(program, [lid for lid, _ in targets] + list(sinks), known)
         order = [lid for lid in program.order if lid in needed]
         slot_of: dict[tuple[str, int], int] = {}
         for lid in order:
-            node = program.nodes[lid]
-            for i in range(len(node.specs or ())):
+            for i in range(len(specs[lid] or ())):
                 slot_of[(lid, i)] = len(slot_of)
         last_use: dict[int, int] = {}
         steps = []
         for position, lid in enumerate(order):
-            node = program.nodes[lid]
-            args = () if node.folded is not None else tuple(slot_of[src] for src in node.inputs)
+            node, node_specs = program.nodes[lid], specs[lid]
+            folded = node.folded if node.folded is not None else known.get(lid)
+            args = () if folded is not None else tuple(slot_of[src] for src in node.inputs)
             for a in args:
                 last_use[a] = position
-            outs = tuple(slot_of[(lid, i)] for i in range(len(node.specs or ())))
+            outs = tuple(slot_of[(lid, i)] for i in range(len(node_specs or ())))
             step = Step(node, node.kind, args, outs, ())
             step.seen = (None,) * len(outs)
-            if node.folded is not None:
-                # Computed once at load (irrun.program.fold_node): its inputs do not run.
-                step.kind, step.args, step.counted = "folded", (), False
+            step.specs = node_specs
+            if folded is not None:
+                # Computed once at load (irrun.program.fold_node), or known from this
+                # signature's shapes: its inputs do not run.
+                step.kind, step.args, step.counted, step.values = "folded", (), False, folded
             elif node.kind == "const":
                 step.counted = False
             elif node.kind == "op":
-                in_specs = [program.nodes[src].specs[out] for src, out in node.inputs]
-                if not all(is_static(s.shape) for s in list(in_specs) + list(node.specs)):
+                in_specs = [specs[src][out] for src, out in node.inputs]
+                if not all(is_static(s.shape) for s in list(in_specs) + list(node_specs)):
                     step.recheck = tuple(s.etype for s in in_specs)
                 step.expect = tuple((s.etype.dtype, static_values(s.shape) if is_static(s.shape)
-                                     else None) for s in node.specs)
+                                     else None) for s in node_specs)
                 role = _STATE_OPS.get(node.layer.type.lower())
                 if role is not None:
                     setattr(step, role, node.attrs.variable_id)
@@ -149,11 +160,11 @@ def _most_bytes(steps) -> int | None:
     for step in steps:
         node = step.node
         if step.kind == "folded":
-            total += sum(v.nbytes for v in node.folded)
+            total += sum(v.nbytes for v in step.values)
         elif step.kind == "const":
             total += node.const_value.nbytes
         elif step.kind != "result":
-            for spec in node.specs or ():
+            for spec in step.specs or ():
                 if not is_static(spec.shape):
                     return None
                 total += spec.etype.dtype.itemsize * int(
@@ -161,14 +172,14 @@ def _most_bytes(steps) -> int | None:
     return total
 
 
-def _needed(program, roots) -> set[str]:
-    """The roots and every layer they depend on, not looking past folded layers."""
+def _needed(program, roots, known) -> set[str]:
+    """The roots and every layer they depend on, not looking past folded or known layers."""
     nodes, pred = program.nodes, program.graph.pred
     seen = set(roots)
     stack = list(seen)
     while stack:
         lid = stack.pop()
-        if nodes[lid].folded is not None:
+        if nodes[lid].folded is not None or lid in known:
             continue
         for u in pred[lid]:
             if u not in seen:
@@ -217,9 +228,10 @@ def _input_key(arrays) -> tuple:
     return tuple(key)
 
 
-def check_output(node, index, value):
-    """The kernel's output must agree with what inference promised."""
-    spec = node.specs[index]
+def check_output(node, index, value, specs=None):
+    """The kernel's output must agree with what inference promised (`specs`, the plan's
+    promise, when it is not the node's own)."""
+    spec = (specs or node.specs)[index]
     if not isinstance(value, np.ndarray):
         raise OpError(f"internal error: output {index} is a {type(value).__name__}, not an array")
     if value.dtype != spec.etype.dtype:
@@ -306,7 +318,7 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                 v = outputs[0]
                 if type(v) is not ndarray or (v.dtype is not dtype and v.dtype != dtype) \
                         or v.shape != shape:
-                    check_output(node, 0, v)    # see below
+                    check_output(node, 0, v, step.specs)    # see below
                 values[out] = v
                 for s in step.free:
                     values[s] = None
@@ -329,16 +341,16 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                     v = outputs[0]
                     if type(v) is not ndarray or (v.dtype is not one[0] and v.dtype != one[0]) \
                             or v.shape != one[1]:
-                        check_output(node, 0, v)    # see below
+                        check_output(node, 0, v, step.specs)    # see below
                 else:
                     if len(outputs) != len(step.outs):
                         raise OpError(f"internal error: the kernel returned {len(outputs)} "
                                       f"outputs, inference promised {len(step.outs)}")
                     for i, (v, (dtype, shape)) in enumerate(zip(outputs, step.expect)):
                         if type(v) is not ndarray or v.dtype != dtype or v.shape != shape:
-                            check_output(node, i, v)
+                            check_output(node, i, v, step.specs)
             elif kind == "folded":
-                outputs = node.folded
+                outputs = step.values
             elif kind == "parameter":
                 outputs = (feeds[node.layer.id],)
             elif kind == "const":
@@ -376,7 +388,7 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                     # promise does not change between runs) passes again.
                     if type(v) is not np.ndarray or v.dtype != dtype or (
                             v.shape != shape and v.shape != seen[i]):
-                        check_output(node, i, v)
+                        check_output(node, i, v, step.specs)
                 if step.recheck is not None:
                     step.seen = tuple(v.shape for v in outputs)
                 if step.writes is not None and state is not None:

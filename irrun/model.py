@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +62,13 @@ def _output_info(program: Program, result) -> PortInfo:
     return PortInfo(names[0], names, spec.etype.name, spec.shape, result.layer.name)
 
 
+# A model with dynamic shapes gets a plan of its own for an input signature (types and
+# shapes) on the signature's SPECIALIZE_AT-th run; the MAX_SIGNATURE_PLANS most recently
+# used are kept.
+SPECIALIZE_AT = 2
+MAX_SIGNATURE_PLANS = 8
+
+
 class Model:
     """A loaded, checked IR model, ready to run.
 
@@ -74,6 +83,12 @@ class Model:
         self.outputs = [_output_info(program, r) for r in program.results]
         self.diagnostics = program.diagnostics
         self._plans: dict[tuple, Plan] = {}
+        # Plans for one input signature each (see _plan), most recently used last; False
+        # where the fed shapes give no plan of their own. And how often each signature
+        # was seen before it had one.
+        self._signature_plans: OrderedDict[tuple, Plan | bool] = OrderedDict()
+        self._signatures_seen: dict[tuple, int] = {}
+        self._plans_lock = threading.Lock()
 
     def __repr__(self) -> str:
         ins = ", ".join(map(str, self.inputs))
@@ -155,12 +170,41 @@ class Model:
         """The keys infer() returns, in order (two outputs may share a name: see --output)."""
         return self._targets(until)[1]
 
-    def _plan(self, targets, sinks=(), every_output: bool = True) -> Plan:
+    def _plan(self, targets, sinks=(), every_output: bool = True, feeds=None) -> Plan:
+        """The plan for these outputs; with `feeds`, for a model whose shapes are not all
+        static, from the second run with the same input types and shapes on, a plan for
+        exactly those (irrun.specialize: the layers whose shapes then follow take the
+        executor's fast path). The first run of a signature uses the general plan, so
+        inputs of new shapes at every run cost no extra inference."""
         key = (tuple(targets), tuple(sinks), every_output)
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = Plan(self.program, targets, sinks, every_output)
-        return plan
+        if feeds is None or plan.most_bytes is not None:   # all static already
+            return plan
+        key += (tuple((lid, a.dtype.str, a.shape) for lid, a in feeds.items()),)
+        with self._plans_lock:
+            special = self._signature_plans.get(key)
+            if special is not None:
+                self._signature_plans.move_to_end(key)
+                return special or plan
+            seen = self._signatures_seen.get(key, 0) + 1
+            if seen < SPECIALIZE_AT:
+                if len(self._signatures_seen) >= 4 * MAX_SIGNATURE_PLANS:
+                    self._signatures_seen.clear()
+                self._signatures_seen[key] = seen
+                return plan
+            self._signatures_seen.pop(key, None)
+        from .specialize import known_values, specialize
+
+        specs = specialize(self.program, feeds)
+        special = False if specs is None else Plan(
+            self.program, targets, sinks, every_output, specs, known_values(self.program, specs))
+        with self._plans_lock:
+            self._signature_plans[key] = special
+            while len(self._signature_plans) > MAX_SIGNATURE_PLANS:
+                self._signature_plans.popitem(last=False)
+        return special or plan
 
     @property
     def variables(self) -> list[PortInfo]:
@@ -231,7 +275,7 @@ class Model:
         # A listener sees each layer's outputs (trace, dump, compare), so it gets them all;
         # a plain run skips the outputs nothing reads where an op can (see Plan).
         every = intermediate or getattr(listener, "every_output", listener is not None)
-        plan = self._plan(targets, sinks, every)
+        plan = self._plan(targets, sinks, every, feeds)
         if intermediate:
             outs, values = execute(self.program, plan, feeds, listener, keep_all=True,
                                    state=state)

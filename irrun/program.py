@@ -412,12 +412,12 @@ def infer_network(program: Program, diag: Collector,
 # kernel fails here (the run reports that failure where it happens). Off with
 # read_model(..., fold=False) or IRRUN_FOLD=0.
 FOLD_MAX_RATIO = 4
-_NEVER_FOLD = frozenset(("Result", "ReadValue", "Assign", "RandomUniform", "Multinomial"))
+NEVER_FOLD = frozenset(("Result", "ReadValue", "Assign", "RandomUniform", "Multinomial"))
 
 
 def fold_node(node: Node, input_specs, known: dict[str, int], seconds: float) -> None:
     """Fold `node` when its outputs are constant and within the budget (see above)."""
-    if (node.op.type in _NEVER_FOLD or node.bodies or getattr(node.op.impl, "NO_FOLD", False)
+    if (node.op.type in NEVER_FOLD or node.bodies or getattr(node.op.impl, "NO_FOLD", False)
             or not node.specs):
         node.folded = None
         return

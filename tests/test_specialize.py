@@ -1,0 +1,123 @@
+"""Plans for one input signature (irrun.specialize): a model with dynamic inputs fed the
+same shapes again runs a plan whose shapes are static where they follow from the input
+shapes, with the same results as the general plan, and keeps checking what depends on
+input values."""
+import numpy as np
+import pytest
+
+from irrun import model as model_module
+from irrun.builder import GraphBuilder
+from irrun.errors import OpError
+from irrun.executor import Plan
+
+
+def _shape_chain():
+    """x [?, 4] -> MatMul -> ReLU, and a Reshape of it to ShapeOf(x) (shape arithmetic the
+    signature's plan knows the value of)."""
+    g = GraphBuilder("chain")
+    x = g.parameter("x", "f32", [None, 4])
+    w = g.constant(np.arange(8, dtype=np.float32).reshape(4, 2) / 8)
+    y = g.op("ReLU", [g.op("MatMul", [x, w], version="opset1")])
+    flat = g.op("Reshape", [y, g.constant(np.array([-1], np.int64))], version="opset1",
+                special_zero=False)
+    rows = g.op("Gather", [g.op("ShapeOf", [x], version="opset3", output_type="i64"),
+                           g.constant(np.array([0], np.int64)), g.constant(np.array(0, np.int64))],
+                version="opset8", batch_dims=0)
+    back = g.op("Concat", [rows, g.constant(np.array([2], np.int64))], version="opset1", axis=0)
+    g.result(g.op("Reshape", [flat, back], version="opset1", special_zero=False), name="out")
+    return g.model()
+
+
+def _plans(m):
+    return [p for p in m._signature_plans.values() if p]
+
+
+def test_second_run_of_a_signature_gets_a_static_plan_with_the_same_result():
+    m = _shape_chain()
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    first = m.infer({"x": x})["out"]
+    assert not _plans(m)                        # one run: the general plan only
+    second = m.infer({"x": x})["out"]
+    (plan,) = _plans(m)
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_allclose(second, np.maximum(x @ (np.arange(8).reshape(4, 2) / 8), 0),
+                               rtol=1e-6)
+    # Every layer that runs takes the fast path; the shape arithmetic is known, not run.
+    kinds = {s.node.layer.type: s.kind for s in plan.steps}
+    assert kinds["MatMul"] == kinds["ReLU"] == kinds["Reshape"] == "run"
+    assert kinds["Concat"] == "folded" and "ShapeOf" not in kinds and "Gather" not in kinds
+    assert plan.most_bytes is not None
+    # Other values of the same shape: the same plan, the right answer.
+    x2 = -x
+    np.testing.assert_allclose(m.infer({"x": x2})["out"],
+                               np.maximum(x2 @ (np.arange(8).reshape(4, 2) / 8), 0), rtol=1e-6)
+    assert len(_plans(m)) == 1
+
+
+def test_each_signature_has_its_own_plan_and_only_the_latest_are_kept(monkeypatch):
+    monkeypatch.setattr(model_module, "MAX_SIGNATURE_PLANS", 2)
+    m = _shape_chain()
+    for rows in (1, 2, 3, 2, 1):
+        x = np.ones((rows, 4), np.float32)
+        for _ in range(2):
+            assert m.infer({"x": x})["out"].shape == (rows, 2)
+    shapes = [k[-1][0][2] for k, p in m._signature_plans.items() if p]
+    assert shapes == [(2, 4), (1, 4)]           # most recent last, at most 2
+
+
+def _ranged():
+    """out = Range(0, n) * 2 for a fed scalar n: a shape that depends on a value."""
+    g = GraphBuilder("ranged")
+    n = g.parameter("n", "i64", [])
+    r = g.op("Range", [g.constant(np.array(0, np.int64)), n, g.constant(np.array(1, np.int64))],
+             version="opset4", output_type="i64")
+    g.result(g.op("Multiply", [r, g.constant(np.array(2, np.int64))], version="opset1"),
+             name="out")
+    return g.model()
+
+
+def test_shapes_that_depend_on_values_are_still_checked_each_run():
+    m = _ranged()
+    for n in (3, 3, 5, 5, 0, 7):
+        assert m.infer({"n": np.array(n, np.int64)})["out"].tolist() == list(range(0, 2 * n, 2))
+    (plan,) = _plans(m)
+    step = next(s for s in plan.steps if s.node.layer.type == "Range")
+    assert step.recheck is not None             # the output size is not the signature's
+
+
+def test_a_kernel_that_breaks_the_signature_plan_promise_is_an_error(monkeypatch):
+    m = _shape_chain()
+    x = np.ones((2, 4), np.float32)
+    m.infer({"x": x})
+    m.infer({"x": x})
+    (plan,) = _plans(m)
+    relu = next(s for s in plan.steps if s.node.layer.type == "ReLU")
+    relu.fast = (lambda attrs, v: (v[:1],),) + relu.fast[1:]
+    with pytest.raises(OpError, match=r"output 0 has shape \[1, 2\] but inference promised "
+                                      r"\[2,2\]"):
+        m.infer({"x": x})
+
+
+def test_a_signature_the_rules_refuse_keeps_the_general_plan():
+    """MatMul of [?, 3] fed [2, 3] with a [4, 2] weight: no plan of its own (the rule
+    refuses), and the run reports the layer's error as it did."""
+    g = GraphBuilder("bad")
+    x = g.parameter("x", "f32", [None, None])
+    g.result(g.op("MatMul", [x, g.constant(np.ones((4, 2), np.float32))], version="opset1"),
+             name="y")
+    m = g.model()
+    for _ in range(3):
+        with pytest.raises(Exception, match="MatMul"):
+            m.infer({"x": np.ones((2, 3), np.float32)})
+    assert list(m._signature_plans.values()) == [False]
+
+
+def test_static_models_do_not_count_signatures():
+    g = GraphBuilder("static")
+    x = g.parameter("x", "f32", [2, 4])
+    g.result(g.op("ReLU", [x]), name="y")
+    m = g.model()
+    for _ in range(3):
+        m.infer({"x": np.ones((2, 4), np.float32)})
+    assert not m._signature_plans and not m._signatures_seen
+    assert all(isinstance(p, Plan) for p in m._plans.values())
