@@ -19,7 +19,11 @@ CASES = [   # x shape, kernel, strides, dilations, pads_begin, pads_end
     ((1, 4, 5, 6), (1, 1), (1, 1), (1, 1), (1, 2), (2, 0)),     # 1x1 over pads: x padded, as is
     # Many taps on a small map: depthwise as one product over patches (dilated, strided).
     ((2, 6, 6, 7), (5, 4), (1, 2), (2, 1), (2, 1), (3, 2)),
+    # Stride 1 on maps whose padded rows are little wider: im2col over flat rows.
+    ((2, 5, 12, 14), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+    ((1, 4, 9, 16), (2, 3), (1, 1), (2, 1), (0, 2), (1, 0)),
 ]
+FLAT_ROWS = CASES[-2:]
 
 
 def _attrs(op, strides, dil, pb, pe):
@@ -55,8 +59,21 @@ def test_fast_paths_match_textbook_loops(shape, k, strides, dil, pb, pe, dtype, 
     np.testing.assert_allclose(dw, want, rtol=tol, atol=tol * 10)
 
 
+@pytest.mark.parametrize("shape, k, strides, dil, pb, pe", FLAT_ROWS)
+def test_flat_row_cases_take_the_flat_row_path(monkeypatch, shape, k, strides, dil, pb, pe):
+    from irrun.ops import convolution
+
+    calls = []
+    real = convolution._conv_flat_rows
+    monkeypatch.setattr(convolution, "_conv_flat_rows", lambda *a: calls.append(1) or real(*a))
+    conv = registry.lookup("Convolution", "opset1")
+    conv.run(_attrs(conv, strides, dil, pb, pe), np.ones(shape, np.float32),
+             np.ones((3, shape[1]) + k, np.float32))
+    assert calls
+
+
 @pytest.mark.oracle
-@pytest.mark.parametrize("shape, k, strides, dil, pb, pe", CASES[:3] + CASES[-1:])
+@pytest.mark.parametrize("shape, k, strides, dil, pb, pe", CASES[:3] + CASES[-3:])
 def test_fast_paths_match_openvino(shape, k, strides, dil, pb, pe):
     import openvino as ov
     import openvino.opset8 as ops
