@@ -308,6 +308,10 @@ def random_uniform(attrs, shape: tuple[int, ...], lo, hi) -> np.ndarray:
 
 @register("RandomUniform", since=8, attrs=RandomUniformAttrs, category="generation")
 class RandomUniform8:
+    # Seeds 0/0 draw afresh at every run: never computed once at load, not even as the
+    # value inference hands to layers after it (which would then be folded to one draw).
+    NO_FOLD = True
+
     @staticmethod
     def infer(attrs, shape: TensorSpec, lo: TensorSpec, hi: TensorSpec):
         et = _output_etype(attrs.output_type, _RU_TYPES)
@@ -399,6 +403,8 @@ def multinomial(attrs, probs: np.ndarray, num_samples: int) -> np.ndarray:
 
 @register("Multinomial", since=13, attrs=MultinomialAttrs, category="generation")
 class Multinomial13:
+    NO_FOLD = True      # as RandomUniform8
+
     @staticmethod
     def infer(attrs, probs: TensorSpec, num_samples: TensorSpec):
         if probs.etype.kind != "float":

@@ -322,6 +322,27 @@ def test_random_uniform_seeds_zero_zero_are_not_deterministic(tmp_path):
     assert got[0].shape == (64,) and not np.array_equal(got[0], literal)
 
 
+def test_layers_after_a_random_draw_are_not_folded_to_one_draw():
+    """RandomUniform of constant inputs, times 2: the product is computed at every run from
+    that run's draw (it was once folded at load from a draw of its own, so with seeds 0/0
+    it stayed the same and was not twice the draw it came from)."""
+    from irrun.builder import GraphBuilder
+
+    g = GraphBuilder("draws")
+    r = g.op("RandomUniform", [g.constant(np.array([16], np.int64)),
+                               g.constant(np.array(0, np.float32)),
+                               g.constant(np.array(1, np.float32))],
+             version="opset8", output_type="f32", global_seed=0, op_seed=0)
+    g.result(g.op("Multiply", [r, g.constant(np.array(2, np.float32))], version="opset1"),
+             name="twice")
+    g.result(r, name="draw")
+    m = g.model()
+    runs = [m.infer({}) for _ in range(3)]
+    for out in runs:
+        np.testing.assert_array_equal(out["twice"], 2 * out["draw"])
+    assert not np.array_equal(runs[0]["twice"], runs[1]["twice"])
+
+
 # ---------------------------------------------------------------- Multinomial
 
 
