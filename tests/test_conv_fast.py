@@ -24,6 +24,12 @@ CASES = [   # x shape, kernel, strides, dilations, pads_begin, pads_end
     ((1, 4, 9, 16), (2, 3), (1, 1), (2, 1), (0, 2), (1, 0)),
 ]
 FLAT_ROWS = CASES[-2:]
+GATHERED = [   # output rows of at most 4 positions: patches gathered from the flat input
+    ((2, 6, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+    ((1, 3, 7, 5), (2, 3), (2, 1), (1, 2), (1, 0), (0, 2)),
+    ((1, 4, 3, 5, 4), (2, 1, 3), (1, 2, 1), (1, 1, 2), (1, 0, 2), (0, 1, 1)),
+]
+CASES += GATHERED
 
 
 def _attrs(op, strides, dil, pb, pe):
@@ -72,8 +78,22 @@ def test_flat_row_cases_take_the_flat_row_path(monkeypatch, shape, k, strides, d
     assert calls
 
 
+@pytest.mark.parametrize("shape, k, strides, dil, pb, pe", GATHERED)
+def test_small_output_rows_take_the_gathered_patches(monkeypatch, shape, k, strides, dil, pb,
+                                                      pe):
+    from irrun.ops import convolution
+
+    calls = []
+    real = convolution._gathered_patches
+    monkeypatch.setattr(convolution, "_gathered_patches", lambda *a: calls.append(1) or real(*a))
+    conv = registry.lookup("Convolution", "opset1")
+    conv.run(_attrs(conv, strides, dil, pb, pe), np.ones(shape, np.float32),
+             np.ones((3, shape[1]) + k, np.float32))
+    assert calls
+
+
 @pytest.mark.oracle
-@pytest.mark.parametrize("shape, k, strides, dil, pb, pe", CASES[:3] + CASES[-3:])
+@pytest.mark.parametrize("shape, k, strides, dil, pb, pe", CASES[:3] + CASES[-6:])
 def test_fast_paths_match_openvino(shape, k, strides, dil, pb, pe):
     import openvino as ov
     import openvino.opset8 as ops
