@@ -212,3 +212,20 @@ def test_fresh_inputs_agree_with_openvino(xml):
         for info, e in zip(model.outputs, expected):
             shapes = {k: v.shape for k, v in feed.items()}
             _assert_close(got[info.name], e, f"{xml.parent.name}:{info.name} for inputs {shapes}")
+
+
+@pytest.mark.parametrize("xml", MODELS, ids=IDS)
+def test_repeated_runs_with_a_signature_plan_give_the_same_outputs(xml):
+    """The first run of an input signature uses the general plan, the later ones a plan
+    inferred for those shapes (irrun.specialize): every output, bit for bit, the same."""
+    model = irrun.read_model(xml)
+    feed = _load(xml.parent / "inputs.npz")
+    first = model.infer(feed)
+    for _ in range(2):
+        again = model.infer(feed)
+        assert list(again) == list(first)
+        for name in first:
+            np.testing.assert_array_equal(again[name], first[name], err_msg=name)
+    general = [p for p in model._plans.values()]
+    if any(p.most_bytes is None for p in general):     # some shape was dynamic
+        assert any(model._signature_plans.values()), "no plan of its own for the signature"
