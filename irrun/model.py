@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +12,7 @@ from .graph import ancestors_and_self
 from .feed import cast_input
 from .program import Program, gc_paused, load_program
 from .shapes import format_shape
+from .specialize import SignaturePlans
 
 
 @dataclass(frozen=True)
@@ -62,13 +61,6 @@ def _output_info(program: Program, result) -> PortInfo:
     return PortInfo(names[0], names, spec.etype.name, spec.shape, result.layer.name)
 
 
-# A model with dynamic shapes gets a plan of its own for an input signature (types and
-# shapes) on the signature's SPECIALIZE_AT-th run; the MAX_SIGNATURE_PLANS most recently
-# used are kept.
-SPECIALIZE_AT = 2
-MAX_SIGNATURE_PLANS = 8
-
-
 class Model:
     """A loaded, checked IR model, ready to run.
 
@@ -83,12 +75,7 @@ class Model:
         self.outputs = [_output_info(program, r) for r in program.results]
         self.diagnostics = program.diagnostics
         self._plans: dict[tuple, Plan] = {}
-        # Plans for one input signature each (see _plan), most recently used last; False
-        # where the fed shapes give no plan of their own. And how often each signature
-        # was seen before it had one.
-        self._signature_plans: OrderedDict[tuple, Plan | bool] = OrderedDict()
-        self._signatures_seen: dict[tuple, int] = {}
-        self._plans_lock = threading.Lock()
+        self._signature_plans = SignaturePlans(program)
 
     def __repr__(self) -> str:
         ins = ", ".join(map(str, self.inputs))
@@ -171,40 +158,17 @@ class Model:
         return self._targets(until)[1]
 
     def _plan(self, targets, sinks=(), every_output: bool = True, feeds=None) -> Plan:
-        """The plan for these outputs; with `feeds`, for a model whose shapes are not all
-        static, from the second run with the same input types and shapes on, a plan for
-        exactly those (irrun.specialize: the layers whose shapes then follow take the
-        executor's fast path). The first run of a signature uses the general plan, so
-        inputs of new shapes at every run cost no extra inference."""
+        """The plan for these outputs; with `feeds`, from the second run with the same
+        input types and shapes on, a plan for exactly those (irrun.specialize)."""
         key = (tuple(targets), tuple(sinks), every_output)
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = Plan(self.program, targets, sinks, every_output)
-        if feeds is None or plan.most_bytes is not None:   # all static already
+        if feeds is None:
             return plan
-        key += (tuple((lid, a.dtype.str, a.shape) for lid, a in feeds.items()),)
-        with self._plans_lock:
-            special = self._signature_plans.get(key)
-            if special is not None:
-                self._signature_plans.move_to_end(key)
-                return special or plan
-            seen = self._signatures_seen.get(key, 0) + 1
-            if seen < SPECIALIZE_AT:
-                if len(self._signatures_seen) >= 4 * MAX_SIGNATURE_PLANS:
-                    self._signatures_seen.clear()
-                self._signatures_seen[key] = seen
-                return plan
-            self._signatures_seen.pop(key, None)
-        from .specialize import known_values, specialize
-
-        specs = specialize(self.program, feeds)
-        special = False if specs is None else Plan(
-            self.program, targets, sinks, every_output, specs, known_values(self.program, specs))
-        with self._plans_lock:
-            self._signature_plans[key] = special
-            while len(self._signature_plans) > MAX_SIGNATURE_PLANS:
-                self._signature_plans.popitem(last=False)
-        return special or plan
+        return self._signature_plans.plan(
+            plan, key, feeds,
+            lambda specs, known: Plan(self.program, targets, sinks, every_output, specs, known))
 
     @property
     def variables(self) -> list[PortInfo]:

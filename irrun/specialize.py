@@ -11,10 +11,14 @@ it). A plan built on those specs (executor.Plan's `specs`) runs the first as the
 executor's fast path and hands out the second without running them; layers whose shapes
 depend on input values (a Range of fed bounds, NonZero) keep their run-time check.
 
-The model builds such a plan when it sees the same input signature a second time (see
-Model._plan), so a run with new shapes every time pays no extra inference.
+A program builds such a plan when it sees the same input signature a second time
+(SignaturePlans: the model's own, and each body's, whose iterations mostly feed it the
+same shapes), so a run with new shapes every time pays no extra inference.
 """
 from __future__ import annotations
+
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -66,3 +70,53 @@ def known_values(program, specs: dict[str, list[TensorSpec]]) -> dict[str, tuple
         if all(s.value is not None for s in out):
             known[lid] = tuple(np.asarray(s.value) for s in out)
     return known
+
+
+# A program with dynamic shapes gets a plan of its own for an input signature (types and
+# shapes) on the signature's SPECIALIZE_AT-th run; the MAX_SIGNATURE_PLANS most recently
+# used are kept.
+SPECIALIZE_AT = 2
+MAX_SIGNATURE_PLANS = 8
+
+
+class SignaturePlans:
+    """The plans one program has for input signatures, beside its general plans."""
+
+    def __init__(self, program):
+        self.program = program
+        # Most recently used last; False where the fed shapes give no plan of their own.
+        self.plans: OrderedDict = OrderedDict()
+        self.seen: dict = {}          # how often each signature ran before it had one
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self.plans.clear()
+            self.seen.clear()
+
+    def plan(self, general, key: tuple, feeds: dict, make):
+        """The plan for `feeds` (by Parameter id): `general` (for `key`: the outputs
+        wanted) while the signature is new or the program is static, else the one
+        make(specs, known) built for it."""
+        if general.most_bytes is not None:       # every shape static already
+            return general
+        key += (tuple((lid, a.dtype.str, a.shape) for lid, a in feeds.items()),)
+        with self._lock:
+            special = self.plans.get(key)
+            if special is not None:
+                self.plans.move_to_end(key)
+                return special or general
+            seen = self.seen.get(key, 0) + 1
+            if seen < SPECIALIZE_AT:
+                if len(self.seen) >= 4 * MAX_SIGNATURE_PLANS:
+                    self.seen.clear()
+                self.seen[key] = seen
+                return general
+            self.seen.pop(key, None)
+        specs = specialize(self.program, feeds)
+        special = False if specs is None else make(specs, known_values(self.program, specs))
+        with self._lock:
+            self.plans[key] = special
+            while len(self.plans) > MAX_SIGNATURE_PLANS:
+                self.plans.popitem(last=False)
+        return special or general

@@ -158,20 +158,27 @@ class Body:
     def run(self, arrays) -> list:
         """The Results' values for the Parameters' values (by index)."""
         from .executor import Plan, execute
+        from .specialize import SignaturePlans
 
         if self._plan is None:
             # A body's Assigns always run: in a session they write its variables.
             sinks = [n.id for n in self.program.nodes.values() if n.layer.type.lower() == "assign"]
-            self._plan = Plan(self.program, [tuple(self.program.nodes[r].inputs[0])
-                                             for r in self.result_ids], sinks)
+            targets = [tuple(self.program.nodes[r].inputs[0]) for r in self.result_ids]
+            self._plan = Plan(self.program, targets, sinks)
+            # Iterations mostly feed the body the same shapes: from the second, a plan for
+            # them (irrun.specialize). New specs (the layer inferred again) drop the old.
+            self._signature_plans = SignaturePlans(self.program)
+            self._make_plan = lambda specs, known: Plan(self.program, targets, sinks, True,
+                                                        specs, known)
         feeds = dict(zip(self.parameter_ids, arrays))
+        plan = self._signature_plans.plan(self._plan, (), feeds, self._make_plan)
         # A listener that follows bodies (the -vv trace) says so with `for_body(program)`,
         # which gives the listener for this body's layers; the others (the profile) see the
         # whole body's time as the layer's.
         listener = current_listener.get()
         for_body = getattr(listener, "for_body", None)
         try:
-            return execute(self.program, self._plan, feeds, for_body(self.program) if for_body
+            return execute(self.program, plan, feeds, for_body(self.program) if for_body
                            else None, state=current_state.get())
         except IrrunError as e:
             # Located at the body's layer; say which layer's body it is (once per level).

@@ -188,6 +188,24 @@ def test_loop_plan_is_built_once(tmp_path):
     assert body._plan is plan
 
 
+def test_loop_body_gets_a_plan_for_its_iterations_shapes():
+    """The GRU's while loop of models/keras_gru_classifier keeps dynamic shapes in its body
+    (the Loop does not infer it again per run), and every iteration feeds it the same
+    shapes: from the second iteration on it runs a plan for them (irrun.specialize), all
+    of whose layers take the fast path, and the outputs are still OpenVINO's."""
+    folder = Path(__file__).resolve().parent.parent / "models" / "keras_gru_classifier"
+    m = irrun.read_model(folder / "model.xml")
+    with np.load(folder / "inputs.npz") as z, np.load(folder / "expected.npz") as e:
+        got, expected = m.infer(dict(z)), dict(e)
+    for name, value in expected.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6)
+    loop = next(n for n in m.program.nodes.values() if n.layer.type == "Loop")
+    body = loop.attrs.body.body
+    assert body._plan.most_bytes is None                 # the general plan: dynamic
+    plans = [p for p in body._signature_plans.plans.values() if p]
+    assert plans and all(s.recheck is None for p in plans for s in p.steps)
+
+
 def build_sliced_loop():
     """A Loop over axis 1 of x (a sliced input), summing into a back edge; the trip count and
     the initial condition are inputs."""

@@ -228,4 +228,4 @@ def test_repeated_runs_with_a_signature_plan_give_the_same_outputs(xml):
             np.testing.assert_array_equal(again[name], first[name], err_msg=name)
     general = [p for p in model._plans.values()]
     if any(p.most_bytes is None for p in general):     # some shape was dynamic
-        assert any(model._signature_plans.values()), "no plan of its own for the signature"
+        assert any(model._signature_plans.plans.values()), "no plan of its own for the signature"

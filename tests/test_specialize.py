@@ -5,7 +5,7 @@ input values."""
 import numpy as np
 import pytest
 
-from irrun import model as model_module
+from irrun import specialize
 from irrun.builder import GraphBuilder
 from irrun.errors import OpError
 from irrun.executor import Plan
@@ -29,7 +29,7 @@ def _shape_chain():
 
 
 def _plans(m):
-    return [p for p in m._signature_plans.values() if p]
+    return [p for p in m._signature_plans.plans.values() if p]
 
 
 def test_second_run_of_a_signature_gets_a_static_plan_with_the_same_result():
@@ -55,13 +55,13 @@ def test_second_run_of_a_signature_gets_a_static_plan_with_the_same_result():
 
 
 def test_each_signature_has_its_own_plan_and_only_the_latest_are_kept(monkeypatch):
-    monkeypatch.setattr(model_module, "MAX_SIGNATURE_PLANS", 2)
+    monkeypatch.setattr(specialize, "MAX_SIGNATURE_PLANS", 2)
     m = _shape_chain()
     for rows in (1, 2, 3, 2, 1):
         x = np.ones((rows, 4), np.float32)
         for _ in range(2):
             assert m.infer({"x": x})["out"].shape == (rows, 2)
-    shapes = [k[-1][0][2] for k, p in m._signature_plans.items() if p]
+    shapes = [k[-1][0][2] for k, p in m._signature_plans.plans.items() if p]
     assert shapes == [(2, 4), (1, 4)]           # most recent last, at most 2
 
 
@@ -109,7 +109,7 @@ def test_a_signature_the_rules_refuse_keeps_the_general_plan():
     for _ in range(3):
         with pytest.raises(Exception, match="MatMul"):
             m.infer({"x": np.ones((2, 3), np.float32)})
-    assert list(m._signature_plans.values()) == [False]
+    assert list(m._signature_plans.plans.values()) == [False]
 
 
 def test_static_models_do_not_count_signatures():
@@ -119,5 +119,5 @@ def test_static_models_do_not_count_signatures():
     m = g.model()
     for _ in range(3):
         m.infer({"x": np.ones((2, 4), np.float32)})
-    assert not m._signature_plans and not m._signatures_seen
+    assert not m._signature_plans.plans and not m._signature_plans.seen
     assert all(isinstance(p, Plan) for p in m._plans.values())
