@@ -65,27 +65,16 @@ def test_fast_paths_match_textbook_loops(shape, k, strides, dil, pb, pe, dtype, 
     np.testing.assert_allclose(dw, want, rtol=tol, atol=tol * 10)
 
 
-@pytest.mark.parametrize("shape, k, strides, dil, pb, pe", FLAT_ROWS)
-def test_flat_row_cases_take_the_flat_row_path(monkeypatch, shape, k, strides, dil, pb, pe):
+# Each path's cases above take that path (else the comparisons would not test it).
+@pytest.mark.parametrize("path, case", [("_conv_flat_rows", c) for c in FLAT_ROWS]
+                         + [("_gathered_patches", c) for c in GATHERED])
+def test_the_cases_of_a_path_take_it(monkeypatch, path, case):
     from irrun.ops import convolution
 
+    shape, k, strides, dil, pb, pe = case
     calls = []
-    real = convolution._conv_flat_rows
-    monkeypatch.setattr(convolution, "_conv_flat_rows", lambda *a: calls.append(1) or real(*a))
-    conv = registry.lookup("Convolution", "opset1")
-    conv.run(_attrs(conv, strides, dil, pb, pe), np.ones(shape, np.float32),
-             np.ones((3, shape[1]) + k, np.float32))
-    assert calls
-
-
-@pytest.mark.parametrize("shape, k, strides, dil, pb, pe", GATHERED)
-def test_small_output_rows_take_the_gathered_patches(monkeypatch, shape, k, strides, dil, pb,
-                                                      pe):
-    from irrun.ops import convolution
-
-    calls = []
-    real = convolution._gathered_patches
-    monkeypatch.setattr(convolution, "_gathered_patches", lambda *a: calls.append(1) or real(*a))
+    real = getattr(convolution, path)
+    monkeypatch.setattr(convolution, path, lambda *a: calls.append(1) or real(*a))
     conv = registry.lookup("Convolution", "opset1")
     conv.run(_attrs(conv, strides, dil, pb, pe), np.ones(shape, np.float32),
              np.ones((3, shape[1]) + k, np.float32))
