@@ -12,6 +12,7 @@ from irrun.opkit import (
     Dim,
     OpProblem,
     TensorSpec,
+    balanced_ranges,
     fail,
     format_shape,
     parallel,
@@ -340,11 +341,8 @@ def compiled_ctc_loss(logits: np.ndarray, logit_len: np.ndarray, targets: tuple,
         forward(x, top[..., 0], ex, ex.sum(axis=2), classes[lo:hi], skip[lo:hi], states[lo:hi],
                 logit_len[lo:hi], merge_repeated, out[lo:hi], fallback[lo:hi])
 
-    cost = np.cumsum(logit_len * states)
-    parts = workers(int(cost[-1]) if n else 0, MIN_STATE_STEPS_PER_THREAD)
-    cuts = np.unique(np.searchsorted(cost, cost[-1] * np.arange(1, parts) / parts)) if n else []
-    bounds = [0, *(int(k) + 1 for k in cuts if k + 1 < n), n]
-    parallel(rows, [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo])
+    work = np.concatenate([[0], np.cumsum(logit_len * states)])     # state updates
+    parallel(rows, balanced_ranges(work, workers(int(work[-1]), MIN_STATE_STEPS_PER_THREAD)))
     if fallback.any():
         out[fallback] = ctc_loss(logits[fallback], logit_len[fallback],
                                  (labels[fallback], lengths[fallback]), blank, merge_repeated)

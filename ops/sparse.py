@@ -14,7 +14,6 @@ loop releases the GIL). NumPy's part is the messages for bad inputs and the sort
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,6 +27,7 @@ from irrun.opkit import (
     TensorSpec,
     UnsupportedError,
     check_alloc,
+    balanced_ranges,
     even_ranges,
     fail,
     format_shape,
@@ -339,7 +339,7 @@ def _sum_bags(out: np.ndarray, table: np.ndarray, indices: np.ndarray, bounds: n
 
     def run(first, last):
         return loop(_row(out.shape[1], acc_type), *args, first, last)
-    spans = _bag_spans(bounds, _workers(indices.shape[0]))
+    spans = balanced_ranges(bounds, _workers(indices.shape[0]))
     stopped = parallel(run, spans)
     if any(at != bounds[last] for at, (_, last) in zip(stopped, spans)):
         _check_range("indices", indices, num_emb, "emb_table rows")
@@ -375,21 +375,6 @@ def _row(width: int, dtype: np.dtype) -> np.ndarray:
 
 def _workers(n: int) -> int:
     return workers(n, PARALLEL_MIN_LOOKUPS)
-
-
-def _bag_spans(bounds: np.ndarray, parts: int) -> list[tuple[int, int]]:
-    """`parts` ranges of bags (first, last) covering all of them, with about equal numbers
-    of lookups: each cut is at the start of the bag holding the lookup it aims at, so no
-    output row is written by two threads."""
-    bags = bounds.shape[0] - 1
-    cuts = [0]
-    for lo, _ in even_ranges(int(bounds[-1]), parts)[1:]:
-        cut = int(np.searchsorted(bounds, lo, side="right")) - 1
-        if cut > cuts[-1]:
-            cuts.append(cut)
-    cuts.append(bags)
-    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a] or [(0, bags)]
-
 
 
 # ------------------------------------------------------------------ EmbeddingBag*
@@ -683,7 +668,7 @@ class SegmentMax16:
         # segment is NaN, and -inf is a value like any other (see README: the CPU plugin
         # starts from `lowest`, so it returns lowest for a segment of -inf or NaN).
         parallel(lambda first, last: segment_max(rows, values, bounds, first, last),
-                 _bag_spans(bounds, _workers(used * values.shape[1] // 16)))
+                 balanced_ranges(bounds, _workers(used * values.shape[1] // 16)))
         if halves:
             out[...] = rows.reshape(out.shape).astype(out.dtype)
         return (out,)

@@ -20,6 +20,7 @@ from irrun.cli import cli
 from irrun.errors import OpError, ShapeError, UnsupportedError
 from irrun.etypes import element_type
 from irrun.opkit.problems import collect_warnings, stop_collecting
+from irrun.opkit import balanced_ranges
 from irrun.ops.sparse import EmbeddingSegmentsSum3
 from irrun.shapes import DYNAMIC, Dim, TensorSpec
 from shipped import run_cli
@@ -335,7 +336,7 @@ def _spans(ids, parts):
     """The lookup ranges the threads get for sorted segment ids (bags = segments)."""
     bounds = np.empty(int(ids[-1]) + 2, np.intp)
     assert sparse._segment_bounds(ids, int(ids[-1]) + 1, bounds) == -1
-    return [(int(bounds[a]), int(bounds[b])) for a, b in sparse._bag_spans(bounds, parts)
+    return [(int(bounds[a]), int(bounds[b])) for a, b in balanced_ranges(bounds, parts)
             if bounds[b] > bounds[a]]
 
 

@@ -48,7 +48,7 @@ What is here, by concern:
   `tap_slices`, `compute_dtype`, `check_spatial_rank`, `numeric`;
 - resources: `check_alloc` (the one allocation guard: call it before allocating anything
   whose size comes from input values or attributes), `max_tensor_bytes`, and the one
-  shared, fork-safe worker pool: `parallel`, `workers`, `even_ranges`.
+  shared, fork-safe worker pool: `parallel`, `workers`, `even_ranges`, `balanced_ranges`.
 
 Modules of `irrun.ops` import from here and from nowhere else in irrun; they never import
 each other, except an op's compiled loop (a `*_loop.py` module, numba), which it imports on
@@ -107,7 +107,7 @@ from .partial import (
     shape_dims,
     slice_index,
 )
-from .pool import even_ranges, parallel, workers
+from .pool import balanced_ranges, even_ranges, parallel, workers
 from .problems import fail, warn
 from .unary import ARITH, make_unary, unary_apply
 from .window import (
@@ -136,7 +136,7 @@ __all__ = [
     "ARITH", "AutoPad", "DYNAMIC", "Dim", "DimOf", "ElementType", "ElementTypeName", "NoAttrs",
     "OpProblem",
     "PartialShapeText", "ResourceError", "TensorSpec", "UnsupportedError", "as_dtype",
-    "broadcast_dim", "broadcast_shapes", "check_alloc", "check_arrays_broadcast",
+    "balanced_ranges", "broadcast_dim", "broadcast_shapes", "check_alloc", "check_arrays_broadcast",
     "check_integer", "check_rank",
     "check_spatial_rank", "check_window_attrs", "compute_dtype", "convert_array", "dilated",
     "element_type", "elements", "erf", "etype_name", "even_ranges", "exact", "fail",

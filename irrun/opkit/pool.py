@@ -6,6 +6,7 @@ process that made it and a child makes its own.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -50,3 +51,20 @@ def even_ranges(n: int, parts: int) -> list[tuple[int, int]]:
     """`parts` consecutive (lo, hi) ranges covering range(n), of about equal length."""
     cuts = [n * i // parts for i in range(parts + 1)]
     return [(lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
+
+
+def balanced_ranges(bounds, parts: int) -> list[tuple[int, int]]:
+    """`parts` ranges (first, last) of items covering all of them, of about equal work, for
+    items whose work is cumulative in `bounds` (items + 1 non-decreasing entries from 0:
+    item i is bounds[i]..bounds[i+1]): each cut is at the start of the item holding the unit
+    of work it aims at, so no item is split between two ranges."""
+    import numpy as np
+
+    items = len(bounds) - 1
+    cuts = [0]
+    for lo, _ in even_ranges(int(bounds[-1]), parts)[1:]:
+        cut = int(np.searchsorted(bounds, lo, side="right")) - 1
+        if cut > cuts[-1]:
+            cuts.append(cut)
+    cuts.append(items)
+    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a] or [(0, items)]
