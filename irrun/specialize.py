@@ -89,11 +89,6 @@ class SignaturePlans:
         self.seen: dict = {}          # how often each signature ran before it had one
         self._lock = threading.Lock()
 
-    def clear(self) -> None:
-        with self._lock:
-            self.plans.clear()
-            self.seen.clear()
-
     def plan(self, general, key: tuple, feeds: dict, make):
         """The plan for `feeds` (by Parameter id): `general` (for `key`: the outputs
         wanted) while the signature is new or the program is static, else the one
