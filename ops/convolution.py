@@ -177,30 +177,30 @@ def _conv_im2col(attrs, x, w, pb, pe, counts):
     if nd == 2 and attrs.strides == (1, 1) and math.prod(kernel) > 1 and \
             x.shape[3] + pb[1] + pe[1] <= _FLAT_ROWS_MAX_WIDENING * counts[1]:
         return _conv_flat_rows(attrs, x, w, pb, pe, counts)
-    xp = _zero_pad(x, pb, pe)
-    st = xp.strides
-    taps = tuple(st[2 + i] * attrs.dilations[i] for i in range(nd))
-    steps = tuple(st[2 + i] * attrs.strides[i] for i in range(nd))
     p = math.prod(counts)
     # Sizes spelt out, never -1: a batch or channel count of 0 leaves -1 undefined.
     ck = c * math.prod(kernel)
-    wm = w.reshape(o, ck)
-    if xp.flags.c_contiguous and ck == c and p == math.prod(xp.shape[2:]):
-        patches = xp.reshape(n, c, p)    # a 1x1 kernel at stride 1: the (padded) input
-    elif counts[-1] <= _GATHER_MAX_ROW and ck * p <= _GATHER_MAX_ELEMENTS:
-        patches = _gathered_patches(attrs, x, kernel, pb, counts)
+    if ck != c and counts[-1] <= _GATHER_MAX_ROW and ck * p <= _GATHER_MAX_ELEMENTS:
+        patches = _gathered_patches(attrs, x, kernel, pb, counts)     # reads x itself
     else:
-        patches = np.lib.stride_tricks.as_strided(
-            xp, (n, c) + tuple(kernel) + tuple(counts), (st[0], st[1]) + taps + steps,
-            writeable=False).reshape(n, ck, p)
-    return _product(wm, patches).reshape((n, o) + tuple(counts))
+        xp = _zero_pad(x, pb, pe)
+        if xp.flags.c_contiguous and ck == c and p == math.prod(xp.shape[2:]):
+            patches = xp.reshape(n, c, p)    # a 1x1 kernel at stride 1: the (padded) input
+        else:
+            st = xp.strides
+            taps = tuple(st[2 + i] * attrs.dilations[i] for i in range(nd))
+            steps = tuple(st[2 + i] * attrs.strides[i] for i in range(nd))
+            patches = np.lib.stride_tricks.as_strided(
+                xp, (n, c) + tuple(kernel) + tuple(counts), (st[0], st[1]) + taps + steps,
+                writeable=False).reshape(n, ck, p)
+    return _product(w.reshape(o, ck), patches).reshape((n, o) + tuple(counts))
 
 
 # Fewer output channels than this make the im2col product's rows the output positions.
 _IM2COL_MIN_ROWS = 32
 
-# Output rows of at most this many positions, in a patch matrix of at most this many
-# elements (per batch item), take _gathered_patches.
+# Kernels of more than one tap whose output rows have at most this many positions, in a
+# patch matrix of at most this many elements (per batch item), take _gathered_patches.
 _GATHER_MAX_ROW = 4
 _GATHER_MAX_ELEMENTS = 1 << 16
 
