@@ -1,6 +1,7 @@
 """FakeQuantize-1 (spec page: quantization/fake-quantize-1)."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,10 +31,62 @@ def fake_quantize(x, il, ih, ol, oh, levels: int) -> np.ndarray:
     t = np.float64 if x.dtype == np.float64 else np.float32
     x, il, ih, ol, oh = (np.asarray(a).astype(t, copy=False) for a in (x, il, ih, ol, oh))
     lm1 = t(levels - 1)
+    if _clip_is_exact(il, ih, ol, oh, lm1):
+        # x clipped to [il, ih] first: the formula then gives ol and oh, bit for bit, where
+        # the spec's selection would (checked on the limits), and the two selections (most
+        # of the time for a small tensor) are not needed. Step by step in one buffer.
+        q = np.clip(x, il, ih)
+        shape = np.broadcast_shapes(q.shape, ol.shape, oh.shape)
+        if q.shape != shape:                 # the limits broadcast X to a larger shape
+            q = np.broadcast_to(q, shape).copy()
+        return _levels(q, il, ih, ol, oh, lm1)
     with np.errstate(all="ignore"):      # the formula is not used where ih == il
         q = np.rint((x - il) / (ih - il) * lm1) / lm1 * (oh - ol) + ol
         y = np.where(x <= np.minimum(il, ih), ol, np.where(x > np.maximum(il, ih), oh, q))
     return y
+
+
+def _levels(q, il, ih, ol, oh, lm1):
+    """The spec's formula on q, in place, each step rounded as in fake_quantize."""
+    np.subtract(q, il, out=q)
+    np.divide(q, ih - il, out=q)
+    np.multiply(q, lm1, out=q)
+    np.rint(q, out=q)
+    np.divide(q, lm1, out=q)
+    np.multiply(q, oh - ol, out=q)
+    np.add(q, ol, out=q)
+    return q
+
+
+def _clip_is_exact(il, ih, ol, oh, lm1) -> bool:
+    """Whether il < ih everywhere and the formula at il and at ih gives ol and oh exactly
+    (zeros' signs included): then clipping x to [il, ih] gives what the spec's selection
+    does. Memoised on the limits' bytes, since they are mostly Consts."""
+    if il.size + ih.size + ol.size + oh.size > 4096:
+        return _ends_exact(il, ih, ol, oh, lm1)
+    return _ends_exact_cached(il.dtype.str, il.shape, il.tobytes(), ih.shape, ih.tobytes(),
+                              ol.shape, ol.tobytes(), oh.shape, oh.tobytes(), float(lm1))
+
+
+@functools.lru_cache(maxsize=256)
+def _ends_exact_cached(dtype, *shapes_and_bytes_and_lm1) -> bool:
+    *pairs, lm1 = shapes_and_bytes_and_lm1
+    il, ih, ol, oh = (np.frombuffer(b, dtype).reshape(shape)
+                      for shape, b in zip(pairs[::2], pairs[1::2]))
+    return _ends_exact(il, ih, ol, oh, il.dtype.type(lm1))
+
+
+def _ends_exact(il, ih, ol, oh, lm1) -> bool:
+    with np.errstate(all="ignore"):
+        if not np.all(il < ih):
+            return False
+        shape = np.broadcast_shapes(il.shape, ih.shape, ol.shape, oh.shape)
+        for end, want in ((il, ol), (ih, oh)):
+            got = _levels(np.broadcast_to(end, shape).copy(), il, ih, ol, oh, lm1)
+            want = np.broadcast_to(want, shape)
+            if not (np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want))):
+                return False
+    return True
 
 
 @register("FakeQuantize", since=1, attrs=FakeQuantizeAttrs, category="quantization")
@@ -57,7 +110,7 @@ class FakeQuantize1:
         if attrs.auto_broadcast == "none" and len({a.shape for a in (x, il, ih, ol, oh)}) != 1:
             fail("auto_broadcast='none' needs equal shapes, got "
                  + " and ".join(f"{n} {list(a.shape)}" for n, a in zip(_NAMES, (x, il, ih, ol, oh))))
-        return (fake_quantize(x, il, ih, ol, oh, attrs.levels).astype(x.dtype),)
+        return (fake_quantize(x, il, ih, ol, oh, attrs.levels).astype(x.dtype, copy=False),)
 
 
 # ---------------------------------------------------------------- FakeConvert
