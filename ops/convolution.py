@@ -211,13 +211,17 @@ def _gathered_patches(attrs, x, kernel, pb, counts):
     maps the strided copy moves rows of 2-4 elements at a time, which costs more than the
     elements: ResNet-18's 512-channel 2x2 layers took 72 us that way and 17 this way, its
     256-channel 4x4 ones 74 and 31 (the index, at most 512 KiB, is made once per shape)."""
-    n = x.shape[0]
-    size = math.prod(x.shape[1:])
-    flat = np.empty((n, size + 1), x.dtype)
-    flat[:, :size] = x.reshape(n, size)
-    flat[:, size] = 0
     index = _patch_index(x.shape[1:], tuple(kernel), tuple(attrs.strides),
                          tuple(attrs.dilations), tuple(pb), tuple(counts))
+    return _gather(x.reshape(x.shape[0], math.prod(x.shape[1:])), index)
+
+
+def _gather(rows: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """np.take(rows, index, axis=1) from rows [R, S] with a zero after each: an index of S
+    reads that zero (a tap that falls in the pads)."""
+    flat = np.empty((rows.shape[0], rows.shape[1] + 1), rows.dtype)
+    flat[:, :-1] = rows
+    flat[:, -1] = 0
     return np.take(flat, index, axis=1)
 
 
@@ -301,13 +305,10 @@ def _conv_depthwise(attrs, x, w, pb, pe, counts):
     positions = math.prod(counts)
     if (positions <= _DEPTHWISE_PATCH_MAX_POSITIONS and taps * positions <= _GATHER_MAX_ELEMENTS
             and n * c * positions * taps * x.itemsize <= _DEPTHWISE_PATCH_MAX_BYTES):
-        size = math.prod(x.shape[2:])
-        flat = np.empty((n * c, size + 1), x.dtype)
-        flat[:, :size] = x.reshape(n * c, size)
-        flat[:, size] = 0
         index = _patch_index((1,) + x.shape[2:], tuple(kernel), tuple(attrs.strides),
                              tuple(attrs.dilations), tuple(pb), tuple(counts))
-        patches = np.take(flat, index, axis=1).reshape(n, c, taps, positions)
+        patches = _gather(x.reshape(n * c, math.prod(x.shape[2:])), index).reshape(
+            n, c, taps, positions)
         out = np.matmul(wc.reshape(c, 1, taps), patches)
         return out.reshape((n, c) + tuple(counts))
     xp = _zero_pad(x, pb, pe)
