@@ -29,14 +29,17 @@ def fake_quantize(x, il, ih, ol, oh, levels: int) -> np.ndarray:
     ulp of a rounding boundary may land on the neighbouring level there.
     """
     t = np.float64 if x.dtype == np.float64 else np.float32
-    x, il, ih, ol, oh = (np.asarray(a).astype(t, copy=False) for a in (x, il, ih, ol, oh))
+    x, il, ih, ol, oh = (a if type(a) is np.ndarray and a.dtype == t else
+                         np.asarray(a).astype(t) for a in (x, il, ih, ol, oh))
     lm1 = t(levels - 1)
     if _clip_is_exact(il, ih, ol, oh, lm1):
-        # x clipped to [il, ih] first: the formula then gives ol and oh, bit for bit, where
-        # the spec's selection would (checked on the limits), and the two selections (most
-        # of the time for a small tensor) are not needed. Step by step in one buffer.
-        q = np.clip(x, il, ih)
-        shape = np.broadcast_shapes(q.shape, ol.shape, oh.shape)
+        # x clipped to [il, ih] first (il < ih): the formula then gives ol and oh, bit for
+        # bit, where the spec's selection would (checked on the limits), and the two
+        # selections (most of the time for a small tensor) are not needed. Step by step
+        # in one buffer; the calls are the ufuncs themselves (np.clip and
+        # np.broadcast_shapes cost more than the arithmetic on a small tensor).
+        q = np.minimum(np.maximum(x, il), ih)
+        shape = np.broadcast(q, ol, oh).shape
         if q.shape != shape:                 # the limits broadcast X to a larger shape
             q = np.broadcast_to(q, shape).copy()
         return _levels(q, il, ih, ol, oh, lm1)
