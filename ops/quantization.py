@@ -32,25 +32,27 @@ def fake_quantize(x, il, ih, ol, oh, levels: int) -> np.ndarray:
     x, il, ih, ol, oh = (a if type(a) is np.ndarray and a.dtype == t else
                          np.asarray(a).astype(t) for a in (x, il, ih, ol, oh))
     lm1 = t(levels - 1)
-    if _clip_is_exact(il, ih, ol, oh, lm1):
-        # x clipped to [il, ih] first (il < ih): the formula then gives ol and oh, bit for
-        # bit, where the spec's selection would (checked on the limits), and the two
-        # selections (most of the time for a small tensor) are not needed. Step by step
-        # in one buffer; the calls are the ufuncs themselves (np.clip and
-        # np.broadcast_shapes cost more than the arithmetic on a small tensor).
-        q = np.minimum(np.maximum(x, il), ih)
-        shape = np.broadcast(q, ol, oh).shape
-        if q.shape != shape:                 # the limits broadcast X to a larger shape
-            q = np.broadcast_to(q, shape).copy()
+    # Where il < ih and the formula at il and ih gives ol and oh bit for bit (checked on the
+    # limits), x clipped to [il, ih] first gives the spec's selection without its two
+    # np.where calls (most of the time for a small tensor); else the formula on x itself,
+    # then the selection. Either way step by step in one buffer of the output's shape (the
+    # limits may broadcast X to a larger one); the calls are the ufuncs themselves
+    # (np.clip and np.broadcast_shapes cost more than the arithmetic on a small tensor).
+    exact = _clip_is_exact(il, ih, ol, oh, lm1)
+    q = np.minimum(np.maximum(x, il), ih) if exact else x.copy()
+    shape = np.broadcast(q, il, ih, ol, oh).shape
+    if q.shape != shape:
+        q = np.broadcast_to(q, shape).copy()
+    if exact:
         return _levels(q, il, ih, ol, oh, lm1)
-    with np.errstate(all="ignore"):      # the formula is not used where ih == il
-        q = np.rint((x - il) / (ih - il) * lm1) / lm1 * (oh - ol) + ol
-        y = np.where(x <= np.minimum(il, ih), ol, np.where(x > np.maximum(il, ih), oh, q))
-    return y
+    with np.errstate(all="ignore"):      # where ih == il the formula gives inf or NaN,
+        _levels(q, il, ih, ol, oh, lm1)  # which the selection replaces
+    return np.where(x <= np.minimum(il, ih), ol, np.where(x > np.maximum(il, ih), oh, q))
 
 
 def _levels(q, il, ih, ol, oh, lm1):
-    """The spec's formula on q, in place, each step rounded as in fake_quantize."""
+    """round((q - il) / (ih - il) * lm1) / lm1 * (oh - ol) + ol on q, in place, one rounding
+    per step in q's precision, in the spec's order."""
     np.subtract(q, il, out=q)
     np.divide(q, ih - il, out=q)
     np.multiply(q, lm1, out=q)
