@@ -127,7 +127,7 @@ def _close(got, want, name="") -> bool:
     return bool(np.allclose(got, want, rtol=1e-4, atol=1e-4 * max(scale, 1e-30), equal_nan=True))
 
 
-LOAD_ROUNDS = 3
+LOAD_ROUNDS = 5
 
 
 def bench_model(name, xml, feed, tm, repeat, tmp):

@@ -182,15 +182,112 @@ def _buggy_xml(shape="2,3", dims="<dim>2</dim><dim>3</dim>"):
 """
 
 
-def test_a_large_float_cast_on_threads_is_the_same_cast(monkeypatch):
+@pytest.fixture
+def f16c_state(monkeypatch):
+    """opkit.f16c as a fresh process has it: no loop built, no NumPy time paid towards it
+    (other tests may have built it); the test may then build it, and it is put back."""
+    from irrun.opkit import f16c
+
+    monkeypatch.setattr(f16c, "_built", [])
+    monkeypatch.setattr(f16c, "_rent_paid", 0.0)
+    monkeypatch.setattr(f16c, "PRICE_SECONDS", 1e9)     # never bought unless the test says
+    return f16c
+
+
+def _every_half():
+    return np.arange(1 << 16, dtype=np.uint16).view(np.float16)   # NaNs, infs, subnormals
+
+
+def _same_f32(got: np.ndarray, want: np.ndarray) -> bool:
+    """Bit for bit, except that a NaN need only be a NaN of the same sign (F16C quiets a
+    signalling NaN; NumPy keeps its payload)."""
+    nan = np.isnan(want)
+    return (got.dtype == np.float32 and got.shape == want.shape
+            and np.array_equal(np.isnan(got), nan)
+            and np.array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+            and np.array_equal(np.signbit(got[nan]), np.signbit(want[nan])))
+
+
+def test_a_large_float_cast_on_threads_is_the_same_cast(monkeypatch, f16c_state):
     from irrun.opkit import convert_array
     from irrun.opkit.numeric import PARALLEL_CAST_ELEMENTS
 
     monkeypatch.setenv("IRRUN_THREADS", "2")
-    every_half = np.arange(1 << 16, dtype=np.uint16).view(np.float16)   # NaNs, infs, subnormals
+    every_half = _every_half()
     x = np.tile(every_half, 2 * PARALLEL_CAST_ELEMENTS // every_half.size + 1)
     got = convert_array(x, "f32")
     assert got.dtype == np.float32 and got.shape == x.shape
     assert np.array_equal(got.view(np.uint32), x.astype(np.float32).view(np.uint32))
     shaped = x[:3 * PARALLEL_CAST_ELEMENTS // 2 * 2].reshape(2, -1)
     assert np.array_equal(convert_array(shaped, "f64"), shaped.astype(np.float64), equal_nan=True)
+
+
+def _f16c_loop(f16c):
+    loop = f16c.load()
+    if loop is None:
+        import llvmlite.binding as llvm
+
+        assert not llvm.get_host_cpu_features().get("f16c", False), \
+            "this CPU has F16C, yet the compiled f16 -> f32 loop was not built"
+        pytest.skip("this CPU has no F16C: irrun keeps NumPy's cast (tested above)")
+    return loop
+
+
+def test_the_compiled_f16_cast_is_numpys_cast_for_every_half(f16c_state):
+    loop = _f16c_loop(f16c_state)
+    halves = _every_half()
+    # Every length of tail (the loop converts 16 at a time) and starts off any 16-element
+    # boundary: NumPy's buffers are aligned to their element only.
+    for start in (0, 1, 7):
+        for n in (*range(0, 40), 65536 - start):
+            src = halves[start:start + n]
+            dst = np.full(n + 1, 7.0, np.float32)
+            f16c_state.convert(loop, src, dst[:n])
+            assert _same_f32(dst[:n], src.astype(np.float32)), (start, n)
+            assert dst[n] == 7.0, "wrote past the end"
+
+
+def test_large_f16_casts_take_numpy_until_it_has_cost_the_loops_price(monkeypatch, f16c_state):
+    from irrun.opkit import convert_array
+    from irrun.opkit.numeric import COMPILED_CAST_ELEMENTS
+
+    _f16c_loop(f16c_state)
+    f16c_state._built.clear()          # as in a fresh process: not built yet
+    calls = []
+    convert = f16c_state.convert
+    monkeypatch.setattr(f16c_state, "convert", lambda *a: calls.append(1) or convert(*a))
+    x = np.tile(_every_half(), 4)
+    assert x.size >= COMPILED_CAST_ELEMENTS
+    monkeypatch.setattr(f16c_state, "PRICE_SECONDS", 3600.0)
+    for threads in ("1", "2"):
+        monkeypatch.setenv("IRRUN_THREADS", threads)
+        assert np.array_equal(convert_array(x, "f32").view(np.uint32),
+                              x.astype(np.float32).view(np.uint32))   # NumPy's, bit for bit
+    assert not calls and not f16c_state._built and f16c_state._rent_paid > 0
+    # A small cast neither uses the loop nor counts towards it.
+    paid = f16c_state._rent_paid
+    convert_array(x[:COMPILED_CAST_ELEMENTS - 1], "f32")
+    assert f16c_state._rent_paid == paid
+    monkeypatch.setattr(f16c_state, "PRICE_SECONDS", paid)   # NumPy has now cost the price
+    for threads in ("1", "2"):
+        monkeypatch.setenv("IRRUN_THREADS", threads)
+        calls.clear()
+        assert _same_f32(convert_array(x, "f32"), x.astype(np.float32))
+        assert calls, "the compiled loop was not used"
+        shaped = x.reshape(4, 2, -1)[:, 1]          # not contiguous: NumPy's cast
+        calls.clear()
+        got = convert_array(shaped, "f32")
+        assert not calls and np.array_equal(got.view(np.uint32),
+                                            shaped.astype(np.float32).view(np.uint32))
+    assert f16c_state._rent_paid == paid, "the loop's casts were counted as NumPy's"
+
+
+def test_without_llvmlite_f16_casts_stay_numpys(monkeypatch, f16c_state):
+    from irrun.opkit import convert_array
+
+    monkeypatch.setitem(sys.modules, "llvmlite.binding", None)    # import fails
+    monkeypatch.setattr(f16c_state, "PRICE_SECONDS", 0.0)
+    assert f16c_state.load() is None and f16c_state.loop() is None
+    x = np.tile(_every_half(), 2)
+    assert np.array_equal(convert_array(x, "f32").view(np.uint32),
+                          x.astype(np.float32).view(np.uint32))

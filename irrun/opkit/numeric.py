@@ -1,6 +1,7 @@
 """Numeric helpers for kernels: widening half types, exact dtypes, C++ conversions, erf."""
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import numpy as np
@@ -122,6 +123,10 @@ def convert_array(x: np.ndarray, dst) -> np.ndarray:
 # cast runs at ~2 ns an element on one core (ResNet-18's decompression Converts, folded at
 # load, were most of its read_model time) and releases the GIL.
 PARALLEL_CAST_ELEMENTS = 1 << 20
+# f16 -> f32 casts of at least this many elements go to the compiled F16C loop once this
+# process has it (opkit.f16c), and until then count towards building it; below, a call
+# through ctypes would cost more than it saves.
+COMPILED_CAST_ELEMENTS = 1 << 16
 
 
 # IR names of the float destinations _cast converts to (all but the compressed ones).
@@ -130,21 +135,38 @@ _FLOAT_CASTS = {name: et.dtype for name, et in ELEMENT_TYPES.items()
 
 
 def _cast(x: np.ndarray, dtype) -> np.ndarray:
-    """x.astype(dtype), on several threads for a large contiguous x (same result)."""
-    if x.size < PARALLEL_CAST_ELEMENTS or not x.flags.c_contiguous:
+    """x.astype(dtype), on several threads for a large contiguous x, and by F16C for a
+    large f16 -> f32 cast once the process has that loop (same result)."""
+    if x.size < COMPILED_CAST_ELEMENTS or not x.flags.c_contiguous:
         return x.astype(dtype)      # the interpreter's every small Convert: nothing more
+    if x.dtype == np.float16 and np.dtype(dtype) == np.float32:
+        from . import f16c
+
+        loop = f16c.loop()
+        if loop is not None:
+            return _in_parts(x, np.float32, lambda src, dst: f16c.convert(loop, src, dst))
+        start = time.perf_counter()
+        out = _in_parts(x, dtype, _numpy_cast)
+        f16c.pay_rent(time.perf_counter() - start)
+        return out
+    return _in_parts(x, dtype, _numpy_cast)
+
+
+def _in_parts(x: np.ndarray, dtype, cast) -> np.ndarray:
+    """A new array of x's shape and `dtype` filled by cast(src, dst), which converts a flat
+    part of x into the same part of the result: split over the kernel pool's threads for
+    a large x (contiguous, like the result)."""
     from .pool import even_ranges, parallel, workers
 
-    parts = workers(x.size, PARALLEL_CAST_ELEMENTS // 2)
-    if parts == 1:
-        return x.astype(dtype)
     out = np.empty(x.shape, dtype)
     src, dst = x.reshape(-1), out.reshape(-1)
-
-    def part(lo, hi):
-        dst[lo:hi] = src[lo:hi]
-    parallel(part, even_ranges(x.size, parts))
+    parallel(lambda lo, hi: cast(src[lo:hi], dst[lo:hi]),
+             even_ranges(x.size, workers(x.size, PARALLEL_CAST_ELEMENTS // 2)))
     return out
+
+
+def _numpy_cast(src: np.ndarray, dst: np.ndarray) -> None:
+    np.copyto(dst, src, casting="unsafe")   # what astype does
 
 
 # erf in f64 to within an ulp, vectorised: the piecewise rational approximations of
