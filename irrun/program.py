@@ -9,6 +9,7 @@ import contextlib
 import gc
 import os
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +25,7 @@ from .shapes import TensorSpec, is_static, parse_partial_shape, static_values
 from .weights import Weights, check_alloc, const_value
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class Node:
     layer: Layer
     op: registry.OpDef | None = None
@@ -34,9 +35,22 @@ class Node:
     const_value: object = None     # a Const's data: a view of the .bin's memory map
     bodies: list[Program] = field(default_factory=list)   # a Loop/TensorIterator/If's networks
     views: tuple = ()               # their port-map views (subgraph.BodyView), even if broken
-    program: Program | None = None  # the network this node belongs to
     folded: tuple | None = None     # outputs computed once at load (constant folding)
     fold_seconds: float = 0.0       # what computing them took
+    _program: object = field(default=None, repr=False, compare=False)
+
+    # The links back up the tree (node -> its network, body network -> its layer's node)
+    # are weak: a program holds its nodes, so strong links both ways made every loaded
+    # model a reference cycle, whose weights, memory map and open .bin stayed until the
+    # cyclic garbage collector next ran, not freed when the last reference went.
+    @property
+    def program(self) -> Program | None:
+        """The network this node belongs to."""
+        return self._program() if self._program is not None else None
+
+    @program.setter
+    def program(self, program: Program | None) -> None:
+        self._program = weakref.ref(program) if program is not None else None
 
     @property
     def id(self) -> str:
@@ -62,9 +76,18 @@ class Program:
     weights: Weights | None = None
     cycle: set[str] = field(default_factory=set)    # layers on a cycle (reported; never run)
     unused: set[str] = field(default_factory=set)   # layers no Result or Assign depends on
-    owner: Node | None = None       # for a body: the Loop/TensorIterator/If layer's node
     bin_path: str | None = None     # where the Consts' bytes are read from
     fold: bool = True               # fold all-Const subgraphs at load (see fold_node)
+    _owner: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def owner(self) -> Node | None:
+        """For a body: the Loop/TensorIterator/If layer's node (held weakly, see Node)."""
+        return self._owner() if self._owner is not None else None
+
+    @owner.setter
+    def owner(self, node: Node | None) -> None:
+        self._owner = weakref.ref(node) if node is not None else None
 
     @property
     def ok(self) -> bool:
@@ -285,7 +308,8 @@ def _prepare(doc: IRDocument, path: str, diag: Collector, owner: Node | None = N
     parameters = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "parameter"]
     results = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "result"]
     program = Program(path, doc, graph, nodes, order, parameters, results, diag.items, None,
-                      derived.cycle, derived.unused, owner)
+                      derived.cycle, derived.unused)
+    program.owner = owner
     for node in nodes.values():
         node.program = program
     return program

@@ -10,6 +10,7 @@ values to the Results' ones; a body's plan is built once and reused for every it
 from __future__ import annotations
 
 import contextvars
+import weakref
 from dataclasses import dataclass
 
 from .errors import Collector, IrrunError
@@ -81,7 +82,8 @@ class Body:
     """One body network of a layer, ready to be inferred and run by the layer's kernel."""
 
     def __init__(self, owner, program, back_edges=()):
-        self.owner = owner                       # the Loop/TensorIterator/If node
+        self._owner = weakref.ref(owner)         # the Loop/TensorIterator/If node (weak:
+                                                 # the node holds this body, see Node.program)
         self.program = program
         self.parameter_ids = [n.id for n in program.parameters]
         self.result_ids = [n.id for n in program.results]
@@ -89,6 +91,10 @@ class Body:
         self.diagnostics: list = []              # of the last infer()
         self.inferred = False                    # infer() ran at least once
         self._plan = None
+
+    @property
+    def owner(self):
+        return self._owner()
 
     @property
     def parameters(self) -> tuple[TensorSpec | None, ...]:
@@ -168,7 +174,8 @@ class Body:
             # Iterations mostly feed the body the same shapes: from the second, a plan for
             # them (irrun.specialize). New specs (the layer inferred again) drop the old.
             self._signature_plans = SignaturePlans(self.program)
-            self._make_plan = lambda specs, known: Plan(self.program, targets, sinks, True,
+            program = self.program      # not self: a lambda holding the body is a cycle
+            self._make_plan = lambda specs, known: Plan(program, targets, sinks, True,
                                                         specs, known)
         feeds = dict(zip(self.parameter_ids, arrays))
         plan = self._signature_plans.plan(self._plan, (), feeds, self._make_plan)
