@@ -22,7 +22,7 @@ from .config import config, pinned
 from .infer import FOLD_MAX_ELEMENTS, check_declared_inputs, check_declared_outputs, infer_node
 from .reader import IRDocument, Layer, read_document
 from .shapes import TensorSpec, is_static, parse_partial_shape, static_values
-from .weights import Weights, check_alloc, const_value
+from .weights import Weights, check_alloc, const_value, reuse_memory
 
 
 @dataclass(slots=True, weakref_slot=True)
@@ -242,6 +242,7 @@ def load_program(xml_path, weights=None, *, mmap: bool = True, fold: bool | None
     mmap=False reads the .bin into a private copy instead of mapping it (irrun.weights).
     fold=False keeps every layer for run time (default: IRRUN_FOLD, on; see fold_node)."""
     with gc_paused(), pinned():
+        reuse_memory()     # folding allocates the weights: a later load reuses freed ones
         return _load_program(xml_path, weights, mmap, config().fold if fold is None else fold)
 
 

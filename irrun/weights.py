@@ -57,11 +57,12 @@ TRIM_THRESHOLD = 64 << 20
 
 
 def reuse_memory() -> None:
-    """Once per process, before its first run (IRRUN_REUSE_MEMORY=0 skips it): make glibc's
-    malloc keep freed buffers below 32 MB for the next allocations instead of giving them
-    back to the system. A run allocates and frees the same buffers layer after layer, and
+    """Once per process, before its first load or run (IRRUN_REUSE_MEMORY=0 skips it): make
+    glibc's malloc keep freed buffers below 32 MB for the next allocations instead of giving
+    them back to the system. A run allocates and frees the same buffers layer after layer, and
     each one the system takes back has to be faulted in and zeroed again at its next use:
     ResNet-18 at 64x64 took 860 page faults a run and about a fifth of its time in them.
+    Loads too: the weights folding decompresses take the pages a dropped model freed.
     onnxruntime's arena and OpenVINO's memory pools keep their buffers for the same reason.
     The cost is that up to 64 MB freed at the top of the heap stay with the process. Other
     C libraries' malloc (musl) and other systems are left as they are."""
