@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import checks, registry, subgraph
+from . import checks, decompress, registry, subgraph
 from .errors import Collector, IrrunError, UnsupportedError
 from .etypes import element_type, nbytes
 from .graph import PortGraph, build_graph
@@ -374,6 +374,24 @@ def infer_network(program: Program, diag: Collector,
     wfile, bin_path = root.weights, root.bin_path
     specs: dict[tuple[str, int], TensorSpec | None] = {}
     known: dict[str, int] | None = {} if root.fold else None   # folded layer -> source bytes
+    ahead = None
+    if known is not None and program is root:
+        ahead = decompress.start(program, decompress.quiet_loader(_load_const, wfile, bin_path))
+    try:
+        _infer_in_order(program, diag, given, specs, known, ahead)
+    finally:
+        if ahead is not None:
+            ahead.wait()       # nothing may read a folded weight before it is written
+    if ahead is not None:
+        for lid in ahead.outputs:
+            if nodes[lid].folded is not None:
+                nodes[lid].fold_seconds = ahead.share(lid)
+
+
+def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahead) -> None:
+    nodes = program.nodes
+    root = _root(program)
+    wfile, bin_path = root.weights, root.bin_path
     for lid in program.order:
         node = nodes[lid]
         input_specs = [specs.get(src) if src is not None else None for src in node.inputs]
@@ -416,7 +434,7 @@ def infer_network(program: Program, diag: Collector,
             node.specs = infer_node(node, input_specs, diag,
                                     fold=not getattr(node.op.impl, "NO_FOLD", False))
             if known is not None and kind == "op" and node.specs is not None:
-                fold_node(node, input_specs, known, time.perf_counter() - t0)
+                fold_node(node, input_specs, known, time.perf_counter() - t0, ahead)
             if node.bodies:
                 subgraph.flush(node, diag)
                 if node.specs is None:
@@ -440,8 +458,10 @@ FOLD_MAX_RATIO = 4
 NEVER_FOLD = frozenset(("Result", "ReadValue", "Assign", "RandomUniform", "Multinomial"))
 
 
-def fold_node(node: Node, input_specs, known: dict[str, int], seconds: float) -> None:
-    """Fold `node` when its outputs are constant and within the budget (see above)."""
+def fold_node(node: Node, input_specs, known: dict[str, int], seconds: float,
+              ahead: decompress.Ahead | None = None) -> None:
+    """Fold `node` when its outputs are constant and within the budget (see above); a
+    decompression Convert of `ahead` takes the output the batch writes (irrun.decompress)."""
     if (node.op.type in NEVER_FOLD or node.bodies or getattr(node.op.impl, "NO_FOLD", False)
             or not node.specs):
         node.folded = None
@@ -468,13 +488,18 @@ def fold_node(node: Node, input_specs, known: dict[str, int], seconds: float) ->
         args = []
         for src, out in node.inputs:
             p = producers[src]
+            if ahead is not None and src in ahead.outputs:
+                ahead.wait()
             args.append(p.const_value if p.kind == "const" else p.folded[out])
         t0 = time.perf_counter()
-        try:
-            with np.errstate(all="ignore"):
-                values = list(node.op.run(node.attrs, *args))
-        except Exception:
-            return     # it fails at run time too, and is reported there with its location
+        if ahead is not None and node.id in ahead.outputs:
+            values = [ahead.outputs[node.id]]     # written by the batch (seconds: its share)
+        else:
+            try:
+                with np.errstate(all="ignore"):
+                    values = list(node.op.run(node.attrs, *args))
+            except Exception:
+                return     # it fails at run time too, and is reported there with its location
         seconds = time.perf_counter() - t0
         if len(values) != len(specs) or any(
                 type(v) is not np.ndarray or v.dtype != s.etype.dtype or

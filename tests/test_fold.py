@@ -78,3 +78,73 @@ def test_profile_and_trace_mark_folded_layers(tmp_path):
     assert "computed once when the model was read" in text
     node = next(n for n in m.program.nodes.values() if n.layer.name == "w")
     assert "(folded at load:" in trace_lines(node, node.folded)[0]
+
+
+# ------------------------------------------------------------- decompression ahead
+
+@pytest.fixture
+def f16c_built(monkeypatch):
+    """The compiled F16C loops, as a process that has bought them has them."""
+    from irrun.opkit import f16c
+
+    monkeypatch.setattr(f16c, "_built", [])
+    monkeypatch.setattr(f16c, "PRICE_SECONDS", 0.0)
+    if f16c.loop() is None:
+        pytest.skip("no F16C loop on this machine: decompression stays in the fold")
+    return f16c
+
+
+def _decompression_model(tmp_path):
+    """Two large f16 weights decompressed by Convert (one then transposed, itself folded:
+    that fold reads a batch output), a small one (below the batch's size), into MatMuls."""
+    rng = np.random.default_rng(3)
+    g = GraphBuilder("ahead")
+    x = g.parameter("x", "f32", [3, 256])
+    w1 = g.op("Convert", [g.constant(rng.standard_normal((256, 512)).astype(np.float16),
+                                     name="w1_16")], destination_type="f32", name="w1")
+    w2 = g.op("Convert", [g.constant(rng.standard_normal((256, 512)).astype(np.float16),
+                                     name="w2_16")], destination_type="f32", name="w2")
+    w2t = g.op("Transpose", [w2, g.constant(np.array([1, 0], np.int64))], name="w2t")
+    w3 = g.op("Convert", [g.constant(rng.standard_normal((256, 4)).astype(np.float16),
+                                     name="w3_16")], destination_type="f32", name="w3")
+    h = g.op("MatMul", [g.op("MatMul", [x, w1], name="mm1"), w2t], name="mm2")
+    g.result(g.op("MatMul", [h, w3], name="mm3"), name="y")
+    xml, _ = g.save(tmp_path / "ahead.xml")
+    return xml, {"x": rng.standard_normal((3, 256)).astype(np.float32)}
+
+
+def test_decompression_ahead_gives_the_folds_values(tmp_path, monkeypatch, f16c_built):
+    from irrun import decompress
+
+    xml, feed = _decompression_model(tmp_path)
+    monkeypatch.setenv("IRRUN_THREADS", "1")         # the fold's own casts, no batch
+    started = []
+    start = decompress.start
+    monkeypatch.setattr(decompress, "start", lambda *a: started.append(start(*a)) or started[-1])
+    plain = irrun.read_model(xml)
+    assert started == [None]
+    monkeypatch.setenv("IRRUN_THREADS", "2")
+    ahead = irrun.read_model(xml)
+    batch = started[-1]
+    assert batch is not None and set(batch.outputs) == {
+        n.id for n in ahead.program.nodes.values() if n.layer.name in ("w1", "w2")}
+    for name in ("w1", "w2", "w2t", "w3"):
+        a, b = (next(n for n in m.program.nodes.values() if n.layer.name == name)
+                for m in (plain, ahead))
+        assert b.folded is not None and np.array_equal(a.folded[0], b.folded[0]), name
+        assert not b.folded[0].flags.writeable
+    assert all(ahead.program.nodes[lid].fold_seconds > 0 for lid in batch.outputs)
+    assert np.array_equal(plain.infer(feed)["y"], ahead.infer(feed)["y"])
+
+
+def test_decompression_ahead_reports_a_bad_const_once(tmp_path, monkeypatch, f16c_built):
+    """The batch reads the Consts quietly; the loader meets them again and reports."""
+    xml, _ = _decompression_model(tmp_path)
+    text = open(xml).read()
+    first = text.index('size="262144"')
+    open(xml, "w").write(text[:first] + 'size="262142"' + text[first + len('size="262144"'):])
+    monkeypatch.setenv("IRRUN_THREADS", "2")
+    program = irrun.program.load_program(xml)
+    sizes = [d for d in program.diagnostics if d.code == "const-size"]
+    assert len(sizes) == 1 and "smaller than the 262144 bytes" in sizes[0].message, \
+        program.diagnostics

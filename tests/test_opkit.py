@@ -242,9 +242,16 @@ def test_the_compiled_f16_cast_is_numpys_cast_for_every_half(f16c_state):
         for n in (*range(0, 40), 65536 - start):
             src = halves[start:start + n]
             dst = np.full(n + 1, 7.0, np.float32)
-            f16c_state.convert(loop, src, dst[:n])
+            loop.convert(src, dst[:n])
             assert _same_f32(dst[:n], src.astype(np.float32)), (start, n)
             assert dst[n] == 7.0, "wrote past the end"
+    # Several arrays in one call: each converted, nothing between or after them written.
+    parts = [halves[3:3 + n] for n in (0, 1, 17, 40000)]
+    dsts = [np.full(p.size + 1, 7.0, np.float32) for p in parts]
+    loop.convert_many([(p, d[:p.size]) for p, d in zip(parts, dsts)])
+    for p, d in zip(parts, dsts):
+        assert _same_f32(d[:p.size], p.astype(np.float32)) and d[p.size] == 7.0
+    loop.convert_many([])
 
 
 def test_large_f16_casts_take_numpy_until_it_has_cost_the_loops_price(monkeypatch, f16c_state):
@@ -254,8 +261,9 @@ def test_large_f16_casts_take_numpy_until_it_has_cost_the_loops_price(monkeypatc
     _f16c_loop(f16c_state)
     f16c_state._built.clear()          # as in a fresh process: not built yet
     calls = []
-    convert = f16c_state.convert
-    monkeypatch.setattr(f16c_state, "convert", lambda *a: calls.append(1) or convert(*a))
+    convert = f16c_state.Loops.convert
+    monkeypatch.setattr(f16c_state.Loops, "convert",
+                        lambda *a: calls.append(1) or convert(*a))
     x = np.tile(_every_half(), 4)
     assert x.size >= COMPILED_CAST_ELEMENTS
     monkeypatch.setattr(f16c_state, "PRICE_SECONDS", 3600.0)

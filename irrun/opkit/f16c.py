@@ -16,9 +16,10 @@ Exact: F16C's conversion is IEEE's, like NumPy's (every finite value, the infini
 the signed zeros bit for bit). NaNs stay NaNs; a signalling NaN comes out quieted, where
 NumPy keeps its payload bits as they are.
 
-`convert(src, dst)` writes f32(src) into dst (both contiguous, same length); `load()` is
-the compiled loop or None where it cannot be built (no F16C on this CPU, no llvmlite, or
-any failure in LLVM): the caller then keeps NumPy's cast.
+`load()` gives the compiled loops (Loops: `convert(src, dst)` writes f32(src) into dst,
+both contiguous and of one length; `convert_many(pairs)` does that for several pairs in
+one call), or None where they cannot be built (no F16C on this CPU, no llvmlite, or any
+failure in LLVM): the caller then keeps NumPy's cast.
 """
 from __future__ import annotations
 
@@ -66,6 +67,30 @@ tail:
 done:
   ret void
 }
+
+; Several arrays in one call (one release of the GIL for all): srcs[k] -> dsts[k], counts[k]
+; elements each.
+define void @f16_to_f32_many(ptr %srcs, ptr %dsts, ptr %counts, i64 %arrays) {
+entry:
+  %any = icmp ne i64 %arrays, 0
+  br i1 %any, label %each, label %done
+
+each:
+  %k = phi i64 [0, %entry], [%k_next, %each]
+  %at_src = getelementptr ptr, ptr %srcs, i64 %k
+  %src = load ptr, ptr %at_src, align 8
+  %at_dst = getelementptr ptr, ptr %dsts, i64 %k
+  %dst = load ptr, ptr %at_dst, align 8
+  %at_count = getelementptr i64, ptr %counts, i64 %k
+  %count = load i64, ptr %at_count, align 8
+  call void @f16_to_f32(ptr %src, ptr %dst, i64 %count)
+  %k_next = add i64 %k, 1
+  %more = icmp ult i64 %k_next, %arrays
+  br i1 %more, label %each, label %done
+
+done:
+  ret void
+}
 """
 
 # What building the loop costs, in seconds (measured: 45-51 ms on a 2-core Xeon VM, most of
@@ -85,20 +110,38 @@ def pay_rent(seconds: float) -> None:
 
 
 def loop():
-    """The compiled loop once NumPy's casts have cost this process PRICE_SECONDS (it is
-    built then), else None."""
+    """The compiled loops once NumPy's casts have cost this process PRICE_SECONDS (they
+    are built then), else None."""
     if _built:
         return _built[0]
     return load() if _rent_paid >= PRICE_SECONDS else None
 
 
 def load():
-    """The compiled loop, fn(src_address, dst_address, n), or None (built once; see the
-    module's docstring)."""
+    """The compiled loops (Loops), or None (built once; see the module's docstring)."""
     with _lock:
         if not _built:
             _built.append(_build())
         return _built[0]
+
+
+class Loops:
+    """The two compiled entry points; both release the GIL while they convert."""
+
+    def __init__(self, one, many):
+        self._one, self._many = one, many
+
+    def convert(self, src, dst) -> None:
+        """dst[:] = f32(src) for contiguous f16 src and f32 dst of one length."""
+        self._one(src.ctypes.data, dst.ctypes.data, src.size)
+
+    def convert_many(self, pairs) -> None:
+        """convert(src, dst) for each (src, dst) of `pairs`, in one call."""
+        n = len(pairs)
+        srcs = (ctypes.c_void_p * n)(*[src.ctypes.data for src, _ in pairs])
+        dsts = (ctypes.c_void_p * n)(*[dst.ctypes.data for _, dst in pairs])
+        counts = (ctypes.c_int64 * n)(*[src.size for src, _ in pairs])
+        self._many(srcs, dsts, counts, n)
 
 
 def _build():
@@ -116,16 +159,14 @@ def _build():
         module.verify()
         engine = llvm.create_mcjit_compiler(module, machine)
         engine.finalize_object()
-        address = engine.get_function_address("f16_to_f32")
+        one = engine.get_function_address("f16_to_f32")
+        many = engine.get_function_address("f16_to_f32_many")
     except Exception:         # no llvmlite, an LLVM that rejects the IR: NumPy's cast stays
         return None
-    if not address:
+    if not (one and many):
         return None
     _keep.append(engine)
     # ctypes releases the GIL for the call: the pool's threads convert their parts at once.
-    return ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(address)
-
-
-def convert(fn, src, dst) -> None:
-    """dst[:] = f32(src) for contiguous f16 src and f32 dst of one length, by the loop fn."""
-    fn(src.ctypes.data, dst.ctypes.data, src.size)
+    pointer, count = ctypes.c_void_p, ctypes.c_int64
+    return Loops(ctypes.CFUNCTYPE(None, pointer, pointer, count)(one),
+                 ctypes.CFUNCTYPE(None, pointer, pointer, pointer, count)(many))

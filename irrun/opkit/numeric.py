@@ -144,7 +144,7 @@ def _cast(x: np.ndarray, dtype) -> np.ndarray:
 
         loop = f16c.loop()
         if loop is not None:
-            return _in_parts(x, np.float32, lambda src, dst: f16c.convert(loop, src, dst))
+            return _in_parts(x, np.float32, loop.convert)
         start = time.perf_counter()
         out = _in_parts(x, dtype, _numpy_cast)
         f16c.pay_rent(time.perf_counter() - start)

@@ -47,6 +47,11 @@ def parallel(fn, ranges: list[tuple]) -> list:
     return [first, *rest]
 
 
+def submit(fn, *args):
+    """fn(*args) on the pool, now: its Future (fn should release the GIL, as for parallel)."""
+    return _executor().submit(fn, *args)
+
+
 def even_ranges(n: int, parts: int) -> list[tuple[int, int]]:
     """`parts` consecutive (lo, hi) ranges covering range(n), of about equal length."""
     cuts = [n * i // parts for i in range(parts + 1)]
