@@ -25,8 +25,12 @@ from .shapes import TensorSpec, is_static, parse_partial_shape, static_values
 from .weights import Weights, check_alloc, const_value, reuse_memory
 
 
-@dataclass(slots=True, weakref_slot=True)
-class Node:
+class _WeakReferable:
+    __slots__ = ("__weakref__",)    # (dataclass's weakref_slot needs Python 3.11)
+
+
+@dataclass(slots=True)
+class Node(_WeakReferable):
     layer: Layer
     op: registry.OpDef | None = None
     attrs: object = None

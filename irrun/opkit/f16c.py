@@ -99,8 +99,8 @@ PRICE_SECONDS = 0.05
 _rent_paid = 0.0
 
 _lock = threading.Lock()
-_built: list = []          # [] until load() ran once; then [fn or None]
-_keep: list = []           # the execution engine: the loop's code lives as long as it does
+_built: list = []          # [] until load() ran once; then [Loops or None]
+_keep: list = []           # the execution engine: the loops' code lives as long as it does
 
 
 def pay_rent(seconds: float) -> None:
