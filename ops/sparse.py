@@ -280,6 +280,13 @@ def _sorted_segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
             spans.append((lo, cut, first, sid))
             lo, first = cut, sid
     spans.append((lo, n, first, segments))
+    ir = _ir_operands(out, table, indices, weights, segment_ids, indices.dtype)
+    if ir is not None:
+        loops, operands = ir
+        segments_ir = loops["segments"]
+        stopped = parallel(lambda lo, hi, first, last: segments_ir(
+            *operands(segment_ids), usable, lo, hi, first, last), spans)
+        return all(at < 0 for at in stopped)
     out_bits, table_bits, bf16, weight_bits = _loop_operands(out, table, weights)
     args = (out_bits, table_bits, bf16, indices, segment_ids, weight_bits, usable)
     acc_type = _accumulator(table.dtype)
@@ -289,6 +296,37 @@ def _sorted_segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
     stopped = parallel(lambda lo, hi, first, last: loop(_row(width, acc_type), *args, lo, hi,
                                                         first, last), spans)
     return all(at < 0 for at in stopped)
+
+
+_ONE_F32 = np.ones(1, np.float32)
+
+
+def _ir_operands(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
+                 weights: np.ndarray | None, ids: np.ndarray, ids_type):
+    """(loops, operands) for the LLVM IR loops (segment_sum_ir_loop), where they apply:
+    f32 table, weights and output, rows of 16..256 floats in steps of 16, contiguous i32
+    or i64 indices and `ids` (bounds or segment ids) of `ids_type`, the type the loop
+    reads them as; else None, and the numba loop runs. operands(ids) gives the arguments
+    up to the default: the loops read raw addresses, so every array must be C-contiguous
+    here."""
+    if (table.dtype != np.float32 or out.dtype != np.float32 or table.ndim != 2
+            or ids.dtype != ids_type
+            or (weights is not None and weights.dtype != np.float32)
+            or not (table.flags.c_contiguous and out.flags.c_contiguous
+                    and indices.flags.c_contiguous and ids.flags.c_contiguous)
+            or (weights is not None and not weights.flags.c_contiguous)):
+        return None
+    from .segment_sum_ir_loop import loops_for
+
+    loops = loops_for(table.shape[1], indices.dtype)
+    if loops is None:
+        return None
+    w = _ONE_F32 if weights is None else weights
+    head = (table.ctypes.data, table.shape[0], indices.ctypes.data)
+
+    def operands(ids_: np.ndarray) -> tuple:
+        return (*head, ids_.ctypes.data, w.ctypes.data, int(w.size == 1), out.ctypes.data)
+    return loops, operands
 
 
 def _segment_bounds(segment_ids: np.ndarray, segments: int, bounds: np.ndarray) -> int:
@@ -327,6 +365,20 @@ def _sum_bags(out: np.ndarray, table: np.ndarray, indices: np.ndarray, bounds: n
             out[bounds[1:] == bounds[:-1]] = table[usable]
         return
     integer_mean = mean and table.dtype.kind in "iub"
+    ir = None
+    if order.size == 0 and not integer_mean:
+        ir = _ir_operands(out, table, indices, weights, bounds, np.dtype(np.int64))
+    if ir is not None:
+        loops, operands = ir
+        bags_ir = loops["bags"]
+        head = operands(bounds)
+        spans = balanced_ranges(bounds, _workers(indices.shape[0]))
+        stopped = parallel(lambda first, last: bags_ir(*head, usable, int(mean), first, last),
+                           spans)
+        if any(at != bounds[last] for at, (_, last) in zip(stopped, spans)):
+            _check_range("indices", indices, num_emb, "emb_table rows")
+            raise AssertionError("the loop refused indices in range")
+        return
     out_bits, table_bits, bf16, weight_bits = _loop_operands(out, table, weights)
     args = (out_bits, table_bits, bf16, indices, bounds, order, weight_bits, usable,
             mean and not integer_mean)

@@ -457,10 +457,11 @@ from irrun.ops import sparse
 from irrun.ops.segment_sum_loop import loop_for, segments_loop_for
 rng = np.random.default_rng(0)
 for width in map(int, sys.argv[1:]):
-    table = rng.standard_normal((9, width)).astype(np.float32)
+    # f64: the numba loops (f32 rows of 16 floats take the LLVM IR loops instead).
+    table = rng.standard_normal((9, width))
     idx, seg = rng.integers(0, 9, 40), np.sort(rng.integers(0, 5, 40))
     (out,) = sparse.EmbeddingSegmentsSum3.run(None, table, idx, seg, np.array(5))
-    expected = np.zeros((5, width), np.float32)
+    expected = np.zeros((5, width))
     np.add.at(expected, seg, table[idx])
     assert np.allclose(out, expected, atol=1e-5), width
     (bags,) = sparse.EmbeddingBagPackedSum3.run(None, table, idx.reshape(8, 5))

@@ -51,9 +51,10 @@ What is here, by concern:
   shared, fork-safe worker pool: `parallel`, `workers`, `even_ranges`, `balanced_ranges`.
 
 Modules of `irrun.ops` import from here and from nowhere else in irrun; they never import
-each other, except an op's compiled loop (a `*_loop.py` module, numba), which it imports on
-its first run and which builds on `irrun.opkit.compiled.cached_loop` (not imported here, so
-that loading a model never imports numba).
+each other, except an op's compiled loop (a `*_loop.py` module), which it imports on its
+first run and which builds on `irrun.opkit.compiled.cached_loop` (numba) or
+`irrun.opkit.llvm.compile_ir` (a loop in LLVM's IR); neither is imported here, so that
+loading a model never imports a compiler.
 """
 from __future__ import annotations
 

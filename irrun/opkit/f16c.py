@@ -100,7 +100,6 @@ _rent_paid = 0.0
 
 _lock = threading.Lock()
 _built: list = []          # [] until load() ran once; then [Loops or None]
-_keep: list = []           # the execution engine: the loops' code lives as long as it does
 
 
 def pay_rent(seconds: float) -> None:
@@ -145,28 +144,13 @@ class Loops:
 
 
 def _build():
-    try:
-        import llvmlite.binding as llvm
+    from .llvm import compile_ir, host_has
 
-        if not llvm.get_host_cpu_features().get("f16c", False):
-            return None       # LLVM would emit a library call per element: no gain
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        machine = llvm.Target.from_default_triple().create_target_machine(
-            cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-            opt=3)
-        module = llvm.parse_assembly(_IR)
-        module.verify()
-        engine = llvm.create_mcjit_compiler(module, machine)
-        engine.finalize_object()
-        one = engine.get_function_address("f16_to_f32")
-        many = engine.get_function_address("f16_to_f32_many")
-    except Exception:         # no llvmlite, an LLVM that rejects the IR: NumPy's cast stays
-        return None
-    if not (one and many):
-        return None
-    _keep.append(engine)
-    # ctypes releases the GIL for the call: the pool's threads convert their parts at once.
+    if not host_has("f16c"):
+        return None           # LLVM would emit a library call per element: no gain
     pointer, count = ctypes.c_void_p, ctypes.c_int64
-    return Loops(ctypes.CFUNCTYPE(None, pointer, pointer, count)(one),
-                 ctypes.CFUNCTYPE(None, pointer, pointer, pointer, count)(many))
+    fns = compile_ir(_IR, {"f16_to_f32": (None, pointer, pointer, count),
+                           "f16_to_f32_many": (None, pointer, pointer, pointer, count)})
+    if fns is None:           # no llvmlite, an LLVM that rejects the IR: NumPy's cast stays
+        return None
+    return Loops(fns["f16_to_f32"], fns["f16_to_f32_many"])

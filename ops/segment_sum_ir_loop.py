@@ -1,0 +1,278 @@
+"""The f32 loops of ops/segment_sum_loop.py, written in LLVM's IR (irrun.opkit.llvm): the
+weighted sums of EmbeddingBag* and of EmbeddingSegmentsSum's sorted path, for f32 tables
+whose rows are a whole number of 16-float vectors (16..256 floats) and i32 or i64 ids.
+
+Why a second copy: numba's loop was 1.23x PyTorch's embedding_bag on one thread and on two,
+and nothing changed in it moved that; this loop, doing the same work in the same order,
+is 1.02-1.04x (bench/ir_embedding_bag.py). Same order means the same sums, bit for bit:
+each lookup's row is multiplied by its weight and added to the row of sums (fmul then fadd,
+never a fused multiply-add), the bag's sum divided by its size for a mean, an empty bag
+the default row or zeros. The sums live in registers, as <16 x float> vectors.
+
+Each function returns what its numba twin returns (the caller's checks and fallbacks are
+the same): `bags` the end of its last bag, or the first lookup whose index is not a row of
+the table; `segments` -1, or the first lookup that breaks the sorted-ids promise or has
+such an index. Ids are compared as unsigned 64-bit numbers after sign extension, as the
+numba loops compare np.uintp values: a negative one is a huge one.
+
+`loops_for(width, index_dtype)` gives {"bags": fn, "segments": fn}, compiled once per
+process per width and index type, or None (no llvmlite, or the width is not one of these):
+the caller then takes the numba loop.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+from irrun.opkit.llvm import compile_ir
+
+PREFETCH_AHEAD = 16                 # lookups, as the numba loop's
+WIDTHS = range(16, 257, 16)         # row widths with a loop here (floats)
+
+_P, _I = ctypes.c_void_p, ctypes.c_int64
+_SIGNATURES = {
+    # (table, rows, indices, bounds, weights, one_weight, out, default, mean, first, last)
+    "bags": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I),
+    # (table, rows, indices, segment_ids, weights, one_weight, out, default, lo, hi,
+    #  first, last)
+    "segments": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _I),
+}
+
+
+def loops_for(width: int, index_dtype: np.dtype):
+    """{"bags": fn, "segments": fn} for rows of `width` f32 and ids of `index_dtype`
+    (int32 or int64), or None (see the module's docstring)."""
+    if width not in WIDTHS or index_dtype not in (np.int32, np.int64):
+        return None
+    return _compiled(width, np.dtype(index_dtype).itemsize * 8)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(width: int, index_bits: int):
+    return compile_ir(_ir(width, index_bits), _SIGNATURES)
+
+
+def _ir(width: int, index_bits: int) -> str:
+    vectors = width // 16
+    row_bytes = width * 4
+    ix = f"i{index_bits}"
+
+    def each(template: str) -> str:
+        return "\n".join(template.format(k=k, at=16 * k) for k in range(vectors))
+
+    def load_index(name: str, array: str, position: str) -> str:
+        """%name = the id array[position], sign-extended to i64."""
+        return (f"  %{name}_at = getelementptr {ix}, ptr %{array}, i64 %{position}\n"
+                f"  %{name}_raw = load {ix}, ptr %{name}_at, align {index_bits // 8}\n"
+                + (f"  %{name} = sext {ix} %{name}_raw to i64" if index_bits < 64
+                   else f"  %{name} = add i64 %{name}_raw, 0"))
+
+    def prefetch(tag: str, lookup: str, stop: str, done: str) -> str:
+        """Ask for the row of lookup `lookup` + PREFETCH_AHEAD, if there is one and it is a
+        row of the table, then go on at label `done`."""
+        lines = [o for o in range(0, row_bytes, 64)] + [row_bytes - 1]
+        asks = "\n".join(
+            f"  %{tag}_line{i} = getelementptr i8, ptr %{tag}_row, i64 {o}\n"
+            f"  call void @llvm.prefetch.p0(ptr %{tag}_line{i}, i32 0, i32 3, i32 1)"
+            for i, o in enumerate(lines))
+        return f"""  %{tag}_ahead = add i64 %{lookup}, {PREFETCH_AHEAD}
+  %{tag}_some = icmp ult i64 %{tag}_ahead, %{stop}
+  br i1 %{tag}_some, label %{tag}_read, label %{done}
+{tag}_read:
+{load_index(tag + "_later", "indices", tag + "_ahead")}
+  %{tag}_in = icmp ult i64 %{tag}_later, %rows
+  br i1 %{tag}_in, label %{tag}_ask, label %{done}
+{tag}_ask:
+  %{tag}_off = mul i64 %{tag}_later, {row_bytes}
+  %{tag}_row = getelementptr i8, ptr %table, i64 %{tag}_off
+{asks}
+  br label %{done}"""
+
+    def add_row(tag: str, lookup: str, acc: str, new: str) -> str:
+        """%new{k} = %acc{k} + weight * table[index of lookup], k over the row's vectors."""
+        return f"""  %{tag}_off = mul i64 %{tag}_index, {row_bytes}
+  %{tag}_row = getelementptr i8, ptr %table, i64 %{tag}_off
+  %{tag}_wj = select i1 %single, i64 0, i64 %{lookup}
+  %{tag}_w_at = getelementptr float, ptr %weights, i64 %{tag}_wj
+  %{tag}_w = load float, ptr %{tag}_w_at, align 4
+  %{tag}_w1 = insertelement <16 x float> poison, float %{tag}_w, i64 0
+  %{tag}_wv = shufflevector <16 x float> %{tag}_w1, <16 x float> poison, <16 x i32> zeroinitializer
+""" + each(f"""  %{tag}_at{{k}} = getelementptr float, ptr %{tag}_row, i64 {{at}}
+  %{tag}_v{{k}} = load <16 x float>, ptr %{tag}_at{{k}}, align 4
+  %{tag}_m{{k}} = fmul <16 x float> %{tag}_wv, %{tag}_v{{k}}
+  %{new}{{k}} = fadd <16 x float> %{acc}{{k}}, %{tag}_m{{k}}""")
+
+    def fill(tag: str, s: str, done: str) -> str:
+        """out[s] = table[default] (or zeros when default < 0), then go on at `done`."""
+        return f"""  %{tag}_out_off = mul i64 %{s}, {width}
+  %{tag}_out = getelementptr float, ptr %out, i64 %{tag}_out_off
+  %{tag}_has_default = icmp sge i64 %default, 0
+  br i1 %{tag}_has_default, label %{tag}_copy, label %{tag}_zero
+{tag}_copy:
+  %{tag}_d_off = mul i64 %default, {row_bytes}
+  %{tag}_d_row = getelementptr i8, ptr %table, i64 %{tag}_d_off
+""" + each(f"""  %{tag}_d_at{{k}} = getelementptr float, ptr %{tag}_d_row, i64 {{at}}
+  %{tag}_d{{k}} = load <16 x float>, ptr %{tag}_d_at{{k}}, align 4
+  %{tag}_o_at{{k}} = getelementptr float, ptr %{tag}_out, i64 {{at}}
+  store <16 x float> %{tag}_d{{k}}, ptr %{tag}_o_at{{k}}, align 4""") + f"""
+  br label %{done}
+{tag}_zero:
+""" + each(f"""  %{tag}_z_at{{k}} = getelementptr float, ptr %{tag}_out, i64 {{at}}
+  store <16 x float> zeroinitializer, ptr %{tag}_z_at{{k}}, align 4""") + f"""
+  br label %{done}"""
+
+    def store(tag: str, s: str, values: str) -> str:
+        return f"""  %{tag}_out_off = mul i64 %{s}, {width}
+  %{tag}_out = getelementptr float, ptr %out, i64 %{tag}_out_off
+""" + each(f"""  %{tag}_at{{k}} = getelementptr float, ptr %{tag}_out, i64 {{at}}
+  store <16 x float> %{values}{{k}}, ptr %{tag}_at{{k}}, align 4""")
+
+    bags = f"""
+define i64 @bags(ptr %table, i64 %rows, ptr %indices, ptr %bounds, ptr %weights,
+                 i64 %one_weight, ptr %out, i64 %default, i64 %mean, i64 %first,
+                 i64 %last) {{
+entry:
+  %single = icmp ne i64 %one_weight, 0
+  %stop_at = getelementptr i64, ptr %bounds, i64 %last
+  %stop = load i64, ptr %stop_at, align 8
+  %any = icmp slt i64 %first, %last
+  br i1 %any, label %bag, label %finished
+
+bag:
+  %s = phi i64 [%first, %entry], [%s_next, %next_bag]
+  %lo_at = getelementptr i64, ptr %bounds, i64 %s
+  %lo = load i64, ptr %lo_at, align 8
+  %s_next = add i64 %s, 1
+  %hi_at = getelementptr i64, ptr %bounds, i64 %s_next
+  %hi = load i64, ptr %hi_at, align 8
+  %filled = icmp ne i64 %lo, %hi
+  br i1 %filled, label %lookup, label %empty
+
+empty:
+{fill("e", "s", "next_bag")}
+
+lookup:
+  %j = phi i64 [%lo, %bag], [%j_next, %summed]
+{each("  %acc{k} = phi <16 x float> [zeroinitializer, %bag], [%sum{k}, %summed]")}
+{prefetch("p", "j", "stop", "current")}
+
+current:
+{load_index("r_index", "indices", "j")}
+  %r_in = icmp ult i64 %r_index, %rows
+  br i1 %r_in, label %summed, label %bad
+
+summed:
+{add_row("r", "j", "acc", "sum")}
+  %j_next = add i64 %j, 1
+  %more = icmp ult i64 %j_next, %hi
+  br i1 %more, label %lookup, label %bag_done
+
+bag_done:
+  %want_mean = icmp ne i64 %mean, 0
+  br i1 %want_mean, label %divide, label %keep
+
+divide:
+  %count = sub i64 %hi, %lo
+  %count_f = uitofp i64 %count to float
+  %count1 = insertelement <16 x float> poison, float %count_f, i64 0
+  %count_v = shufflevector <16 x float> %count1, <16 x float> poison, <16 x i32> zeroinitializer
+{each("  %mean{k} = fdiv <16 x float> %sum{k}, %count_v")}
+  br label %keep
+
+keep:
+{each("  %final{k} = phi <16 x float> [%sum{k}, %bag_done], [%mean{k}, %divide]")}
+{store("o", "s", "final")}
+  br label %next_bag
+
+next_bag:
+  %more_bags = icmp slt i64 %s_next, %last
+  br i1 %more_bags, label %bag, label %finished
+
+finished:
+  ret i64 %stop
+
+bad:
+  ret i64 %j
+}}
+"""
+    segments = f"""
+define i64 @segments(ptr %table, i64 %rows, ptr %indices, ptr %segment_ids, ptr %weights,
+                     i64 %one_weight, ptr %out, i64 %default, i64 %lo, i64 %hi, i64 %first,
+                     i64 %last) {{
+entry:
+  %single = icmp ne i64 %one_weight, 0
+  %any = icmp slt i64 %first, %last
+  br i1 %any, label %segment, label %finished
+
+segment:
+  %s = phi i64 [%first, %entry], [%s_next, %next_segment]
+  %start = phi i64 [%lo, %entry], [%after, %next_segment]
+  %s_next = add i64 %s, 1
+  br label %scan
+
+scan:
+  %end = phi i64 [%start, %segment], [%end_next, %same]
+  %inside = icmp ult i64 %end, %hi
+  br i1 %inside, label %scan_id, label %scanned
+
+scan_id:
+{load_index("id", "segment_ids", "end")}
+  %is_s = icmp eq i64 %id, %s
+  br i1 %is_s, label %same, label %other
+
+same:
+  %end_next = add i64 %end, 1
+  br label %scan
+
+other:
+  %earlier = icmp ult i64 %id, %s
+  br i1 %earlier, label %bad_end, label %scanned
+
+scanned:
+  %filled = icmp ne i64 %start, %end
+  br i1 %filled, label %lookup, label %empty
+
+empty:
+{fill("e", "s", "next_segment")}
+
+lookup:
+  %j = phi i64 [%start, %scanned], [%j_next, %summed]
+{each("  %acc{k} = phi <16 x float> [zeroinitializer, %scanned], [%sum{k}, %summed]")}
+{prefetch("p", "j", "hi", "current")}
+
+current:
+{load_index("r_index", "indices", "j")}
+  %r_in = icmp ult i64 %r_index, %rows
+  br i1 %r_in, label %summed, label %bad
+
+summed:
+{add_row("r", "j", "acc", "sum")}
+  %j_next = add i64 %j, 1
+  %more = icmp ult i64 %j_next, %end
+  br i1 %more, label %lookup, label %segment_done
+
+segment_done:
+{store("o", "s", "sum")}
+  br label %next_segment
+
+next_segment:
+  %after = phi i64 [%start, %e_copy], [%start, %e_zero], [%end, %segment_done]
+  %more_segments = icmp slt i64 %s_next, %last
+  br i1 %more_segments, label %segment, label %finished
+
+finished:
+  %last_j = phi i64 [%lo, %entry], [%after, %next_segment]
+  %left_over = icmp ult i64 %last_j, %hi
+  %result = select i1 %left_over, i64 %last_j, i64 -1
+  ret i64 %result
+
+bad_end:
+  ret i64 %end
+
+bad:
+  ret i64 %j
+}}
+"""
+    return ("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)\n" + bags + segments)

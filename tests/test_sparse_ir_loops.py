@@ -1,0 +1,165 @@
+"""The LLVM IR loops of the sparse ops (ops/segment_sum_ir_loop.py) give the numba loops'
+sums bit for bit, and the same errors and fallbacks, wherever they take over: f32 tables
+with rows of 16..256 floats, i32 and i64 ids, with and without weights, sum and mean, empty
+bags with and without a default, on one thread and on two."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import irrun
+from irrun.ops import segment_sum_ir_loop as ir_loop
+from irrun.ops import sparse
+from irrun.ops.sparse import (EmbeddingBagAttrs, EmbeddingBagOffsets15, EmbeddingBagPacked15,
+                              EmbeddingSegmentsSum3)
+
+if ir_loop.loops_for(64, np.dtype(np.int32)) is None:
+    pytest.skip("the LLVM IR loops cannot be built here (no llvmlite?): the numba loops run",
+                allow_module_level=True)
+
+LOOKUPS = 2 * sparse.PARALLEL_MIN_LOOKUPS + 1000     # enough for two threads' spans
+
+
+@pytest.fixture
+def numba_only(monkeypatch):
+    """Run a callable with the IR loops turned off (the numba loops then run)."""
+    def run(fn):
+        with monkeypatch.context() as m:
+            m.setattr(sparse, "_ir_operands", lambda *a: None)
+            return fn()
+    return run
+
+
+@pytest.fixture
+def ir_calls(monkeypatch):
+    """How many times the kernels asked for the IR loops and got them."""
+    calls = []
+    real = ir_loop.loops_for
+
+    def counted(width, dtype):
+        loops = real(width, dtype)
+        calls.append(loops is not None)
+        return loops
+    monkeypatch.setattr(ir_loop, "loops_for", counted)
+    return calls
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return a.view(np.uint32)
+
+
+def _case(rng, width, index_type, n=LOOKUPS, num_emb=5000, bags=3000):
+    table = rng.standard_normal((num_emb, width)).astype(np.float32)
+    indices = rng.integers(0, num_emb, n).astype(index_type)
+    offsets = np.sort(rng.integers(0, n, bags)).astype(index_type)
+    offsets[0] = 0
+    offsets[bags // 2:bags // 2 + 5] = offsets[bags // 2]       # empty bags in the middle
+    weights = rng.random(n).astype(np.float32)
+    return table, indices, offsets, weights
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("width", [16, 48, 64, 256])
+@pytest.mark.parametrize("index_type", [np.int32, np.int64])
+def test_bags_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls, threads,
+                                               width, index_type):
+    monkeypatch.setenv("IRRUN_THREADS", threads)
+    rng = np.random.default_rng(width + len(threads))
+    table, indices, offsets, weights = _case(rng, width, index_type)
+    default = np.array(7, index_type)
+    cases = [
+        (EmbeddingBagAttrs("sum"), (table, indices, offsets, default, weights)),
+        (EmbeddingBagAttrs("sum"), (table, indices, offsets, None, weights)),
+        (EmbeddingBagAttrs("sum"), (table, indices, offsets, default)),
+        (EmbeddingBagAttrs("mean"), (table, indices, offsets, default)),
+        (EmbeddingBagAttrs("mean"), (table, indices, offsets)),
+    ]
+    for attrs, args in cases:
+        (fast,) = EmbeddingBagOffsets15.run(attrs, *args)
+        (slow,) = numba_only(lambda: EmbeddingBagOffsets15.run(attrs, *args))
+        assert np.array_equal(_bits(fast), _bits(slow)), (attrs, len(args))
+    packed = indices[:LOOKUPS // 4 * 4].reshape(-1, 4)
+    for attrs in (EmbeddingBagAttrs("sum"), EmbeddingBagAttrs("mean")):
+        (fast,) = EmbeddingBagPacked15.run(attrs, table, packed)
+        (slow,) = numba_only(lambda: EmbeddingBagPacked15.run(attrs, table, packed))
+        assert np.array_equal(_bits(fast), _bits(slow))
+    assert ir_calls and all(ir_calls)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+@pytest.mark.parametrize("width", [16, 64, 256])
+@pytest.mark.parametrize("index_type", [np.int32, np.int64])
+def test_segments_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls,
+                                                   threads, width, index_type):
+    monkeypatch.setenv("IRRUN_THREADS", threads)
+    rng = np.random.default_rng(width * 3 + len(threads))
+    table, indices, _, weights = _case(rng, width, index_type)
+    segments = 4000
+    ids = np.sort(rng.integers(0, segments - 10, LOOKUPS)).astype(index_type)  # empty at the end
+    ids[ids == 100] = 101                                                   # and one inside
+    for args in ((table, indices, ids, np.array(segments), np.array(3), weights),
+                 (table, indices, ids, np.array(segments))):
+        (fast,) = EmbeddingSegmentsSum3.run(None, *args)
+        (slow,) = numba_only(lambda: EmbeddingSegmentsSum3.run(None, *args))
+        assert np.array_equal(_bits(fast), _bits(slow))
+    assert ir_calls and all(ir_calls)
+    # A default of -1 with empty segments: the same located error either way.
+    args = (table, indices, ids, np.array(segments), np.array(-1), weights)
+    with pytest.raises(irrun.IrrunError) as fast_error:
+        EmbeddingSegmentsSum3.run(None, *args)
+    with pytest.raises(irrun.IrrunError) as slow_error:
+        numba_only(lambda: EmbeddingSegmentsSum3.run(None, *args))
+    assert str(fast_error.value) == str(slow_error.value)
+
+
+@pytest.mark.parametrize("bad", [5000, -1, 2**31 - 1])
+def test_a_bad_index_is_the_same_error(numba_only, bad):
+    rng = np.random.default_rng(1)
+    table, indices, offsets, weights = _case(rng, 64, np.int32)
+    indices[LOOKUPS - 3] = bad
+    for run in (lambda: EmbeddingBagOffsets15.run(EmbeddingBagAttrs("sum"), table, indices,
+                                                  offsets, None, weights),
+                lambda: EmbeddingSegmentsSum3.run(None, table, indices,
+                                                  np.arange(LOOKUPS, dtype=np.int32) // 10,
+                                                  np.array(LOOKUPS // 10 + 1))):
+        with pytest.raises(irrun.IrrunError) as fast:
+            run()
+        with pytest.raises(irrun.IrrunError) as slow:
+            numba_only(run)
+        assert str(fast.value) == str(slow.value) and str(bad) in str(fast.value)
+
+
+def test_unsorted_and_bad_segment_ids_take_the_checking_path(numba_only):
+    rng = np.random.default_rng(2)
+    table, indices, _, weights = _case(rng, 32, np.int64)
+    ids = np.sort(rng.integers(0, 1000, LOOKUPS))
+    shuffled = ids.copy()
+    shuffled[[10, LOOKUPS - 10]] = shuffled[[LOOKUPS - 10, 10]]
+    (fast,) = EmbeddingSegmentsSum3.run(None, table, indices, shuffled, np.array(1000),
+                                        None, weights)
+    (slow,) = numba_only(lambda: EmbeddingSegmentsSum3.run(None, table, indices, shuffled,
+                                                           np.array(1000), None, weights))
+    assert np.array_equal(_bits(fast), _bits(slow))
+    for bad in (-5, 1000):
+        broken = ids.copy()
+        broken[LOOKUPS // 2] = bad
+        with pytest.raises(irrun.IrrunError) as fast_error:
+            EmbeddingSegmentsSum3.run(None, table, indices, broken, np.array(1000))
+        with pytest.raises(irrun.IrrunError) as slow_error:
+            numba_only(lambda: EmbeddingSegmentsSum3.run(None, table, indices, broken,
+                                                         np.array(1000)))
+        assert str(fast_error.value) == str(slow_error.value)
+
+
+def test_other_tables_keep_the_numba_loop(ir_calls):
+    rng = np.random.default_rng(3)
+    for table, ids_type in ((rng.standard_normal((50, 8)).astype(np.float32), np.int64),
+                            (rng.standard_normal((50, 64)).astype(np.float16), np.int64),
+                            (rng.standard_normal((50, 64)).astype(np.float32), np.int32)):
+        indices = rng.integers(0, 50, 100)       # int64: ids of another type are numba's
+        ids = np.sort(rng.integers(0, 10, 100)).astype(ids_type)
+        (out,) = EmbeddingSegmentsSum3.run(None, table, indices, ids, np.array(10))
+        expected = np.zeros((10, table.shape[1]), np.float64)
+        np.add.at(expected, ids, table[indices].astype(np.float64))
+        assert np.allclose(out, expected, rtol=1e-2, atol=1e-2)
+    assert not any(ir_calls)
