@@ -28,7 +28,7 @@ WIDTH = 64          # floats a row: four vectors of 16
 ROW_BYTES = 4 * WIDTH
 
 
-def loop_ir(fma: bool, ahead: int) -> str:
+def loop_ir(fma: bool, ahead: int, locality: int = 3) -> str:
     acc = "\n".join(f"  %acc{k} = phi <16 x float> [zeroinitializer, %bag], [%next{k}, %have_row]"
                     for k in range(4))
     sums = []
@@ -47,7 +47,7 @@ def loop_ir(fma: bool, ahead: int) -> str:
                        f"  store <16 x float> %end{k}, ptr %out{k}, align 4" for k in range(4))
     prefetches = "\n".join(
         f"  %line{i} = getelementptr i8, ptr %later_row, i64 {offset}\n"
-        f"  call void @llvm.prefetch.p0(ptr %line{i}, i32 0, i32 3, i32 1)"
+        f"  call void @llvm.prefetch.p0(ptr %line{i}, i32 0, i32 {locality}, i32 1)"
         for i, offset in enumerate((0, 64, 128, 192, ROW_BYTES - 1)))
     return f"""
 declare <16 x float> @llvm.fma.v16f32(<16 x float>, <16 x float>, <16 x float>)
@@ -138,8 +138,10 @@ def main():
     ap.add_argument("--fma", action="store_true")
     ap.add_argument("--ahead", type=int, default=16)
     ap.add_argument("--pairs", type=int, default=25)
+    ap.add_argument("--locality", type=int, default=3, choices=range(4),
+                    help="the prefetches' locality hint (3: prefetcht0 ... 0: prefetchnta)")
     args = ap.parse_args()
-    fn, _engine = compile_loop(loop_ir(args.fma, args.ahead))
+    fn, _engine = compile_loop(loop_ir(args.fma, args.ahead, args.locality))
     rng = np.random.default_rng(0)
     num_emb, n, bags = 200_000, 1_000_000, 100_000
     table = rng.standard_normal((num_emb, WIDTH)).astype(np.float32)

@@ -32,16 +32,33 @@ def numba_only(monkeypatch):
 
 @pytest.fixture
 def ir_calls(monkeypatch):
-    """How many times the kernels asked for the IR loops and got them."""
+    """Each time the kernels asked for the IR loops: whether they got them (and, in
+    `streamed`, whether those were the streaming-store ones)."""
     calls = []
     real = ir_loop.loops_for
 
-    def counted(width, dtype):
-        loops = real(width, dtype)
+    def counted(width, dtype, streaming=False):
+        loops = real(width, dtype, streaming)
         calls.append(loops is not None)
+        calls.streamed.append(streaming)
         return loops
+    calls = _Calls()
     monkeypatch.setattr(ir_loop, "loops_for", counted)
     return calls
+
+
+class _Calls(list):
+    def __init__(self):
+        super().__init__()
+        self.streamed = []
+
+
+@pytest.fixture(params=["cached stores", "streaming stores"])
+def stores(request, monkeypatch):
+    """Both store kinds of the IR loops, whatever the outputs' sizes."""
+    streaming = request.param == "streaming stores"
+    monkeypatch.setattr(sparse, "STREAM_MIN_BYTES", 0 if streaming else 1 << 62)
+    return streaming
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -61,8 +78,8 @@ def _case(rng, width, index_type, n=LOOKUPS, num_emb=5000, bags=3000):
 @pytest.mark.parametrize("threads", ["1", "2"])
 @pytest.mark.parametrize("width", [16, 48, 64, 256])
 @pytest.mark.parametrize("index_type", [np.int32, np.int64])
-def test_bags_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls, threads,
-                                               width, index_type):
+def test_bags_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls, stores,
+                                               threads, width, index_type):
     monkeypatch.setenv("IRRUN_THREADS", threads)
     rng = np.random.default_rng(width + len(threads))
     table, indices, offsets, weights = _case(rng, width, index_type)
@@ -78,19 +95,20 @@ def test_bags_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls
         (fast,) = EmbeddingBagOffsets15.run(attrs, *args)
         (slow,) = numba_only(lambda: EmbeddingBagOffsets15.run(attrs, *args))
         assert np.array_equal(_bits(fast), _bits(slow)), (attrs, len(args))
+        assert fast.ctypes.data % 64 == 0
     packed = indices[:LOOKUPS // 4 * 4].reshape(-1, 4)
     for attrs in (EmbeddingBagAttrs("sum"), EmbeddingBagAttrs("mean")):
         (fast,) = EmbeddingBagPacked15.run(attrs, table, packed)
         (slow,) = numba_only(lambda: EmbeddingBagPacked15.run(attrs, table, packed))
         assert np.array_equal(_bits(fast), _bits(slow))
-    assert ir_calls and all(ir_calls)
+    assert ir_calls and all(ir_calls) and set(ir_calls.streamed) == {stores}
 
 
 @pytest.mark.parametrize("threads", ["1", "2"])
 @pytest.mark.parametrize("width", [16, 64, 256])
 @pytest.mark.parametrize("index_type", [np.int32, np.int64])
 def test_segments_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls,
-                                                   threads, width, index_type):
+                                                   stores, threads, width, index_type):
     monkeypatch.setenv("IRRUN_THREADS", threads)
     rng = np.random.default_rng(width * 3 + len(threads))
     table, indices, _, weights = _case(rng, width, index_type)
@@ -102,7 +120,7 @@ def test_segments_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_c
         (fast,) = EmbeddingSegmentsSum3.run(None, *args)
         (slow,) = numba_only(lambda: EmbeddingSegmentsSum3.run(None, *args))
         assert np.array_equal(_bits(fast), _bits(slow))
-    assert ir_calls and all(ir_calls)
+    assert ir_calls and all(ir_calls) and set(ir_calls.streamed) == {stores}
     # A default of -1 with empty segments: the same located error either way.
     args = (table, indices, ids, np.array(segments), np.array(-1), weights)
     with pytest.raises(irrun.IrrunError) as fast_error:
