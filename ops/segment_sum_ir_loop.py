@@ -1,6 +1,8 @@
-"""The f32 loops of ops/segment_sum_loop.py, written in LLVM's IR (irrun.opkit.llvm): the
-weighted sums of EmbeddingBag* and of EmbeddingSegmentsSum's sorted path, for f32 tables
-whose rows are a whole number of 16-float vectors (16..256 floats) and i32 or i64 ids.
+"""The f32 and f16 loops of ops/segment_sum_loop.py, written in LLVM's IR
+(irrun.opkit.llvm): the weighted sums of EmbeddingBag* and of EmbeddingSegmentsSum's sorted
+path, for f32 or f16 tables whose rows are a whole number of 16-element vectors (16..256
+elements) and i32 or i64 ids. f16 values are extended to f32 (exact), summed in f32 and
+rounded to f16 once at the end (to nearest even), as the numba loop does.
 
 Why a second copy: numba's loop was 1.23x PyTorch's embedding_bag on one thread and on two,
 and nothing changed in it moved that; this loop, doing the same work in the same order,
@@ -31,10 +33,10 @@ import functools
 
 import numpy as np
 
-from irrun.opkit.llvm import compile_ir
+from irrun.opkit.llvm import compile_ir, host_has
 
 PREFETCH_AHEAD = 16                 # lookups, as the numba loop's
-WIDTHS = range(16, 257, 16)         # row widths with a loop here (floats)
+WIDTHS = range(16, 257, 16)         # row widths with a loop here (elements)
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 _SIGNATURES = {
@@ -46,27 +48,50 @@ _SIGNATURES = {
 }
 
 
-def loops_for(width: int, index_dtype: np.dtype, streaming: bool = False):
-    """{"bags": fn, "segments": fn} for rows of `width` f32 and ids of `index_dtype`
-    (int32 or int64), with streaming stores or not, or None (see the module's docstring)."""
+def loops_for(width: int, index_dtype: np.dtype, streaming: bool = False,
+              table_dtype: np.dtype = np.dtype(np.float32)):
+    """{"bags": fn, "segments": fn} for rows of `width` elements of `table_dtype` (f32, or
+    f16 where the CPU converts halves itself: F16C) and ids of `index_dtype` (int32 or
+    int64), with streaming stores or not, or None (see the module's docstring)."""
     if width not in WIDTHS or index_dtype not in (np.int32, np.int64):
         return None
-    return _compiled(width, np.dtype(index_dtype).itemsize * 8, bool(streaming))
+    if table_dtype == np.float16:
+        if not host_has("f16c"):
+            return None       # LLVM would call a library routine per half
+    elif table_dtype != np.float32:
+        return None
+    return _compiled(width, np.dtype(index_dtype).itemsize * 8, bool(streaming),
+                     table_dtype == np.float16)
 
 
 @functools.lru_cache(maxsize=None)
-def _compiled(width: int, index_bits: int, streaming: bool):
-    return compile_ir(_ir(width, index_bits, streaming), _SIGNATURES)
+def _compiled(width: int, index_bits: int, streaming: bool, half: bool):
+    return compile_ir(_ir(width, index_bits, streaming, half), _SIGNATURES)
 
 
-def _ir(width: int, index_bits: int, streaming: bool = False) -> str:
+def _ir(width: int, index_bits: int, streaming: bool = False, half: bool = False) -> str:
     vectors = width // 16
-    row_bytes = width * 4
+    et, esize = ("half", 2) if half else ("float", 4)     # the table's (and output's) type
+    row_bytes = width * esize
     ix = f"i{index_bits}"
-    # How a vector of the output is stored (the output's rows are 64-byte multiples, so an
-    # output on a 64-byte boundary has every vector on one), and what precedes each ret.
-    out_store = "align 64, !nontemporal !0" if streaming else "align 4"
+    # How a vector of the output is stored (the output's rows are whole vectors, so an
+    # output on a 64-byte boundary has every vector on its own boundary), and what
+    # precedes each ret.
+    out_store = f"align {16 * esize}, !nontemporal !0" if streaming else f"align {esize}"
     fence = "  call void @llvm.x86.sse.sfence()\n" if streaming else ""
+
+    def widen(name: str, value: str, type_: str) -> str:
+        """%name = %value as f32 (an f16 value is extended: exact)."""
+        if not half:
+            return f"  %{name} = bitcast {type_} %{value} to {type_}"   # a new name only
+        wide = "<16 x float>" if "<" in type_ else "float"
+        return f"  %{name} = fpext {type_} %{value} to {wide}"
+
+    def narrow(name: str, value: str) -> str:
+        """%name = the f32 vector %value in the output's type (to nearest even for f16)."""
+        if not half:
+            return f"  %{name} = bitcast <16 x float> %{value} to <16 x float>"
+        return f"  %{name} = fptrunc <16 x float> %{value} to <16 x half>"
 
     def each(template: str) -> str:
         return "\n".join(template.format(k=k, at=16 * k) for k in range(vectors))
@@ -104,39 +129,42 @@ def _ir(width: int, index_bits: int, streaming: bool = False) -> str:
         return f"""  %{tag}_off = mul i64 %{tag}_index, {row_bytes}
   %{tag}_row = getelementptr i8, ptr %table, i64 %{tag}_off
   %{tag}_wj = select i1 %single, i64 0, i64 %{lookup}
-  %{tag}_w_at = getelementptr float, ptr %weights, i64 %{tag}_wj
-  %{tag}_w = load float, ptr %{tag}_w_at, align 4
+  %{tag}_w_at = getelementptr {et}, ptr %weights, i64 %{tag}_wj
+  %{tag}_w_raw = load {et}, ptr %{tag}_w_at, align {esize}
+{widen(tag + "_w", tag + "_w_raw", et)}
   %{tag}_w1 = insertelement <16 x float> poison, float %{tag}_w, i64 0
   %{tag}_wv = shufflevector <16 x float> %{tag}_w1, <16 x float> poison, <16 x i32> zeroinitializer
-""" + each(f"""  %{tag}_at{{k}} = getelementptr float, ptr %{tag}_row, i64 {{at}}
-  %{tag}_v{{k}} = load <16 x float>, ptr %{tag}_at{{k}}, align 4
+""" + each(f"""  %{tag}_at{{k}} = getelementptr {et}, ptr %{tag}_row, i64 {{at}}
+  %{tag}_raw{{k}} = load <16 x {et}>, ptr %{tag}_at{{k}}, align {esize}
+{widen(tag + "_v{k}", tag + "_raw{k}", "<16 x " + et + ">")}
   %{tag}_m{{k}} = fmul <16 x float> %{tag}_wv, %{tag}_v{{k}}
   %{new}{{k}} = fadd <16 x float> %{acc}{{k}}, %{tag}_m{{k}}""")
 
     def fill(tag: str, s: str, done: str) -> str:
         """out[s] = table[default] (or zeros when default < 0), then go on at `done`."""
         return f"""  %{tag}_out_off = mul i64 %{s}, {width}
-  %{tag}_out = getelementptr float, ptr %out, i64 %{tag}_out_off
+  %{tag}_out = getelementptr {et}, ptr %out, i64 %{tag}_out_off
   %{tag}_has_default = icmp sge i64 %default, 0
   br i1 %{tag}_has_default, label %{tag}_copy, label %{tag}_zero
 {tag}_copy:
   %{tag}_d_off = mul i64 %default, {row_bytes}
   %{tag}_d_row = getelementptr i8, ptr %table, i64 %{tag}_d_off
-""" + each(f"""  %{tag}_d_at{{k}} = getelementptr float, ptr %{tag}_d_row, i64 {{at}}
-  %{tag}_d{{k}} = load <16 x float>, ptr %{tag}_d_at{{k}}, align 4
-  %{tag}_o_at{{k}} = getelementptr float, ptr %{tag}_out, i64 {{at}}
-  store <16 x float> %{tag}_d{{k}}, ptr %{tag}_o_at{{k}}, {out_store}""") + f"""
+""" + each(f"""  %{tag}_d_at{{k}} = getelementptr {et}, ptr %{tag}_d_row, i64 {{at}}
+  %{tag}_d{{k}} = load <16 x {et}>, ptr %{tag}_d_at{{k}}, align {esize}
+  %{tag}_o_at{{k}} = getelementptr {et}, ptr %{tag}_out, i64 {{at}}
+  store <16 x {et}> %{tag}_d{{k}}, ptr %{tag}_o_at{{k}}, {out_store}""") + f"""
   br label %{done}
 {tag}_zero:
-""" + each(f"""  %{tag}_z_at{{k}} = getelementptr float, ptr %{tag}_out, i64 {{at}}
-  store <16 x float> zeroinitializer, ptr %{tag}_z_at{{k}}, {out_store}""") + f"""
+""" + each(f"""  %{tag}_z_at{{k}} = getelementptr {et}, ptr %{tag}_out, i64 {{at}}
+  store <16 x {et}> zeroinitializer, ptr %{tag}_z_at{{k}}, {out_store}""") + f"""
   br label %{done}"""
 
     def store(tag: str, s: str, values: str) -> str:
         return f"""  %{tag}_out_off = mul i64 %{s}, {width}
-  %{tag}_out = getelementptr float, ptr %out, i64 %{tag}_out_off
-""" + each(f"""  %{tag}_at{{k}} = getelementptr float, ptr %{tag}_out, i64 {{at}}
-  store <16 x float> %{values}{{k}}, ptr %{tag}_at{{k}}, {out_store}""")
+  %{tag}_out = getelementptr {et}, ptr %out, i64 %{tag}_out_off
+""" + each(f"""  %{tag}_at{{k}} = getelementptr {et}, ptr %{tag}_out, i64 {{at}}
+{narrow(tag + "_n{k}", values + "{k}")}
+  store <16 x {et}> %{tag}_n{{k}}, ptr %{tag}_at{{k}}, {out_store}""")
 
     bags = f"""
 define i64 @bags(ptr %table, i64 %rows, ptr %indices, ptr %bounds, ptr %weights,

@@ -300,7 +300,7 @@ def _sorted_segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
     return all(at < 0 for at in stopped)
 
 
-_ONE_F32 = np.ones(1, np.float32)
+_ONES = {np.dtype(t): np.ones(1, t) for t in (np.float32, np.float16)}   # no weights given
 # Outputs of at least this many bytes are written with streaming stores by the IR loops
 # (segment_sum_ir_loop): far past the cores' L2, so the next layer reads them from memory
 # either way, and skipping the read of each line before it is overwritten saves a tenth
@@ -322,14 +322,14 @@ def _empty_output(shape, dtype) -> np.ndarray:
 def _ir_operands(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
                  weights: np.ndarray | None, ids: np.ndarray, ids_type):
     """(loops, operands) for the LLVM IR loops (segment_sum_ir_loop), where they apply:
-    f32 table, weights and output, rows of 16..256 floats in steps of 16, contiguous i32
-    or i64 indices and `ids` (bounds or segment ids) of `ids_type`, the type the loop
-    reads them as; else None, and the numba loop runs. operands(ids) gives the arguments
-    up to the default: the loops read raw addresses, so every array must be C-contiguous
-    here."""
-    if (table.dtype != np.float32 or out.dtype != np.float32 or table.ndim != 2
-            or ids.dtype != ids_type
-            or (weights is not None and weights.dtype != np.float32)
+    an f32 or f16 table, with weights and output of its type, rows of 16..256 elements in
+    steps of 16, contiguous i32 or i64 indices and `ids` (bounds or segment ids) of
+    `ids_type`, the type the loop reads them as; else None, and the numba loop runs.
+    operands(ids) gives the arguments up to the default: the loops read raw addresses, so
+    every array must be C-contiguous here."""
+    if (table.dtype not in (np.float32, np.float16) or out.dtype != table.dtype
+            or table.ndim != 2 or ids.dtype != ids_type
+            or (weights is not None and weights.dtype != table.dtype)
             or not (table.flags.c_contiguous and out.flags.c_contiguous
                     and indices.flags.c_contiguous and ids.flags.c_contiguous)
             or (weights is not None and not weights.flags.c_contiguous)):
@@ -337,10 +337,10 @@ def _ir_operands(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
     from .segment_sum_ir_loop import loops_for
 
     streaming = out.nbytes >= STREAM_MIN_BYTES and out.ctypes.data % 64 == 0
-    loops = loops_for(table.shape[1], indices.dtype, streaming)
+    loops = loops_for(table.shape[1], indices.dtype, streaming, table.dtype)
     if loops is None:
         return None
-    w = _ONE_F32 if weights is None else weights
+    w = _ONES[table.dtype] if weights is None else weights
     head = (table.ctypes.data, table.shape[0], indices.ctypes.data)
 
     def operands(ids_: np.ndarray) -> tuple:

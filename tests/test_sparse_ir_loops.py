@@ -1,9 +1,11 @@
 """The LLVM IR loops of the sparse ops (ops/segment_sum_ir_loop.py) give the numba loops'
-sums bit for bit, and the same errors and fallbacks, wherever they take over: f32 tables
-with rows of 16..256 floats, i32 and i64 ids, with and without weights, sum and mean, empty
-bags with and without a default, on one thread and on two."""
+sums bit for bit, and the same errors and fallbacks, wherever they take over: f32 and f16
+tables with rows of 16..256 elements, i32 and i64 ids, with and without weights, sum and
+mean, empty bags with and without a default, cached and streaming stores, on one thread
+and on two."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -37,8 +39,8 @@ def ir_calls(monkeypatch):
     calls = []
     real = ir_loop.loops_for
 
-    def counted(width, dtype, streaming=False):
-        loops = real(width, dtype, streaming)
+    def counted(width, dtype, streaming=False, table_dtype=np.dtype(np.float32)):
+        loops = real(width, dtype, streaming, table_dtype)
         calls.append(loops is not None)
         calls.streamed.append(streaming)
         return loops
@@ -62,27 +64,33 @@ def stores(request, monkeypatch):
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
-    return a.view(np.uint32)
+    return a.view(np.uint32 if a.dtype == np.float32 else np.uint16)
 
 
-def _case(rng, width, index_type, n=LOOKUPS, num_emb=5000, bags=3000):
-    table = rng.standard_normal((num_emb, width)).astype(np.float32)
+def _case(rng, width, index_type, n=LOOKUPS, num_emb=5000, bags=3000, table_type=np.float32):
+    table = rng.standard_normal((num_emb, width)).astype(table_type)
     indices = rng.integers(0, num_emb, n).astype(index_type)
     offsets = np.sort(rng.integers(0, n, bags)).astype(index_type)
     offsets[0] = 0
     offsets[bags // 2:bags // 2 + 5] = offsets[bags // 2]       # empty bags in the middle
-    weights = rng.random(n).astype(np.float32)
+    weights = rng.random(n).astype(table_type)
     return table, indices, offsets, weights
 
 
+TABLES = [np.float32, pytest.param(np.float16, marks=pytest.mark.skipif(
+    ir_loop.loops_for(64, np.dtype(np.int32), False, np.dtype(np.float16)) is None,
+    reason="no F16C: f16 tables keep the numba loop"))]
+
+
+@pytest.mark.parametrize("table_type", TABLES)
 @pytest.mark.parametrize("threads", ["1", "2"])
 @pytest.mark.parametrize("width", [16, 48, 64, 256])
 @pytest.mark.parametrize("index_type", [np.int32, np.int64])
 def test_bags_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls, stores,
-                                               threads, width, index_type):
+                                               threads, width, index_type, table_type):
     monkeypatch.setenv("IRRUN_THREADS", threads)
     rng = np.random.default_rng(width + len(threads))
-    table, indices, offsets, weights = _case(rng, width, index_type)
+    table, indices, offsets, weights = _case(rng, width, index_type, table_type=table_type)
     default = np.array(7, index_type)
     cases = [
         (EmbeddingBagAttrs("sum"), (table, indices, offsets, default, weights)),
@@ -104,14 +112,16 @@ def test_bags_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls
     assert ir_calls and all(ir_calls) and set(ir_calls.streamed) == {stores}
 
 
+@pytest.mark.parametrize("table_type", TABLES)
 @pytest.mark.parametrize("threads", ["1", "2"])
 @pytest.mark.parametrize("width", [16, 64, 256])
 @pytest.mark.parametrize("index_type", [np.int32, np.int64])
 def test_segments_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls,
-                                                   stores, threads, width, index_type):
+                                                   stores, threads, width, index_type,
+                                                   table_type):
     monkeypatch.setenv("IRRUN_THREADS", threads)
     rng = np.random.default_rng(width * 3 + len(threads))
-    table, indices, _, weights = _case(rng, width, index_type)
+    table, indices, _, weights = _case(rng, width, index_type, table_type=table_type)
     segments = 4000
     ids = np.sort(rng.integers(0, segments - 10, LOOKUPS)).astype(index_type)  # empty at the end
     ids[ids == 100] = 101                                                   # and one inside
@@ -172,7 +182,7 @@ def test_unsorted_and_bad_segment_ids_take_the_checking_path(numba_only):
 def test_other_tables_keep_the_numba_loop(ir_calls):
     rng = np.random.default_rng(3)
     for table, ids_type in ((rng.standard_normal((50, 8)).astype(np.float32), np.int64),
-                            (rng.standard_normal((50, 64)).astype(np.float16), np.int64),
+                            (rng.standard_normal((50, 64)).astype(ml_dtypes.bfloat16), np.int64),
                             (rng.standard_normal((50, 64)).astype(np.float32), np.int32)):
         indices = rng.integers(0, 50, 100)       # int64: ids of another type are numba's
         ids = np.sort(rng.integers(0, 10, 100)).astype(ids_type)
