@@ -166,6 +166,26 @@ def _ir(width: int, index_bits: int, streaming: bool = False, half: bool = False
 {narrow(tag + "_n{k}", values + "{k}")}
   store <16 x {et}> %{tag}_n{{k}}, ptr %{tag}_at{{k}}, {out_store}""")
 
+    def lookups(enter: str, first: str, end: str, stop: str, done: str) -> str:
+        """Blocks lookup, current and summed: %sum{k} = the weighted rows of lookups
+        %first..%end (entered from block `enter`), prefetching up to %stop; a lookup whose
+        index is not a row goes to %bad, the end to block `done`."""
+        return f"""lookup:
+  %j = phi i64 [%{first}, %{enter}], [%j_next, %summed]
+{each(f"  %acc{{k}} = phi <16 x float> [zeroinitializer, %{enter}], [%sum{{k}}, %summed]")}
+{prefetch("p", "j", stop, "current")}
+
+current:
+{load_index("r_index", "indices", "j")}
+  %r_in = icmp ult i64 %r_index, %rows
+  br i1 %r_in, label %summed, label %bad
+
+summed:
+{add_row("r", "j", "acc", "sum")}
+  %j_next = add i64 %j, 1
+  %more = icmp ult i64 %j_next, %{end}
+  br i1 %more, label %lookup, label %{done}"""
+
     bags = f"""
 define i64 @bags(ptr %table, i64 %rows, ptr %indices, ptr %bounds, ptr %weights,
                  i64 %one_weight, ptr %out, i64 %default, i64 %mean, i64 %first,
@@ -190,21 +210,7 @@ bag:
 empty:
 {fill("e", "s", "next_bag")}
 
-lookup:
-  %j = phi i64 [%lo, %bag], [%j_next, %summed]
-{each("  %acc{k} = phi <16 x float> [zeroinitializer, %bag], [%sum{k}, %summed]")}
-{prefetch("p", "j", "stop", "current")}
-
-current:
-{load_index("r_index", "indices", "j")}
-  %r_in = icmp ult i64 %r_index, %rows
-  br i1 %r_in, label %summed, label %bad
-
-summed:
-{add_row("r", "j", "acc", "sum")}
-  %j_next = add i64 %j, 1
-  %more = icmp ult i64 %j_next, %hi
-  br i1 %more, label %lookup, label %bag_done
+{lookups("bag", "lo", "hi", "stop", "bag_done")}
 
 bag_done:
   %want_mean = icmp ne i64 %mean, 0
@@ -274,21 +280,7 @@ scanned:
 empty:
 {fill("e", "s", "next_segment")}
 
-lookup:
-  %j = phi i64 [%start, %scanned], [%j_next, %summed]
-{each("  %acc{k} = phi <16 x float> [zeroinitializer, %scanned], [%sum{k}, %summed]")}
-{prefetch("p", "j", "hi", "current")}
-
-current:
-{load_index("r_index", "indices", "j")}
-  %r_in = icmp ult i64 %r_index, %rows
-  br i1 %r_in, label %summed, label %bad
-
-summed:
-{add_row("r", "j", "acc", "sum")}
-  %j_next = add i64 %j, 1
-  %more = icmp ult i64 %j_next, %end
-  br i1 %more, label %lookup, label %segment_done
+{lookups("scanned", "start", "end", "hi", "segment_done")}
 
 segment_done:
 {store("o", "s", "sum")}
