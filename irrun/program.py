@@ -29,6 +29,21 @@ class _WeakReferable:
     __slots__ = ("__weakref__",)    # (dataclass's weakref_slot needs Python 3.11)
 
 
+# The links back up the tree (node -> its network, body network -> its layer's node) are
+# weak: a program holds its nodes, so strong links both ways made every loaded model a
+# reference cycle, whose weights, memory map and open .bin stayed until the cyclic garbage
+# collector next ran, not freed when the last reference went.
+def _weak_link(slot: str, doc: str) -> property:
+    """A property holding its object through a weak reference kept in `slot`."""
+    def get(self):
+        ref = getattr(self, slot)
+        return ref() if ref is not None else None
+
+    def set_(self, target) -> None:
+        setattr(self, slot, weakref.ref(target) if target is not None else None)
+    return property(get, set_, doc=doc)
+
+
 @dataclass(slots=True)
 class Node(_WeakReferable):
     layer: Layer
@@ -43,18 +58,7 @@ class Node(_WeakReferable):
     fold_seconds: float = 0.0       # what computing them took
     _program: object = field(default=None, repr=False, compare=False)
 
-    # The links back up the tree (node -> its network, body network -> its layer's node)
-    # are weak: a program holds its nodes, so strong links both ways made every loaded
-    # model a reference cycle, whose weights, memory map and open .bin stayed until the
-    # cyclic garbage collector next ran, not freed when the last reference went.
-    @property
-    def program(self) -> Program | None:
-        """The network this node belongs to."""
-        return self._program() if self._program is not None else None
-
-    @program.setter
-    def program(self, program: Program | None) -> None:
-        self._program = weakref.ref(program) if program is not None else None
+    program = _weak_link("_program", "The network this node belongs to (a Program).")
 
     @property
     def id(self) -> str:
@@ -84,14 +88,7 @@ class Program:
     fold: bool = True               # fold all-Const subgraphs at load (see fold_node)
     _owner: object = field(default=None, repr=False, compare=False)
 
-    @property
-    def owner(self) -> Node | None:
-        """For a body: the Loop/TensorIterator/If layer's node (held weakly, see Node)."""
-        return self._owner() if self._owner is not None else None
-
-    @owner.setter
-    def owner(self, node: Node | None) -> None:
-        self._owner = weakref.ref(node) if node is not None else None
+    owner = _weak_link("_owner", "For a body: the Loop/TensorIterator/If layer's Node.")
 
     @property
     def ok(self) -> bool:
