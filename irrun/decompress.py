@@ -15,6 +15,10 @@ ski-rental rule in opkit.f16c decides when it is built; until then casts stay Nu
 the fold as before) and the kit may use more than one thread. The outputs are the arrays
 folding would have made (same shapes, values and lifetime); a Convert whose shape
 inference fails leaves its output unused, freed with the batch at the end of the load.
+
+Not every decompression Convert is computed: one whose every consumer reads halves itself
+stays compressed (compressed_source; irrun.opkit.compressed says why), and neither the
+batch nor folding writes its f32 values.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import numpy as np
 
 from .config import config
 from .errors import Collector, IrrunError
+from .opkit.compressed import COMPRESSED_MIN_ELEMENTS
 from .opkit.numeric import COMPILED_CAST_ELEMENTS
 from .weights import check_alloc
 
@@ -90,6 +95,40 @@ class Ahead:
         return self.seconds * self._elements[lid] / max(1, sum(self._elements.values()))
 
 
+def is_decompression(node) -> bool:
+    """A Convert to f32 of an f16 Const: the pattern `convert_model` writes after each
+    compressed weight."""
+    if (node.op is None or node.op.type != "Convert" or node.attrs is None
+            or node.attrs.destination_type != "f32" or len(node.inputs) != 1
+            or node.inputs[0] is None or getattr(node.op.impl, "NO_FOLD", False)):
+        return False
+    const = node.program.nodes[node.inputs[0][0]]
+    return (const.kind == "const" and const.attrs is not None
+            and const.attrs.element_type == "f16")
+
+
+def compressed_source(node, source) -> np.ndarray | None:
+    """`source`, the f16 Const behind decompression Convert `node`, when the Convert is
+    to stay compressed (irrun.opkit.compressed): it is large, every layer it feeds takes
+    it compressed at that input (its op's COMPRESSED_INPUTS), and this host runs the
+    kernels that read halves (llvmlite, and a CPU with F16C). Else None: it is folded."""
+    if (not isinstance(source, np.ndarray) or source.dtype != np.float16
+            or source.size < COMPRESSED_MIN_ELEMENTS or not source.flags.c_contiguous):
+        return None
+    program = node.program
+    consumers = program.graph.succ.get(node.id, {})
+    if not consumers:
+        return None
+    for lid, edges in consumers.items():
+        taker = program.nodes[lid]
+        ports = getattr(taker.op.impl, "COMPRESSED_INPUTS", ()) if taker.op else ()
+        if taker.attrs is None or any(position not in ports for position in edges):
+            return None
+    from .opkit.llvm import host_has
+
+    return source if host_has("f16c") else None
+
+
 def start(program, load_const) -> Ahead | None:
     """Start the batch for `program`'s decompression Converts (None: none, or not worth
     it: see the module's docstring). load_const(node) is a Const node's value or None."""
@@ -103,17 +142,12 @@ def start(program, load_const) -> Ahead | None:
     pairs, outputs, elements = [], {}, {}
     for lid in program.order:
         node = nodes[lid]
-        if (node.op is None or node.op.type != "Convert" or node.attrs is None
-                or node.attrs.destination_type != "f32" or len(node.inputs) != 1
-                or node.inputs[0] is None or getattr(node.op.impl, "NO_FOLD", False)):
+        if not is_decompression(node):
             continue
-        const = nodes[node.inputs[0][0]]
-        if (const.kind != "const" or const.attrs is None
-                or const.attrs.element_type != "f16"):
-            continue
-        src = load_const(const)
+        src = load_const(nodes[node.inputs[0][0]])
         if (not isinstance(src, np.ndarray) or src.dtype != np.float16
-                or src.size < COMPILED_CAST_ELEMENTS or not src.flags.c_contiguous):
+                or src.size < COMPILED_CAST_ELEMENTS or not src.flags.c_contiguous
+                or compressed_source(node, src) is not None):
             continue
         try:
             check_alloc(src.shape, np.dtype(np.float32), "the decompressed Const")

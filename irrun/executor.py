@@ -15,6 +15,7 @@ import numpy as np
 from .config import pinned
 from .errors import IrrunError, OpError, OpProblem, ResourceError, ShapeError
 from .infer import FOLD_MAX_ELEMENTS, _where
+from .opkit.compressed import CompressedWeights, plain
 from .subgraph import current_listener, current_state
 from .shapes import (
     TensorSpec,
@@ -51,6 +52,8 @@ class Step:
                                  # shape), what a run without listener or live count needs
     specs: list | None = None    # the output specs the plan promises (check_output's)
     values: tuple | None = None  # kind "folded": the outputs
+    compressed: bool = False     # kind "folded": an output is a CompressedWeights, which
+                                 # only its consumers' kernels see (others get plain arrays)
 
 
 _STATE_OPS = {"readvalue": "reads", "assign": "writes"}
@@ -93,6 +96,7 @@ class Plan:
                 # Computed once at load (irrun.program.fold_node), or known from this
                 # signature's shapes: its inputs do not run.
                 step.kind, step.args, step.counted, step.values = "folded", (), False, folded
+                step.compressed = any(isinstance(v, CompressedWeights) for v in folded)
             elif node.kind == "const":
                 step.counted = False
             elif node.kind == "op":
@@ -285,9 +289,9 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
     finally:
         current_state.reset(state_token)
         current_listener.reset(token)
-    result = [values[t] for t in plan.targets]
+    result = [plain(values[t]) for t in plan.targets]
     if keep_all:
-        return result, values
+        return result, [plain(v) for v in values]
     return result
 
 
@@ -299,11 +303,11 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
     ndarray = np.ndarray
     # Most layers of most runs: one output of a known shape, nothing listening, nothing to
     # count, no output past the per-tensor limit. Their steps take the shortest path.
-    plain = listener is None and not keep_all and not track and plan.max_need <= limit
+    shortest = listener is None and not keep_all and not track and plan.max_need <= limit
     for step in plan.steps:
         node = step.node
         try:
-            fast = step.fast if plain else None
+            fast = step.fast if shortest else None
             if fast is not None:
                 run, attrs, args, out, dtype, shape = fast
                 if len(args) == 1:
@@ -419,6 +423,8 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
         for s, v in zip(step.outs, outputs):
             values[s] = v
         if listener is not None:
+            if step.compressed:
+                outputs = tuple(plain(v) for v in outputs)
             listener(node, outputs, clock() - t0)
         if not keep_all:
             for s in step.free:

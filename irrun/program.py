@@ -20,6 +20,7 @@ from .etypes import element_type, nbytes
 from .graph import PortGraph, build_graph
 from .config import config, pinned
 from .infer import FOLD_MAX_ELEMENTS, check_declared_inputs, check_declared_outputs, infer_node
+from .opkit.compressed import CompressedWeights
 from .reader import IRDocument, Layer, read_document
 from .shapes import TensorSpec, is_static, parse_partial_shape, static_values
 from .weights import Weights, check_alloc, const_value, reuse_memory
@@ -454,7 +455,9 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
 # dequantized to f32 are 4x; f16 -> f32 is 2x); anything larger (a Broadcast or Tile of a
 # small Const to a big shape) stays lazy and runs at every inference, as do layers whose
 # kernel fails here (the run reports that failure where it happens). Off with
-# read_model(..., fold=False) or IRRUN_FOLD=0.
+# read_model(..., fold=False) or IRRUN_FOLD=0. A large decompression Convert whose every
+# consumer reads f16 weights itself is folded to its source instead, kept compressed
+# (irrun.decompress.compressed_source).
 FOLD_MAX_RATIO = 4
 NEVER_FOLD = frozenset(("Result", "ReadValue", "Assign", "RandomUniform", "Multinomial"))
 
@@ -493,6 +496,14 @@ def fold_node(node: Node, input_specs, known: dict[str, int], seconds: float,
                 ahead.wait()
             args.append(p.const_value if p.kind == "const" else p.folded[out])
         t0 = time.perf_counter()
+        kept = (decompress.compressed_source(node, args[0])
+                if decompress.is_decompression(node) else None)
+        if kept is not None:
+            # Read as halves by every layer it feeds (irrun.opkit.compressed).
+            node.folded = (CompressedWeights(kept),)
+            node.fold_seconds = time.perf_counter() - t0
+            known[node.id] = kept.nbytes
+            return
         if ahead is not None and node.id in ahead.outputs:
             values = [ahead.outputs[node.id]]     # written by the batch (seconds: its share)
         else:

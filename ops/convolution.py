@@ -11,7 +11,7 @@ from typing import Literal
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, AutoPad, Dim, TensorSpec, check_alloc, check_integer, check_spatial_rank, format_shape,
+    DYNAMIC, AutoPad, CompressedWeights, Dim, TensorSpec, check_alloc, check_integer, check_spatial_rank, format_shape,
     check_window_attrs, compute_dtype, dilated, elements, fail, fixed_pads, numeric, register,
     resolve_pads, tap_slices, window_count, window_dim,
 )
@@ -98,18 +98,7 @@ def _conv_run(attrs, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     n, c = x.shape[:2]
     spatial, kernel = x.shape[2:], w.shape[3:]
     g, og, cg = w.shape[:3]
-    if c != g * cg:
-        fail(f"the data has {c} channels but the filters expect {g * cg} "
-             f"({g} group(s) x {cg})")
-    pb, pe = resolve_pads(attrs.auto_pad, spatial, kernel, attrs.dilations, attrs.strides,
-                          attrs.pads_begin, attrs.pads_end)
-    counts = []
-    for i, size in enumerate(spatial):
-        extent = dilated(kernel[i], attrs.dilations[i])
-        if size + pb[i] + pe[i] < extent:
-            fail(f"the kernel after dilation ({extent}) is larger than the padded input "
-                 f"({size} + pads {pb[i] + pe[i]}) at spatial axis {i}")
-        counts.append(window_count(size, pb[i] + pe[i], extent, attrs.strides[i]))
+    pb, pe, counts = _geometry(attrs, x.shape, w.shape)
     acc_t = compute_dtype(x.dtype)
     if x.dtype == acc_t and acc_t.kind == "f":
         # Fast paths for f32/f64 (integers keep the per-tap path and its wrapping sums).
@@ -131,6 +120,26 @@ def _conv_run(attrs, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     out = np.moveaxis(out, (0, -1), (1, 2)).reshape((n, g * og) + tuple(counts))
     # Integer results wrap like the C++ types; f16/bf16 are rounded once here.
     return np.ascontiguousarray(out).astype(x.dtype, copy=False)
+
+
+def _geometry(attrs, data_shape, filters_shape):
+    """(pads_begin, pads_end, output counts per spatial axis) of data [N, G*Cg, *spatial]
+    by filters [G, Og, Cg, *kernel], refusing what the shapes cannot do."""
+    c, spatial, kernel = data_shape[1], data_shape[2:], filters_shape[3:]
+    g, cg = filters_shape[0], filters_shape[2]
+    if c != g * cg:
+        fail(f"the data has {c} channels but the filters expect {g * cg} "
+             f"({g} group(s) x {cg})")
+    pb, pe = resolve_pads(attrs.auto_pad, spatial, kernel, attrs.dilations, attrs.strides,
+                          attrs.pads_begin, attrs.pads_end)
+    counts = []
+    for i, size in enumerate(spatial):
+        extent = dilated(kernel[i], attrs.dilations[i])
+        if size + pb[i] + pe[i] < extent:
+            fail(f"the kernel after dilation ({extent}) is larger than the padded input "
+                 f"({size} + pads {pb[i] + pe[i]}) at spatial axis {i}")
+        counts.append(window_count(size, pb[i] + pe[i], extent, attrs.strides[i]))
+    return pb, pe, counts
 
 
 def _zero_pad(x: np.ndarray, pb, pe) -> np.ndarray:
@@ -177,23 +186,29 @@ def _conv_im2col(attrs, x, w, pb, pe, counts):
     if nd == 2 and attrs.strides == (1, 1) and math.prod(kernel) > 1 and \
             x.shape[3] + pb[1] + pe[1] <= _FLAT_ROWS_MAX_WIDENING * counts[1]:
         return _conv_flat_rows(attrs, x, w, pb, pe, counts)
+    ck = c * math.prod(kernel)
+    patches = _patches(attrs, x, kernel, pb, pe, counts)
+    return _product(w.reshape(o, ck), patches).reshape((n, o) + tuple(counts))
+
+
+def _patches(attrs, x, kernel, pb, pe, counts) -> np.ndarray:
+    """The patch matrix [N, C*prod(kernel), P] of x [N, C, *spatial] (P output positions)."""
+    n, c = x.shape[:2]
+    nd = len(kernel)
     p = math.prod(counts)
     # Sizes spelt out, never -1: a batch or channel count of 0 leaves -1 undefined.
     ck = c * math.prod(kernel)
     if ck != c and counts[-1] <= _GATHER_MAX_ROW and ck * p <= _GATHER_MAX_ELEMENTS:
-        patches = _gathered_patches(attrs, x, kernel, pb, counts)     # reads x itself
-    else:
-        xp = _zero_pad(x, pb, pe)
-        if xp.flags.c_contiguous and ck == c and p == math.prod(xp.shape[2:]):
-            patches = xp.reshape(n, c, p)    # a 1x1 kernel at stride 1: the (padded) input
-        else:
-            st = xp.strides
-            taps = tuple(st[2 + i] * attrs.dilations[i] for i in range(nd))
-            steps = tuple(st[2 + i] * attrs.strides[i] for i in range(nd))
-            patches = np.lib.stride_tricks.as_strided(
-                xp, (n, c) + tuple(kernel) + tuple(counts), (st[0], st[1]) + taps + steps,
-                writeable=False).reshape(n, ck, p)
-    return _product(w.reshape(o, ck), patches).reshape((n, o) + tuple(counts))
+        return _gathered_patches(attrs, x, kernel, pb, counts)     # reads x itself
+    xp = _zero_pad(x, pb, pe)
+    if xp.flags.c_contiguous and ck == c and p == math.prod(xp.shape[2:]):
+        return xp.reshape(n, c, p)    # a 1x1 kernel at stride 1: the (padded) input
+    st = xp.strides
+    taps = tuple(st[2 + i] * attrs.dilations[i] for i in range(nd))
+    steps = tuple(st[2 + i] * attrs.strides[i] for i in range(nd))
+    return np.lib.stride_tricks.as_strided(
+        xp, (n, c) + tuple(kernel) + tuple(counts), (st[0], st[1]) + taps + steps,
+        writeable=False).reshape(n, ck, p)
 
 
 # Fewer output channels than this make the im2col product's rows the output positions.
@@ -323,14 +338,61 @@ def _conv_depthwise(attrs, x, w, pb, pe, counts):
     return acc
 
 
+# Compressed filters (f16, kept so by the loader: irrun.opkit.compressed) are read as
+# halves by the narrow product (ops/narrow_product_ir_loop.py) when the convolution is
+# one product of at most this many columns (batch x output positions): bound by reading
+# the weights, it reads half the bytes, in place. Wider products are bound by arithmetic,
+# where OpenBLAS wins: they take the f32 weights, decompressed once at the first such run.
+NARROW_MAX_COLUMNS = 4
+
+
+def _narrow_conv(attrs, x: np.ndarray, w: CompressedWeights) -> np.ndarray | None:
+    """The convolution of x by compressed filters [O, C, *kernel] as the narrow product,
+    or None where it does not apply (see NARROW_MAX_COLUMNS)."""
+    filters = w.source
+    if x.dtype != np.float32 or x.ndim != filters.ndim or x.ndim < 3:
+        return None
+    n, c, o = x.shape[0], x.shape[1], filters.shape[0]
+    kernel = filters.shape[2:]
+    pb, pe, counts = _geometry(attrs, x.shape, (1,) + filters.shape)
+    columns, ck = n * math.prod(counts), c * math.prod(kernel)
+    if not 1 <= columns <= NARROW_MAX_COLUMNS or ck % 16 or o == 0:
+        return None
+    from .narrow_product_ir_loop import ROWS, product_for
+
+    loops = product_for(columns, True)
+    if loops is None:
+        return None
+    rows4, rows1 = loops
+    # [N, C*k, P] -> [N*P, C*k]: each column of the product one contiguous row.
+    xt = np.ascontiguousarray(_patches(attrs, x, kernel, pb, pe, counts).transpose(0, 2, 1))
+    out = np.empty((o, columns), np.float32)
+    args = (filters.ctypes.data, xt.ctypes.data, out.ctypes.data, ck)
+    split = o - o % ROWS
+    if split:
+        rows4(*args, 0, split)
+    if split < o:
+        rows1(*args, split, o)
+    # [O, N*P] -> [N, O, *counts]
+    return np.ascontiguousarray(
+        out.reshape(o, n, -1).transpose(1, 0, 2)).reshape((n, o) + tuple(counts))
+
+
 @register("Convolution", since=1, attrs=ConvolutionAttrs, category="convolution")
 class Convolution1:
+    COMPRESSED_INPUTS = (1,)      # filters: see NARROW_MAX_COLUMNS
+
     @staticmethod
     def infer(attrs, data: TensorSpec, filters: TensorSpec):
         return _conv_infer(attrs, data, filters, None)
 
     @staticmethod
     def run(attrs, data, filters):
+        if isinstance(filters, CompressedWeights):
+            out = _narrow_conv(attrs, data, filters)
+            if out is not None:
+                return (out,)
+            filters = filters.decompressed()
         return (_conv_run(attrs, data, filters[np.newaxis]),)
 
 

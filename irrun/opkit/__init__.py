@@ -48,7 +48,10 @@ What is here, by concern:
   `tap_slices`, `compute_dtype`, `check_spatial_rank`, `numeric`;
 - resources: `check_alloc` (the one allocation guard: call it before allocating anything
   whose size comes from input values or attributes), `max_tensor_bytes`, and the one
-  shared, fork-safe worker pool: `parallel`, `workers`, `even_ranges`, `balanced_ranges`.
+  shared, fork-safe worker pool: `parallel`, `workers`, `even_ranges`, `balanced_ranges`;
+- compressed weights: `CompressedWeights`, what a kernel gets at an input port its op
+  lists in COMPRESSED_INPUTS when the loader kept an f16 Const's decompression Convert
+  compressed (its `source` halves, or `decompressed()`: the f32 values, made once).
 
 Modules of `irrun.ops` import from here and from nowhere else in irrun; they never import
 each other, except an op's compiled loop (a `*_loop.py` module), which it imports on its
@@ -108,6 +111,7 @@ from .partial import (
     shape_dims,
     slice_index,
 )
+from .compressed import CompressedWeights
 from .pool import balanced_ranges, even_ranges, parallel, workers
 from .problems import fail, warn
 from .unary import ARITH, make_unary, unary_apply
@@ -134,7 +138,7 @@ def ir_name(name: str, default=dataclasses.MISSING):
 
 
 __all__ = [
-    "ARITH", "AutoPad", "DYNAMIC", "Dim", "DimOf", "ElementType", "ElementTypeName", "NoAttrs",
+    "ARITH", "AutoPad", "CompressedWeights", "DYNAMIC", "Dim", "DimOf", "ElementType", "ElementTypeName", "NoAttrs",
     "OpProblem",
     "PartialShapeText", "ResourceError", "TensorSpec", "UnsupportedError", "as_dtype",
     "balanced_ranges", "broadcast_dim", "broadcast_shapes", "check_alloc", "check_arrays_broadcast",

@@ -12,6 +12,7 @@ why irrun/opkit/f16c.py waits until the work it saves is worth that.
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 
 _lock = threading.Lock()
@@ -37,12 +38,19 @@ def loaded() -> bool:
 def host_has(feature: str) -> bool:
     """Whether the host CPU has `feature` as LLVM names it ("f16c", "avx512f", ...); False
     without llvmlite."""
+    features = _host_features()
+    return bool(features and features.get(feature, False))
+
+
+@functools.lru_cache(maxsize=1)
+def _host_features() -> dict | None:
+    # Asked once per process: LLVM reads them from the CPU each time (0.2 ms a call).
     try:
         import llvmlite.binding as llvm
 
-        return bool(llvm.get_host_cpu_features().get(feature, False))
+        return dict(llvm.get_host_cpu_features())
     except Exception:
-        return False
+        return None
 
 
 def _compile(ir: str, signatures: dict[str, tuple]) -> dict | None:

@@ -1,0 +1,178 @@
+"""Weights kept compressed (irrun.opkit.compressed): which decompression Converts stay f16,
+the narrow product that reads them (ops/narrow_product_ir_loop.py), and that everything
+outside the Convolution that reads them sees the f32 values the Convert computes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import irrun
+import irrun.decompress as decompress
+from irrun.builder import GraphBuilder
+from irrun.inspect import profile_table
+from irrun.opkit import CompressedWeights
+
+
+def _loops(columns, half):
+    from irrun.ops.narrow_product_ir_loop import product_for
+
+    loops = product_for(columns, half)
+    if loops is None:
+        pytest.skip("llvmlite cannot build the narrow product here: BLAS runs instead")
+    return loops
+
+
+@pytest.mark.parametrize("half", [True, False])
+@pytest.mark.parametrize("columns", [1, 2, 3, 4])
+@pytest.mark.parametrize("m, k", [(4, 16), (5, 48), (37, 144), (64, 4608)])
+def test_narrow_product_is_the_matrix_product(half, columns, m, k):
+    rows4, rows1 = _loops(columns, half)
+    rng = np.random.default_rng(m * k + columns)
+    w = rng.standard_normal((m, k)).astype(np.float16 if half else np.float32)
+    x = rng.standard_normal((k, columns)).astype(np.float32)
+    xt = np.ascontiguousarray(x.T)
+    out = np.full((m + 1, columns), 7.0, np.float32)    # a row after it: never written
+    split = m - m % 4
+    args = (w.ctypes.data, xt.ctypes.data, out.ctypes.data, k)
+    if split:
+        rows4(*args, 0, split)
+    if split < m:
+        rows1(*args, split, m)
+    exact = w.astype(np.float64) @ x.astype(np.float64)
+    scale = np.abs(w.astype(np.float64)) @ np.abs(x.astype(np.float64))
+    # f32 sums in another order than the exact one: within a few ulps of the sum of |terms|.
+    assert np.all(np.abs(out[:m] - exact) <= 4 * k ** 0.5 * 2.0 ** -24 * scale + 1e-30)
+    assert np.all(out[m] == 7.0)
+
+
+def _conv_model(tmp_path, name="conv", out_channels=64, channels=32, also_result=False):
+    """x [?, C, ?, ?] -> Convolution 3x3 (pads 1) with f16 weights behind a Convert."""
+    rng = np.random.default_rng(0)
+    g = GraphBuilder(name)
+    x = g.parameter("x", "f32", [None, channels, None, None])
+    w16 = g.constant((0.1 * rng.standard_normal((out_channels, channels, 3, 3))).astype(np.float16),
+                     name="w16")
+    w = g.op("Convert", [w16], destination_type="f32", name="w")
+    y = g.op("Convolution", [x, w], strides=[1, 1], pads_begin=[1, 1], pads_end=[1, 1],
+             dilations=[1, 1], auto_pad="explicit", name="conv")
+    g.result(g.op("Relu", [y], name="relu"), name="y")
+    if also_result:
+        g.result(w, name="w_out")
+    xml, _ = g.save(tmp_path / f"{name}.xml")
+    return xml
+
+
+@pytest.fixture
+def small_threshold(monkeypatch):
+    """Keep weights of 1,024 elements and more compressed (the tests' models are small)."""
+    monkeypatch.setattr(decompress, "COMPRESSED_MIN_ELEMENTS", 1024)
+
+
+def _kept(model) -> set[str]:
+    return {n.layer.name for n in model.program.nodes.values()
+            if n.folded is not None and isinstance(n.folded[0], CompressedWeights)}
+
+
+def _feed(n, h, w, channels=32, seed=1):
+    return {"x": np.random.default_rng(seed).standard_normal((n, channels, h, w)).astype(np.float32)}
+
+
+def test_a_large_convolution_weight_stays_compressed(tmp_path, small_threshold):
+    pytest.importorskip("llvmlite")
+    xml = _conv_model(tmp_path)
+    kept = irrun.read_model(xml)
+    folded = irrun.read_model(xml, fold=False)
+    if not _kept(kept):
+        from irrun.opkit.llvm import host_has
+        assert not host_has("f16c"), "this CPU has F16C, yet the weights were decompressed"
+        pytest.skip("no F16C here: the weights are decompressed at load")
+    assert _kept(kept) == {"w"} and _kept(folded) == set()
+    weights = next(n.folded[0] for n in kept.program.nodes.values() if n.layer.name == "w")
+    assert weights.source.dtype == np.float16 and weights.shape == (64, 32, 3, 3)
+    # 1x1 and 2x2 maps are products of 1 and 4 columns: read as halves, agreeing with the
+    # f32 product to rounding; nothing decompressed.
+    for h, w_ in ((1, 1), (2, 2), (1, 4)):
+        feed = _feed(1, h, w_)
+        got, want = kept.infer(feed)["y"], folded.infer(feed)["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert weights._f32 is None, "a narrow product decompressed the weights"
+    # A wider map (9 columns) takes BLAS on the f32 weights, made once: the same values as
+    # the model folded in f32, bit for bit.
+    feed = _feed(1, 3, 3)
+    np.testing.assert_array_equal(kept.infer(feed)["y"], folded.infer(feed)["y"])
+    first = weights.decompressed()
+    assert weights.decompressed() is first and not first.flags.writeable
+    np.testing.assert_array_equal(first, weights.source.astype(np.float32))
+    # Batches count as columns: 2 images of 1x2 are 4 columns.
+    feed = _feed(2, 1, 2)
+    np.testing.assert_allclose(kept.infer(feed)["y"], folded.infer(feed)["y"], rtol=1e-5, atol=1e-5)
+
+
+def test_a_convert_with_another_reader_is_folded_as_before(tmp_path, small_threshold):
+    xml = _conv_model(tmp_path, also_result=True)
+    m = irrun.read_model(xml)
+    assert _kept(m) == set()
+    out = m.infer(_feed(1, 2, 2))
+    assert out["w_out"].dtype == np.float32
+
+
+def test_small_weights_are_folded_as_before(tmp_path):
+    m = irrun.read_model(_conv_model(tmp_path))       # 18,432 elements: under the threshold
+    assert _kept(m) == set()
+
+
+def test_views_see_the_f32_values_of_a_kept_convert(tmp_path, small_threshold):
+    from irrun.inspect import trace_lines
+
+    xml = _conv_model(tmp_path)
+    m = irrun.read_model(xml)
+    if not _kept(m):
+        pytest.skip("the weights are decompressed at load here (no llvmlite or F16C)")
+    feed = _feed(1, 2, 2)
+    want = irrun.read_model(xml, fold=False).infer(feed, until="w")
+    # Run up to it, with every intermediate, under a listener, profiled: plain f32 arrays.
+    got = m.infer(feed, until="w")
+    (value,) = got.values()
+    assert type(value) is np.ndarray and value.dtype == np.float32
+    np.testing.assert_array_equal(value, next(iter(want.values())))
+    every = m.infer(feed, intermediate=True)
+    assert type(every["w:0"]) is np.ndarray
+    np.testing.assert_array_equal(every["w:0"], value)
+    seen = {}
+    m.infer(feed, listener=lambda node, outputs, seconds: seen.setdefault(node.layer.name, outputs))
+    assert type(seen["w"][0]) is np.ndarray and seen["w"][0].dtype == np.float32
+    rows = {r["name"]: r for r in m.profile(feed)}
+    assert "folded" in rows["w"] and "Convert-opset1 (folded)" in profile_table(list(rows.values()))
+    node = next(n for n in m.program.nodes.values() if n.layer.name == "w")
+    assert "(folded at load:" in trace_lines(node, seen["w"])[0]
+    # np.asarray of the object gives a copy: the model's own halves stay as they are.
+    copy = np.asarray(node.folded[0])
+    copy[...] = 0
+    assert np.any(np.asarray(node.folded[0]) != 0)
+
+
+def test_without_llvmlite_nothing_is_kept(tmp_path, small_threshold, monkeypatch):
+    import functools
+    import sys
+
+    from irrun.opkit import llvm
+
+    monkeypatch.setitem(sys.modules, "llvmlite.binding", None)
+    monkeypatch.setattr(llvm, "_compiled", {})
+    monkeypatch.setattr(llvm, "_host_features",
+                        functools.lru_cache(maxsize=1)(llvm._host_features.__wrapped__))
+    xml = _conv_model(tmp_path)
+    m = irrun.read_model(xml)
+    assert _kept(m) == set()
+    feed = _feed(1, 2, 2)
+    np.testing.assert_array_equal(m.infer(feed)["y"], irrun.read_model(xml, fold=False).infer(feed)["y"])
+
+
+def test_kept_weights_match_openvino(tmp_path, small_threshold):
+    oracle = pytest.importorskip("oracle")
+    xml = _conv_model(tmp_path)
+    for h, w in ((2, 2), (1, 3), (5, 5)):
+        feed = _feed(1, h, w)
+        expected = oracle.ov_run(xml, feed)[0]
+        np.testing.assert_allclose(irrun.read_model(xml).infer(feed)["y"], expected,
+                                   rtol=1e-5, atol=1e-5)
