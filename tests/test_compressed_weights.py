@@ -176,3 +176,17 @@ def test_kept_weights_match_openvino(tmp_path, small_threshold):
         expected = oracle.ov_run(xml, feed)[0]
         np.testing.assert_allclose(irrun.read_model(xml).infer(feed)["y"], expected,
                                    rtol=1e-5, atol=1e-5)
+
+
+def test_decompressing_later_is_checked_against_the_memory_limit(tmp_path, small_threshold,
+                                                                 monkeypatch):
+    xml = _conv_model(tmp_path)
+    m = irrun.read_model(xml)
+    if not _kept(m):
+        pytest.skip("the weights are decompressed at load here (no llvmlite or F16C)")
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "60000")      # the f32 weights take 73,728 bytes
+    m.infer(_feed(1, 2, 2))                             # the halves: nothing decompressed
+    with pytest.raises(irrun.IrrunError) as info:
+        m.infer(_feed(1, 3, 3))
+    text = str(info.value)
+    assert "the decompressed weights" in text and "conv" in text, text

@@ -56,10 +56,17 @@ class CompressedWeights:
         if self._f32 is None:
             with self._lock:
                 if self._f32 is None:
+                    from irrun.weights import check_alloc
+
+                    check_alloc(self.shape, self.dtype, "the decompressed weights")
                     self._f32 = _frozen(_convert(self.source))
         return self._f32
 
     def __array__(self, dtype=None, copy=None):
+        if self._f32 is None:
+            from irrun.weights import check_alloc
+
+            check_alloc(self.shape, self.dtype, "the decompressed weights")
         out = self._f32.copy() if self._f32 is not None else _convert(self.source)
         return out if dtype is None else out.astype(dtype, copy=False)
 
