@@ -64,8 +64,13 @@ def _conv_model(tmp_path, name="conv", out_channels=64, channels=32, also_result
 
 @pytest.fixture
 def small_threshold(monkeypatch):
-    """Keep weights of 1,024 elements and more compressed (the tests' models are small)."""
+    """Keep weights of 1,024 elements and more compressed (the tests' models are small),
+    in a process that has LLVM loaded (the rule's other half: see compressed_source)."""
     monkeypatch.setattr(decompress, "COMPRESSED_MIN_ELEMENTS", 1024)
+    try:
+        import llvmlite.binding  # noqa: F401
+    except ImportError:
+        pass                      # nothing is kept: the tests that need it skip
 
 
 def _kept(model) -> set[str]:
@@ -190,3 +195,28 @@ def test_decompressing_later_is_checked_against_the_memory_limit(tmp_path, small
         m.infer(_feed(1, 3, 3))
     text = str(info.value)
     assert "the decompressed weights" in text and "conv" in text, text
+
+
+def test_a_process_without_llvm_loaded_folds_them(tmp_path):
+    """The rule's other half, in fresh processes: a one-shot run that has not loaded LLVM
+    folds the weights to f32 as before; one that has keeps them."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("llvmlite")
+    xml = _conv_model(tmp_path)
+    script = (
+        "import sys, numpy as np, irrun, irrun.decompress as d\n"
+        "d.COMPRESSED_MIN_ELEMENTS = 1024\n"
+        "if sys.argv[2] == 'load': import llvmlite.binding\n"
+        "from irrun.opkit import CompressedWeights\n"
+        "m = irrun.read_model(sys.argv[1])\n"
+        "w = next(n for n in m.program.nodes.values() if n.layer.name == 'w')\n"
+        "print(type(w.folded[0]).__name__, 'llvmlite.binding' in sys.modules)\n")
+    runs = {how: subprocess.run([sys.executable, "-c", script, str(xml), how], capture_output=True,
+                                text=True, check=True).stdout.split()
+            for how in ("plain", "load")}
+    assert runs["plain"] == ["ndarray", "False"], runs     # nor did the load import it
+    from irrun.opkit.llvm import host_has
+    assert runs["load"] == (["CompressedWeights", "True"] if host_has("f16c")
+                            else ["ndarray", "True"]), runs

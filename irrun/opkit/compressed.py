@@ -6,8 +6,9 @@ each. Folded at load, every weight is written again in f32: twice the memory, mo
 load (ResNet-18: 47 MB of f32 pages to fault in and fill), and twice the bytes a
 memory-bound product reads at every run. A kernel whose op lists an input port in its
 class's COMPRESSED_INPUTS takes a CompressedWeights there, and the loader keeps a Convert
-compressed (irrun.decompress.compressed_source) when every layer it feeds takes it so and
-it is large (COMPRESSED_MIN_ELEMENTS).
+compressed (irrun.decompress.compressed_source) when every layer it feeds takes it so, it
+is large (COMPRESSED_MIN_ELEMENTS), and the process has LLVM loaded already (the kernels
+that read halves are compiled by it; loading it for them would cost more than they save).
 
 The object stands for the Convert's f32 output: `shape`, `dtype` (float32), `size`, `ndim`
 are that output's, so shape rules and the executor's bookkeeping see what inference
