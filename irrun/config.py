@@ -6,6 +6,9 @@
     IRRUN_FOLD        `0` turns off constant folding at load (irrun.program); default `1`
     IRRUN_REUSE_MEMORY  `0` leaves glibc's malloc settings alone (irrun.weights.reuse_memory);
                       default `1`
+    IRRUN_KEEP_COMPRESSED  `auto` (default): large f16 convolution weights stay compressed in
+                      a process that has LLVM loaded already; `1` always (loading LLVM);
+                      `0` never (irrun.decompress.compressed_source)
 
 A value is parsed once and kept for as long as the variable keeps that text (tests and
 long-lived processes may change it); a bad value is one ConfigError, which the CLI reports
@@ -35,6 +38,7 @@ class Config:
     threads: int       # the most threads one kernel may use
     fold: bool = True  # fold all-Const subgraphs when a model is read
     reuse_memory: bool = True   # keep freed run buffers for the next allocations
+    keep_compressed: str = "auto"   # "auto", "1" or "0": see compressed_source
 
 
 @functools.cache
@@ -76,7 +80,7 @@ def parse_bytes(text: str) -> int:
 
 @functools.lru_cache(maxsize=8)
 def _parse(max_bytes_text: str, threads_text: str, fold_text: str = "",
-           reuse_text: str = "") -> Config:
+           reuse_text: str = "", keep_text: str = "") -> Config:
     if max_bytes_text:
         try:
             max_bytes = parse_bytes(max_bytes_text)
@@ -95,7 +99,9 @@ def _parse(max_bytes_text: str, threads_text: str, fold_text: str = "",
     for name, text in (("IRRUN_FOLD", fold_text), ("IRRUN_REUSE_MEMORY", reuse_text)):
         if text not in ("", "0", "1"):
             raise ConfigError(f"{name}='{text}' is not 0 or 1")
-    return Config(max_bytes, threads, fold_text != "0", reuse_text != "0")
+    if keep_text not in ("", "auto", "0", "1"):
+        raise ConfigError(f"IRRUN_KEEP_COMPRESSED='{keep_text}' is not auto, 0 or 1")
+    return Config(max_bytes, threads, fold_text != "0", reuse_text != "0", keep_text or "auto")
 
 
 _PINNED: contextvars.ContextVar = contextvars.ContextVar("irrun_config", default=None)
@@ -109,7 +115,8 @@ def config() -> Config:
         return pinned
     env = os.environ
     return _parse(env.get("IRRUN_MAX_BYTES", "").strip(), env.get("IRRUN_THREADS", "").strip(),
-                  env.get("IRRUN_FOLD", "").strip(), env.get("IRRUN_REUSE_MEMORY", "").strip())
+                  env.get("IRRUN_FOLD", "").strip(), env.get("IRRUN_REUSE_MEMORY", "").strip(),
+                  env.get("IRRUN_KEEP_COMPRESSED", "").strip())
 
 
 @contextlib.contextmanager

@@ -121,10 +121,13 @@ def compressed_source(node, source) -> np.ndarray | None:
     load). A process that has it (one that built the F16C cast, ran a compiled sparse
     loop, or imported numba) pays nothing more; a one-shot run stays as it was. The cost
     of the rule: the layers reading kept weights sum in another order, so a model loaded
-    before LLVM and one loaded after can differ in the last bits (1e-6 relative) there."""
-    if (not isinstance(source, np.ndarray) or source.dtype != np.float16
+    before LLVM and one loaded after can differ in the last bits (1e-6 relative) there;
+    IRRUN_KEEP_COMPRESSED=1 (always, loading LLVM) or 0 (never) makes it the same in every
+    process."""
+    mode = config().keep_compressed
+    if (mode == "0" or not isinstance(source, np.ndarray) or source.dtype != np.float16
             or source.size < COMPRESSED_MIN_ELEMENTS or not source.flags.c_contiguous
-            or sys.modules.get("llvmlite.binding") is None):
+            or (mode == "auto" and sys.modules.get("llvmlite.binding") is None)):
         return None
     program = node.program
     consumers = program.graph.succ.get(node.id, {})

@@ -213,10 +213,23 @@ def test_a_process_without_llvm_loaded_folds_them(tmp_path):
         "m = irrun.read_model(sys.argv[1])\n"
         "w = next(n for n in m.program.nodes.values() if n.layer.name == 'w')\n"
         "print(type(w.folded[0]).__name__, 'llvmlite.binding' in sys.modules)\n")
-    runs = {how: subprocess.run([sys.executable, "-c", script, str(xml), how], capture_output=True,
-                                text=True, check=True).stdout.split()
-            for how in ("plain", "load")}
-    assert runs["plain"] == ["ndarray", "False"], runs     # nor did the load import it
+    import os
+
+    def run(how, keep=""):
+        env = dict(os.environ, IRRUN_KEEP_COMPRESSED=keep)
+        return subprocess.run([sys.executable, "-c", script, str(xml), how], capture_output=True,
+                              text=True, check=True, env=env).stdout.split()
     from irrun.opkit.llvm import host_has
-    assert runs["load"] == (["CompressedWeights", "True"] if host_has("f16c")
-                            else ["ndarray", "True"]), runs
+    kept = "CompressedWeights" if host_has("f16c") else "ndarray"
+    assert run("plain") == ["ndarray", "False"]            # nor did the load import it
+    assert run("load") == [kept, "True"]
+    # The switch makes it the same in every process: 1 always (loading LLVM), 0 never.
+    assert run("plain", "1") == [kept, "True"]
+    assert run("load", "0") == ["ndarray", "True"]
+    assert run("plain", "auto") == ["ndarray", "False"]
+
+
+def test_the_switch_refuses_other_values(tmp_path, monkeypatch):
+    monkeypatch.setenv("IRRUN_KEEP_COMPRESSED", "yes")
+    with pytest.raises(irrun.IrrunError, match="IRRUN_KEEP_COMPRESSED='yes' is not auto, 0 or 1"):
+        irrun.read_model(_conv_model(tmp_path))
