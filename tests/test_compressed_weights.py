@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 import irrun
 import irrun.decompress as decompress
@@ -233,3 +234,55 @@ def test_the_switch_refuses_other_values(tmp_path, monkeypatch):
     monkeypatch.setenv("IRRUN_KEEP_COMPRESSED", "yes")
     with pytest.raises(irrun.IrrunError, match="IRRUN_KEEP_COMPRESSED='yes' is not auto, 0 or 1"):
         irrun.read_model(_conv_model(tmp_path))
+
+
+@given(data=st.data())
+def test_narrow_convolutions_match_openvino_and_the_folded_model(data):
+    """Any geometry whose product has at most 4 columns: kernels, strides, dilations, pads
+    and batches drawn; the kept model against the same model folded to f32 (BLAS) and
+    against OpenVINO's CPU plugin."""
+    import tempfile
+    from pathlib import Path
+
+    pytest.importorskip("llvmlite")
+    oracle = pytest.importorskip("oracle")
+    channels = data.draw(st.sampled_from([16, 32, 48]), label="channels")
+    # More than FOLD_MAX_ELEMENTS weights: smaller Consts are folded by shape inference.
+    out_channels = data.draw(st.integers(257, 270), label="out_channels")
+    kh, kw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    strides = [data.draw(st.integers(1, 2)) for _ in range(2)]
+    dilations = [data.draw(st.integers(1, 2)) for _ in range(2)]
+    pads = [data.draw(st.integers(0, 1)) for _ in range(4)]
+    batch = data.draw(st.integers(1, 2), label="batch")
+    extent = [(k - 1) * d + 1 for k, d in zip((kh, kw), dilations)]
+    oh = data.draw(st.integers(1, 4 // batch), label="oh")
+    ow = data.draw(st.integers(1, 4 // batch // oh), label="ow")
+    # Input sizes giving those output sizes (the pads may make some taps read zeros only).
+    h = max(1, (oh - 1) * strides[0] + extent[0] - pads[0] - pads[2])
+    w = max(1, (ow - 1) * strides[1] + extent[1] - pads[1] - pads[3])
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31), label="seed"))
+    g = GraphBuilder("narrow")
+    x = g.parameter("x", "f32", [None, channels, None, None])
+    w16 = g.constant((0.1 * rng.standard_normal((out_channels, channels, kh, kw))).astype(np.float16))
+    conv = g.op("Convolution", [x, g.op("Convert", [w16], destination_type="f32", name="w")],
+                strides=strides, dilations=dilations, pads_begin=pads[:2], pads_end=pads[2:],
+                auto_pad="explicit", name="conv")
+    g.result(conv, name="y")
+    feed = {"x": rng.standard_normal((batch, channels, h, w)).astype(np.float32)}
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(decompress, "COMPRESSED_MIN_ELEMENTS", 1)
+        import llvmlite.binding  # noqa: F401  (the rule keeps weights where LLVM is loaded)
+        xml, _ = g.save(Path(tmp) / "narrow.xml")
+        kept = irrun.read_model(xml)
+        got = kept.infer(feed)["y"]
+        folded = irrun.read_model(xml, fold=False).infer(feed)["y"]
+        expected = oracle.ov_run(xml, feed)[0]
+    assert got.shape == folded.shape == expected.shape
+    columns = batch * got.shape[2] * got.shape[3]
+    weights = next(n.folded[0] for n in kept.program.nodes.values() if n.layer.name == "w")
+    from irrun.opkit.llvm import host_has
+    assert isinstance(weights, CompressedWeights) == host_has("f16c")
+    if isinstance(weights, CompressedWeights) and columns <= 4:     # C*kh*kw: whole 16s
+        assert weights._f32 is None, "the narrow product did not run"
+    np.testing.assert_allclose(got, folded, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
