@@ -157,16 +157,7 @@ def test_views_see_the_f32_values_of_a_kept_convert(tmp_path, small_threshold):
     assert np.any(np.asarray(node.folded[0]) != 0)
 
 
-def test_without_llvmlite_nothing_is_kept(tmp_path, small_threshold, monkeypatch):
-    import functools
-    import sys
-
-    from irrun.opkit import llvm
-
-    monkeypatch.setitem(sys.modules, "llvmlite.binding", None)
-    monkeypatch.setattr(llvm, "_compiled", {})
-    monkeypatch.setattr(llvm, "_host_features",
-                        functools.lru_cache(maxsize=1)(llvm._host_features.__wrapped__))
+def test_without_llvmlite_nothing_is_kept(tmp_path, small_threshold, without_llvmlite):
     xml = _conv_model(tmp_path)
     m = irrun.read_model(xml)
     assert _kept(m) == set()

@@ -291,23 +291,9 @@ def test_large_f16_casts_take_numpy_until_it_has_cost_the_loops_price(monkeypatc
     assert f16c_state._rent_paid == paid, "the loop's casts were counted as NumPy's"
 
 
-def _without_llvmlite(monkeypatch):
-    """This process as one where llvmlite cannot be imported: nothing compiled yet, the
-    CPU's features not asked yet (both are kept per process once known)."""
-    import functools
-
-    from irrun.opkit import llvm
-
-    monkeypatch.setitem(sys.modules, "llvmlite.binding", None)    # import fails
-    monkeypatch.setattr(llvm, "_compiled", {})
-    monkeypatch.setattr(llvm, "_host_features",
-                        functools.lru_cache(maxsize=1)(llvm._host_features.__wrapped__))
-
-
-def test_without_llvmlite_f16_casts_stay_numpys(monkeypatch, f16c_state):
+def test_without_llvmlite_f16_casts_stay_numpys(monkeypatch, f16c_state, without_llvmlite):
     from irrun.opkit import convert_array
 
-    _without_llvmlite(monkeypatch)
     monkeypatch.setattr(f16c_state, "PRICE_SECONDS", 0.0)
     assert f16c_state.load() is None and f16c_state.loop() is None
     x = np.tile(_every_half(), 2)

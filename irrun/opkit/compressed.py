@@ -57,19 +57,22 @@ class CompressedWeights:
         if self._f32 is None:
             with self._lock:
                 if self._f32 is None:
-                    from irrun.weights import check_alloc
-
-                    check_alloc(self.shape, self.dtype, "the decompressed weights")
-                    self._f32 = _frozen(_convert(self.source))
+                    self._f32 = _frozen(self._convert())
         return self._f32
 
     def __array__(self, dtype=None, copy=None):
-        if self._f32 is None:
-            from irrun.weights import check_alloc
-
-            check_alloc(self.shape, self.dtype, "the decompressed weights")
-        out = self._f32.copy() if self._f32 is not None else _convert(self.source)
+        out = self._f32.copy() if self._f32 is not None else self._convert()
         return out if dtype is None else out.astype(dtype, copy=False)
+
+    def _convert(self) -> np.ndarray:
+        """A new f32 array of the values, within the memory limit: the loader did not
+        allocate it, so the limit is asked here (the executor names the layer)."""
+        from irrun.weights import check_alloc
+
+        from .numeric import convert_array
+
+        check_alloc(self.shape, self.dtype, "the decompressed weights")
+        return convert_array(self.source, "f32")      # what the Convert's kernel computes
 
     def __repr__(self) -> str:
         return f"CompressedWeights(f16 -> f32, shape={list(self.shape)})"
@@ -78,12 +81,6 @@ class CompressedWeights:
 def plain(value):
     """`value` as an array: a CompressedWeights' f32 values, anything else as it is."""
     return np.asarray(value) if isinstance(value, CompressedWeights) else value
-
-
-def _convert(source: np.ndarray) -> np.ndarray:
-    from .numeric import convert_array
-
-    return convert_array(source, "f32")      # what the Convert's kernel computes
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
