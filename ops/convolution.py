@@ -11,9 +11,9 @@ from typing import Literal
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, AutoPad, CompressedWeights, Dim, TensorSpec, check_alloc, check_integer, check_spatial_rank, format_shape,
-    check_window_attrs, compute_dtype, dilated, elements, fail, fixed_pads, numeric, register,
-    resolve_pads, tap_slices, window_count, window_dim,
+    DYNAMIC, AutoPad, CompressedWeights, Dim, TensorSpec, check_alloc, check_integer,
+    check_spatial_rank, format_shape, check_window_attrs, compute_dtype, dilated, elements, fail,
+    fixed_pads, numeric, register, resolve_pads, tap_slices, window_count, window_dim,
 )
 
 # ---------------------------------------------------------------- window geometry

@@ -138,8 +138,8 @@ def ir_name(name: str, default=dataclasses.MISSING):
 
 
 __all__ = [
-    "ARITH", "AutoPad", "CompressedWeights", "DYNAMIC", "Dim", "DimOf", "ElementType", "ElementTypeName", "NoAttrs",
-    "OpProblem",
+    "ARITH", "AutoPad", "CompressedWeights", "DYNAMIC", "Dim", "DimOf", "ElementType",
+    "ElementTypeName", "NoAttrs", "OpProblem",
     "PartialShapeText", "ResourceError", "TensorSpec", "UnsupportedError", "as_dtype",
     "balanced_ranges", "broadcast_dim", "broadcast_shapes", "check_alloc", "check_arrays_broadcast",
     "check_integer", "check_rank",
