@@ -1,6 +1,6 @@
 """The f32 and f16 loops of ops/segment_sum_loop.py, written in LLVM's IR
 (irrun.opkit.llvm): the weighted sums of EmbeddingBag* and of EmbeddingSegmentsSum's sorted
-path, for f32 or f16 tables whose rows are a whole number of 16-element vectors (16..256
+path, for f32 or f16 tables whose rows are a whole number of 8-element vectors (8..256
 elements) and i32 or i64 ids. f16 values are extended to f32 (exact), summed in f32 and
 rounded to f16 once at the end (to nearest even), as the numba loop does.
 
@@ -9,7 +9,8 @@ and nothing changed in it moved that; this loop, doing the same work in the same
 is 1.02-1.04x (bench/ir_embedding_bag.py). Same order means the same sums, bit for bit:
 each lookup's row is multiplied by its weight and added to the row of sums (fmul then fadd,
 never a fused multiply-add), the bag's sum divided by its size for a mean, an empty bag
-the default row or zeros. The sums live in registers, as <16 x float> vectors.
+the default row or zeros. The sums live in registers, as <16 x float> vectors (<8 x float>
+for widths that are an odd number of 8s).
 
 Each function returns what its numba twin returns (the caller's checks and fallbacks are
 the same): `bags` the end of its last bag, or the first lookup whose index is not a row of
@@ -36,7 +37,7 @@ import numpy as np
 from irrun.opkit.llvm import compile_ir, host_has
 
 PREFETCH_AHEAD = 16                 # lookups, as the numba loop's
-WIDTHS = range(16, 257, 16)         # row widths with a loop here (elements)
+WIDTHS = range(1, 257)              # row widths with a loop here (elements)
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 _SIGNATURES = {
@@ -55,6 +56,7 @@ def loops_for(width: int, index_dtype: np.dtype, streaming: bool = False,
     int64), with streaming stores or not, or None (see the module's docstring)."""
     if width not in WIDTHS or index_dtype not in (np.int32, np.int64):
         return None
+    streaming = streaming and width % 8 == 0     # see _ir: whole vectors, each aligned
     if table_dtype == np.float16:
         if not host_has("f16c"):
             return None       # LLVM would call a library routine per half
@@ -70,31 +72,55 @@ def _compiled(width: int, index_bits: int, streaming: bool, half: bool):
 
 
 def _ir(width: int, index_bits: int, streaming: bool = False, half: bool = False) -> str:
-    vectors = width // 16
     et, esize = ("half", 2) if half else ("float", 4)     # the table's (and output's) type
     row_bytes = width * esize
     ix = f"i{index_bits}"
-    # How a vector of the output is stored (the output's rows are whole vectors, so an
-    # output on a 64-byte boundary has every vector on its own boundary), and what
-    # precedes each ret.
-    out_store = f"align {16 * esize}, !nontemporal !0" if streaming else f"align {esize}"
+    # The row as vectors: (first element, lanes) each. Streaming loops store whole vectors
+    # on their own boundary, so their rows (a multiple of 8 elements: loops_for) are
+    # vectors of one size, 16 lanes (a 512-bit register of f32) or 8; other loops take as
+    # many 16s as fit, then one each of 8, 4, 2 and 1 where needed.
+    if streaming:
+        size = 16 if width % 16 == 0 else 8
+        chunks = [(at, size) for at in range(0, width, size)]
+    else:
+        chunks, at = [], 0
+        for size in (16, 8, 4, 2, 1):
+            while width - at >= size:
+                chunks.append((at, size))
+                at += size
+    # How a vector of the output is stored ({align}: filled in per vector by each), and
+    # what precedes each ret.
+    out_store = "align {align}, !nontemporal !0" if streaming else "align {align}"
     fence = "  call void @llvm.x86.sse.sfence()\n" if streaming else ""
 
     def widen(name: str, value: str, type_: str) -> str:
         """%name = %value as f32 (an f16 value is extended: exact)."""
         if not half:
             return f"  %{name} = bitcast {type_} %{value} to {type_}"   # a new name only
-        wide = "<16 x float>" if "<" in type_ else "float"
+        wide = "<{lanes} x float>" if "<" in type_ else "float"
         return f"  %{name} = fpext {type_} %{value} to {wide}"
 
     def narrow(name: str, value: str) -> str:
         """%name = the f32 vector %value in the output's type (to nearest even for f16)."""
         if not half:
-            return f"  %{name} = bitcast <16 x float> %{value} to <16 x float>"
-        return f"  %{name} = fptrunc <16 x float> %{value} to <16 x half>"
+            return f"  %{name} = bitcast <{{lanes}} x float> %{value} to <{{lanes}} x float>"
+        return f"  %{name} = fptrunc <{{lanes}} x float> %{value} to <{{lanes}} x half>"
 
     def each(template: str) -> str:
-        return "\n".join(template.format(k=k, at=16 * k) for k in range(vectors))
+        """The template once per vector of the row: {k} its number, {at} its first
+        element, {lanes} its size, {align} the alignment its output store may assume."""
+        return "\n".join(template.format(k=k, at=at, lanes=lanes,
+                                          align=lanes * esize if streaming else esize)
+                         for k, (at, lanes) in enumerate(chunks))
+
+    def splat(name: str, scalar: str) -> str:
+        """%name_L = the float %scalar in every lane of a vector, for each vector size L
+        of the row (one each: their users share it)."""
+        return "\n".join(
+            f"  %{name}_one_{lanes} = insertelement <{lanes} x float> poison, float %{scalar}, i64 0\n"
+            f"  %{name}_{lanes} = shufflevector <{lanes} x float> %{name}_one_{lanes}, "
+            f"<{lanes} x float> poison, <{lanes} x i32> zeroinitializer"
+            for lanes in sorted({lanes for _, lanes in chunks}))
 
     def load_index(name: str, array: str, position: str) -> str:
         """%name = the id array[position], sign-extended to i64."""
@@ -132,13 +158,12 @@ def _ir(width: int, index_bits: int, streaming: bool = False, half: bool = False
   %{tag}_w_at = getelementptr {et}, ptr %weights, i64 %{tag}_wj
   %{tag}_w_raw = load {et}, ptr %{tag}_w_at, align {esize}
 {widen(tag + "_w", tag + "_w_raw", et)}
-  %{tag}_w1 = insertelement <16 x float> poison, float %{tag}_w, i64 0
-  %{tag}_wv = shufflevector <16 x float> %{tag}_w1, <16 x float> poison, <16 x i32> zeroinitializer
+{splat(tag + "_wv", tag + "_w")}
 """ + each(f"""  %{tag}_at{{k}} = getelementptr {et}, ptr %{tag}_row, i64 {{at}}
-  %{tag}_raw{{k}} = load <16 x {et}>, ptr %{tag}_at{{k}}, align {esize}
-{widen(tag + "_v{k}", tag + "_raw{k}", "<16 x " + et + ">")}
-  %{tag}_m{{k}} = fmul <16 x float> %{tag}_wv, %{tag}_v{{k}}
-  %{new}{{k}} = fadd <16 x float> %{acc}{{k}}, %{tag}_m{{k}}""")
+  %{tag}_raw{{k}} = load <{{lanes}} x {et}>, ptr %{tag}_at{{k}}, align {esize}
+{widen(tag + "_v{k}", tag + "_raw{k}", "<{lanes} x " + et + ">")}
+  %{tag}_m{{k}} = fmul <{{lanes}} x float> %{tag}_wv_{{lanes}}, %{tag}_v{{k}}
+  %{new}{{k}} = fadd <{{lanes}} x float> %{acc}{{k}}, %{tag}_m{{k}}""")
 
     def fill(tag: str, s: str, done: str) -> str:
         """out[s] = table[default] (or zeros when default < 0), then go on at `done`."""
@@ -150,13 +175,13 @@ def _ir(width: int, index_bits: int, streaming: bool = False, half: bool = False
   %{tag}_d_off = mul i64 %default, {row_bytes}
   %{tag}_d_row = getelementptr i8, ptr %table, i64 %{tag}_d_off
 """ + each(f"""  %{tag}_d_at{{k}} = getelementptr {et}, ptr %{tag}_d_row, i64 {{at}}
-  %{tag}_d{{k}} = load <16 x {et}>, ptr %{tag}_d_at{{k}}, align {esize}
+  %{tag}_d{{k}} = load <{{lanes}} x {et}>, ptr %{tag}_d_at{{k}}, align {esize}
   %{tag}_o_at{{k}} = getelementptr {et}, ptr %{tag}_out, i64 {{at}}
-  store <16 x {et}> %{tag}_d{{k}}, ptr %{tag}_o_at{{k}}, {out_store}""") + f"""
+  store <{{lanes}} x {et}> %{tag}_d{{k}}, ptr %{tag}_o_at{{k}}, {out_store}""") + f"""
   br label %{done}
 {tag}_zero:
 """ + each(f"""  %{tag}_z_at{{k}} = getelementptr {et}, ptr %{tag}_out, i64 {{at}}
-  store <16 x {et}> zeroinitializer, ptr %{tag}_z_at{{k}}, {out_store}""") + f"""
+  store <{{lanes}} x {et}> zeroinitializer, ptr %{tag}_z_at{{k}}, {out_store}""") + f"""
   br label %{done}"""
 
     def store(tag: str, s: str, values: str) -> str:
@@ -164,7 +189,7 @@ def _ir(width: int, index_bits: int, streaming: bool = False, half: bool = False
   %{tag}_out = getelementptr {et}, ptr %out, i64 %{tag}_out_off
 """ + each(f"""  %{tag}_at{{k}} = getelementptr {et}, ptr %{tag}_out, i64 {{at}}
 {narrow(tag + "_n{k}", values + "{k}")}
-  store <16 x {et}> %{tag}_n{{k}}, ptr %{tag}_at{{k}}, {out_store}""")
+  store <{{lanes}} x {et}> %{tag}_n{{k}}, ptr %{tag}_at{{k}}, {out_store}""")
 
     def lookups(enter: str, first: str, end: str, stop: str, done: str) -> str:
         """Blocks lookup, current and summed: %sum{k} = the weighted rows of lookups
@@ -172,7 +197,7 @@ def _ir(width: int, index_bits: int, streaming: bool = False, half: bool = False
         index is not a row goes to %bad, the end to block `done`."""
         return f"""lookup:
   %j = phi i64 [%{first}, %{enter}], [%j_next, %summed]
-{each(f"  %acc{{k}} = phi <16 x float> [zeroinitializer, %{enter}], [%sum{{k}}, %summed]")}
+{each(f"  %acc{{k}} = phi <{{lanes}} x float> [zeroinitializer, %{enter}], [%sum{{k}}, %summed]")}
 {prefetch("p", "j", stop, "current")}
 
 current:
@@ -219,13 +244,12 @@ bag_done:
 divide:
   %count = sub i64 %hi, %lo
   %count_f = uitofp i64 %count to float
-  %count1 = insertelement <16 x float> poison, float %count_f, i64 0
-  %count_v = shufflevector <16 x float> %count1, <16 x float> poison, <16 x i32> zeroinitializer
-{each("  %mean{k} = fdiv <16 x float> %sum{k}, %count_v")}
+{splat("count_v", "count_f")}
+{each("  %mean{k} = fdiv <{lanes} x float> %sum{k}, %count_v_{lanes}")}
   br label %keep
 
 keep:
-{each("  %final{k} = phi <16 x float> [%sum{k}, %bag_done], [%mean{k}, %divide]")}
+{each("  %final{k} = phi <{lanes} x float> [%sum{k}, %bag_done], [%mean{k}, %divide]")}
 {store("o", "s", "final")}
   br label %next_bag
 

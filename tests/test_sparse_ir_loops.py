@@ -84,7 +84,7 @@ TABLES = [np.float32, pytest.param(np.float16, marks=pytest.mark.skipif(
 
 @pytest.mark.parametrize("table_type", TABLES)
 @pytest.mark.parametrize("threads", ["1", "2"])
-@pytest.mark.parametrize("width", [16, 48, 64, 256])
+@pytest.mark.parametrize("width", [1, 3, 8, 12, 16, 24, 48, 64, 100, 256])
 @pytest.mark.parametrize("index_type", [np.int32, np.int64])
 def test_bags_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls, stores,
                                                threads, width, index_type, table_type):
@@ -114,7 +114,7 @@ def test_bags_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls
 
 @pytest.mark.parametrize("table_type", TABLES)
 @pytest.mark.parametrize("threads", ["1", "2"])
-@pytest.mark.parametrize("width", [16, 64, 256])
+@pytest.mark.parametrize("width", [2, 8, 24, 64, 100, 256])
 @pytest.mark.parametrize("index_type", [np.int32, np.int64])
 def test_segments_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls,
                                                    stores, threads, width, index_type,
@@ -181,7 +181,7 @@ def test_unsorted_and_bad_segment_ids_take_the_checking_path(numba_only):
 
 def test_other_tables_keep_the_numba_loop(ir_calls):
     rng = np.random.default_rng(3)
-    for table, ids_type in ((rng.standard_normal((50, 8)).astype(np.float32), np.int64),
+    for table, ids_type in ((rng.standard_normal((50, 257)).astype(np.float32), np.int64),
                             (rng.standard_normal((50, 64)).astype(ml_dtypes.bfloat16), np.int64),
                             (rng.standard_normal((50, 64)).astype(np.float32), np.int32)):
         indices = rng.integers(0, 50, 100)       # int64: ids of another type are numba's
