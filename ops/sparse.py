@@ -322,8 +322,8 @@ def _empty_output(shape, dtype) -> np.ndarray:
 def _ir_operands(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
                  weights: np.ndarray | None, ids: np.ndarray, ids_type):
     """(loops, operands) for the LLVM IR loops (segment_sum_ir_loop), where they apply:
-    an f32 or f16 table, with weights and output of its type, rows of 8..256 elements in
-    steps of 8, contiguous i32 or i64 indices and `ids` (bounds or segment ids) of
+    an f32 or f16 table, with weights and output of its type, rows of 1..256 elements,
+    contiguous i32 or i64 indices and `ids` (bounds or segment ids) of
     `ids_type`, the type the loop reads them as; else None, and the numba loop runs.
     operands(ids) gives the arguments up to the default: the loops read raw addresses, so
     every array must be C-contiguous here."""
