@@ -356,8 +356,8 @@ def _narrow_conv(attrs, x: np.ndarray, w: CompressedWeights) -> np.ndarray | Non
     kernel = filters.shape[2:]
     pb, pe, counts = _geometry(attrs, x.shape, (1,) + filters.shape)
     columns, ck = n * math.prod(counts), c * math.prod(kernel)
-    if not 1 <= columns <= NARROW_MAX_COLUMNS or ck % 16 or o == 0:
-        return None
+    if not 1 <= columns <= NARROW_MAX_COLUMNS or ck == 0 or ck % 16 or o == 0:
+        return None         # (the loop reads 16 of K at least once: K must be whole 16s)
     from .narrow_product_ir_loop import ROWS, product_for
 
     loops = product_for(columns, True)
