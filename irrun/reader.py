@@ -545,12 +545,16 @@ def _subgraphs(parts: dict, layer: Layer, path: str, version: int, diag: Collect
         back = []
         back_el = parts.get("back_edges") if role == "body" else None
         for e in (back_el.iterchildren("edge") if back_el is not None else ()):
-            frm, to = e.get("from-layer"), e.get("to-layer")
+            frm, to = (e.get(a, "").strip() or None for a in ("from-layer", "to-layer"))
             if frm is None or to is None:
+                # (An empty or blank id is as missing as an absent one: the port map's checks
+                # skip such an edge, so this is where it is reported.)
+                got = ", ".join(f"{a}={e.get(a)!r}" for a in ("from-layer", "to-layer")
+                                if e.get(a) is not None)
                 diag.error("bad-back-edge", "back edge needs from-layer (a body Result) and "
-                           "to-layer (a body Parameter)", line=e.sourceline, layer=layer)
-            back.append(BackEdge(frm.strip() if frm else None, to.strip() if to else None,
-                                 e.sourceline))
+                           f"to-layer (a body Parameter), got {got or 'neither'}",
+                           line=e.sourceline, layer=layer)
+            back.append(BackEdge(frm, to, e.sourceline))
         bodies.append(Subgraph(role, doc, _port_map(map_el, layer, diag), back,
                                body_el.sourceline, map_el.sourceline if map_el is not None else None))
     if parts.get("back_edges") is not None and not any(b.role == "body" for b in bodies):

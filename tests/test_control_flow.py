@@ -405,6 +405,29 @@ def test_body_problems_are_at_their_lines(tmp_path):
     assert any(d.line == line and d.code == "unknown-op" for d in diags), diags
 
 
+@pytest.mark.parametrize("blank", ['to-layer=""', 'to-layer="  "', 'from-layer=""'])
+def test_a_back_edge_with_a_blank_id_is_an_error_at_its_line(tmp_path, blank):
+    """Fuzzing found it (case 7007506): an empty id was taken as no edge, nothing said why,
+    and read_model ended in "internal error: nothing is known about this layer's outputs"."""
+    xml = save(build_loop(trip=3), tmp_path)
+    text = Path(xml).read_text()
+    attr = blank.split("=")[0]
+    text, n = re.subn(rf'(<back_edges>\s*<edge [^>]*?){attr}="\d+"', rf"\g<1>{blank}", text,
+                      count=1)
+    assert n == 1
+    bad = tmp_path / "bad.xml"
+    bad.write_text(text)
+    os.link(os.path.splitext(xml)[0] + ".bin", tmp_path / "bad.bin")
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if blank in s and "<edge" in s)
+    diags = [d for d in irrun.validate(bad) if d.severity == "error"]
+    assert any(d.line == line and d.code == "bad-back-edge" and blank.replace('"', "'") in d.message
+               for d in diags), diags
+    with pytest.raises(irrun.IrrunError) as info:
+        irrun.read_model(bad)
+    assert "back edge needs from-layer" in str(info.value)
+    assert "internal error" not in str(info.value)
+
+
 def test_back_edge_type_clash_is_at_the_back_edge(tmp_path):
     xml = save(build_loop(trip=3), tmp_path)
     text = Path(xml).read_text()
