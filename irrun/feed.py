@@ -12,7 +12,7 @@ import numpy as np
 
 from .errors import FeedError, ReadError, ResourceError
 from .etypes import ElementType
-from .shapes import format_shape
+from .shapes import format_shape, shape_matches
 from .weights import max_tensor_bytes
 
 
@@ -57,10 +57,14 @@ def cast_input(name: str, value, etype: ElementType, shape) -> np.ndarray:
     Python lists). A lossy or foreign value is an error: floats for an integer input,
     integers out of range, strings, objects. OpenVINO would silently truncate or wrap.
     """
-    want = f"{etype.name}{format_shape(shape)}"
+    # The usual feed first: an array of the Parameter's own numeric type and a shape that
+    # fits, which the checks below would return as it is.
+    if (type(value) is np.ndarray and value.dtype == etype.dtype and value.dtype.kind in "fiub"
+            and etype.kind != "string" and shape_matches(shape, value.shape)):
+        return value
 
     def fail(problem: str):
-        raise FeedError(f"input '{name}': {problem}; expected {want}")
+        raise FeedError(f"input '{name}': {problem}; expected {etype.name}{format_shape(shape)}")
 
     if isinstance(value, np.ndarray):
         arr = value

@@ -76,6 +76,22 @@ class Model:
         self.diagnostics = program.diagnostics
         self._plans: dict[tuple, Plan] = {}
         self._signature_plans = SignaturePlans(program)
+        # Input name (any of its tensor names) -> (PortInfo, Parameter node), for _feeds:
+        # built once, since a run's feed goes through it every time.
+        self._by_name: dict[str, tuple] = {}
+        for info, node in zip(self.inputs, program.parameters):
+            for n in info.names:
+                self._by_name.setdefault(n, (info, node))
+        # The usual feed, a dict of arrays of each input's own numeric type and static
+        # shape under its first name, is taken as it is: no cast_input, whose checks would
+        # all pass. Name -> (layer id, dtype, shape) for those inputs.
+        self._as_given = {}
+        for info, node in zip(self.inputs, program.parameters):
+            spec = node.specs[0]
+            if (spec.etype.kind != "string" and spec.etype.dtype.kind in "fiub"
+                    and spec.shape is not None and all(d.is_static for d in spec.shape)):
+                self._as_given[info.name] = (node.layer.id, spec.etype.dtype,
+                                             tuple(d.value for d in spec.shape))
 
     def __repr__(self) -> str:
         ins = ", ".join(map(str, self.inputs))
@@ -86,6 +102,18 @@ class Model:
 
     def _feeds(self, feed) -> dict[str, np.ndarray]:
         params = self.program.parameters
+        if type(feed) is dict and len(feed) == len(params) == len(self._as_given):
+            as_given = self._as_given
+            result = {}
+            for key, value in feed.items():
+                known = as_given.get(key)
+                if (known is None or type(value) is not np.ndarray or value.dtype != known[1]
+                        or value.shape != known[2]):
+                    break
+                result[known[0]] = value
+            else:
+                if len(result) == len(params):
+                    return result
         if feed is None:
             feed = {}
         if isinstance(feed, (list, tuple)):
@@ -98,10 +126,7 @@ class Model:
                 feed = {self.inputs[0].name: feed}
             else:
                 raise FeedError("feed must be a dict of input name -> array", file=self.path)
-        by_name = {}
-        for info, node in zip(self.inputs, params):
-            for n in info.names:
-                by_name.setdefault(n, (info, node))
+        by_name = self._by_name
         unknown = [k for k in feed if k not in by_name]
         if unknown:
             raise FeedError(f"unknown input name{'s' if len(unknown) > 1 else ''} "

@@ -286,6 +286,38 @@ def test_good_feed_runs(two_inputs):
     np.testing.assert_array_equal(out["ids"], IDS)
 
 
+@pytest.fixture
+def static_inputs(tmp_path):
+    """x: f32[2,4], ids: i32[3], both static: the feeds that fit take Model._feeds' short
+    path, which must say no more and no less than the checks."""
+    layers = (parameter(0, "x", "f32", "2,4", (2, 4)) + parameter(1, "ids", "i32", "3", (3,))
+              + result(2, "out_x", "f32", (2, 4)) + result(3, "out_ids", "i32", (3,)))
+    return irrun.read_model(write_ir(tmp_path, layers, edge(0, 2) + edge(1, 3)))
+
+
+def test_feeds_that_fit_are_used_as_given(static_inputs):
+    out = static_inputs.infer({"ids": IDS, "x": X})
+    assert out["x"] is X and out["ids"] is IDS      # no copy, in either order
+
+
+@pytest.mark.parametrize("feed, problem", [
+    ({"x": X.astype(np.float64), "ids": IDS}, None),                  # cast, silently
+    ({"x": X.tolist(), "ids": IDS}, None),
+    ({"x": np.zeros((2, 5), np.float32), "ids": IDS}, "dim 1 is 5, expected 4"),
+    ({"x": np.zeros(8, np.float32), "ids": IDS}, "got rank 1 (shape [8])"),
+    ({"x": X, "ids": np.array([1.5, 2, 3], np.float32)}, "got float32 values for an integer"),
+    ({"x": X, "idz": IDS}, "unknown input name 'idz'"),
+    ({"x": X}, "missing input: ids: i32[3]"),
+])
+def test_feeds_that_do_not_fit_are_checked(static_inputs, feed, problem):
+    if problem is None:
+        out = static_inputs.infer(feed)
+        np.testing.assert_array_equal(out["x"], np.asarray(feed["x"], np.float32))
+        assert out["x"].dtype == np.float32
+    else:
+        assert problem in feed_error(static_inputs, feed)
+
+
 def test_unknown_input_name(two_inputs):
     m, xml = two_inputs
     text = feed_error(m, {"x": X, "ids": IDS, "idz": IDS})
