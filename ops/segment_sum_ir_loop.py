@@ -18,8 +18,13 @@ the table; `segments` -1, or the first lookup that breaks the sorted-ids promise
 such an index. Ids are compared as unsigned 64-bit numbers after sign extension, as the
 numba loops compare np.uintp values: a negative one is a huge one.
 
-`loops_for(width, index_dtype, streaming)` gives {"bags": fn, "segments": fn}, compiled
-once per process per width, index type and store kind, or None (no llvmlite, or the width
+The ops call @bag_chunks and @segment_chunks (see _chunks_ir), which run @bags and
+@segments over chunks that each thread claims as it goes. @segments finds each segment's
+end sixteen ids at a time where it can.
+
+`loops_for(width, index_dtype, streaming)` gives {"bags": fn, "segments": fn,
+"bag_chunks": fn, "segment_chunks": fn}, compiled once per process per width, index type
+and store kind, or None (no llvmlite, or the width
 is not one of these): the caller then takes the numba loop. Streaming loops write the
 output with non-temporal stores, which skip reading each output line into the cache
 before overwriting it (about a tenth of the memory traffic when the output is large):
@@ -46,14 +51,21 @@ _SIGNATURES = {
     # (table, rows, indices, segment_ids, weights, one_weight, out, default, lo, hi,
     #  first, last)
     "segments": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _I),
+    # The same over all bags or segments, in `count` chunks that the calling threads
+    # claim one by one from the shared i64 at `next` (see _chunks_ir):
+    # (table, rows, indices, bounds, weights, one_weight, out, default, mean, bags, count,
+    #  next) and (table, rows, indices, segment_ids, weights, one_weight, out, default, n,
+    #  segments, count, next)
+    "bag_chunks": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _P),
+    "segment_chunks": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _P),
 }
 
 
 def loops_for(width: int, index_dtype: np.dtype, streaming: bool = False,
               table_dtype: np.dtype = np.dtype(np.float32)):
-    """{"bags": fn, "segments": fn} for rows of `width` elements of `table_dtype` (f32, or
-    f16 where the CPU converts halves itself: F16C) and ids of `index_dtype` (int32 or
-    int64), with streaming stores or not, or None (see the module's docstring)."""
+    """The four loops ({"bags": fn, ...}) for rows of `width` elements of `table_dtype`
+    (f32, or f16 where the CPU converts halves itself: F16C) and ids of `index_dtype`
+    (int32 or int64), with streaming stores or not, or None (see the module's docstring)."""
     if width not in WIDTHS or index_dtype not in (np.int32, np.int64):
         return None
     streaming = streaming and width % 8 == 0     # see _ir: whole vectors, each aligned
@@ -264,6 +276,8 @@ bad:
 {fence}  ret i64 %j
 }}
 """
+    widen_ids = ("  %v = sext <16 x {ix}> %v_raw to <16 x i64>" if index_bits < 64
+                 else "  %v = add <16 x i64> %v_raw, zeroinitializer").format(ix=ix)
     segments = f"""
 define i64 @segments(ptr %table, i64 %rows, ptr %indices, ptr %segment_ids, ptr %weights,
                      i64 %one_weight, ptr %out, i64 %default, i64 %lo, i64 %hi, i64 %first,
@@ -280,17 +294,49 @@ segment:
   br label %scan
 
 scan:
-  %end = phi i64 [%start, %segment], [%end_next, %same]
-  %inside = icmp ult i64 %end, %hi
+  ; The segment's end: the first lookup from %pos on whose id is not %s. Sixteen ids at a
+  ; time where sixteen are left in the span, so that a segment of up to 15 lookups costs
+  ; one well-predicted branch here, not a mispredicted loop exit (100k segments: about a
+  ; twentieth of the time); one at a time near the span's end.
+  %pos = phi i64 [%start, %segment], [%pos_16, %same_16], [%pos_1, %same]
+  %room = add i64 %pos, 16
+  %fits = icmp ule i64 %room, %hi
+  br i1 %fits, label %scan_16, label %scan_1
+
+scan_16:
+  %v_at = getelementptr {ix}, ptr %segment_ids, i64 %pos
+  %v_raw = load <16 x {ix}>, ptr %v_at, align {index_bits // 8}
+{widen_ids}
+  %s_one = insertelement <16 x i64> poison, i64 %s, i64 0
+  %s_v = shufflevector <16 x i64> %s_one, <16 x i64> poison, <16 x i32> zeroinitializer
+  %eq = icmp eq <16 x i64> %v, %s_v
+  %eq_bits = bitcast <16 x i1> %eq to i16
+  %all_same = icmp eq i16 %eq_bits, -1
+  br i1 %all_same, label %same_16, label %differs_16
+
+same_16:
+  %pos_16 = add i64 %pos, 16
+  br label %scan
+
+differs_16:
+  %not_same = xor i16 %eq_bits, -1
+  %tz = call i16 @llvm.cttz.i16(i16 %not_same, i1 true)
+  %tz_64 = zext i16 %tz to i64
+  %at_16 = add i64 %pos, %tz_64
+  br label %scan_id
+
+scan_1:
+  %inside = icmp ult i64 %pos, %hi
   br i1 %inside, label %scan_id, label %scanned
 
 scan_id:
-{load_index("id", "segment_ids", "end")}
+  %at = phi i64 [%pos, %scan_1], [%at_16, %differs_16]
+{load_index("id", "segment_ids", "at")}
   %is_s = icmp eq i64 %id, %s
   br i1 %is_s, label %same, label %other
 
 same:
-  %end_next = add i64 %end, 1
+  %pos_1 = add i64 %at, 1
   br label %scan
 
 other:
@@ -298,6 +344,7 @@ other:
   br i1 %earlier, label %bad_end, label %scanned
 
 scanned:
+  %end = phi i64 [%pos, %scan_1], [%at, %other]
   %filled = icmp ne i64 %start, %end
   br i1 %filled, label %lookup, label %empty
 
@@ -322,11 +369,225 @@ finished:
 {fence}  ret i64 %result
 
 bad_end:
-{fence}  ret i64 %end
+{fence}  ret i64 %at
 
 bad:
 {fence}  ret i64 %j
 }}
 """
     return ("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)\n"
-            "declare void @llvm.x86.sse.sfence()\n" + bags + segments + "!0 = !{i32 1}\n")
+            "declare void @llvm.x86.sse.sfence()\n"
+            "declare i16 @llvm.cttz.i16(i16, i1)\n" + bags + segments + _chunks_ir(ix)
+            + "!0 = !{i32 1}\n")
+
+
+def _chunks_ir(ix: str) -> str:
+    """@bag_chunks and @segment_chunks: @bags and @segments over chunks of the bags or
+    segments that each calling thread claims, one after another, until none is left.
+
+    Why: with one span per thread fixed in advance, a thread that starts late (a pool
+    thread woken from sleep: 20-250 us) or runs slower (the VM's other core serves its
+    interrupts) left the caller waiting 0.4 ms in a 10 ms call; claimed chunks even that
+    out. Each thread finds its chunk's ends itself (a binary search of the bounds or the
+    ids), so the caller's Python does no work per chunk.
+
+    Chunk c of `count` aims at lookups c * n / count onwards. For bags it starts at the bag
+    holding that lookup (balanced_cuts' rule); for segments at the first lookup of that
+    lookup's segment (the ids' lower bound, ids compared as unsigned after sign extension),
+    and at that segment. Sorted ids give rising cuts, so the chunks cover every lookup and
+    segment once; an id past the segments, or cuts that fall back (unsorted ids), stop the
+    thread with the lookup's position, as a lookup that breaks the promise inside a chunk
+    does. They return -1 when every chunk they took was whole (a bag chunk is whole when
+    @bags returns the end of its last bag), else that position: the thread takes no more
+    chunks, the others go on, and the caller, which waits for all of them, takes its
+    checking path."""
+    return f"""
+define i64 @bag_cut(ptr %bounds, i64 %bags, i64 %c, i64 %count) {{
+entry:
+  %is_first = icmp eq i64 %c, 0
+  br i1 %is_first, label %zero, label %inner
+
+zero:
+  ret i64 0
+
+inner:
+  %is_end = icmp sge i64 %c, %count
+  br i1 %is_end, label %all, label %aim
+
+all:
+  ret i64 %bags
+
+aim:
+  %total_at = getelementptr i64, ptr %bounds, i64 %bags
+  %total = load i64, ptr %total_at, align 8
+  %scaled = mul i64 %c, %total
+  %target = sdiv i64 %scaled, %count
+  br label %search
+
+search:
+  ; the first bag b whose start bounds[b] > target, in [lo, hi); the cut is b - 1
+  %lo = phi i64 [0, %aim], [%lo_next, %step]
+  %hi = phi i64 [%bags, %aim], [%hi_next, %step]
+  %open = icmp slt i64 %lo, %hi
+  br i1 %open, label %step, label %found
+
+step:
+  %sum = add i64 %lo, %hi
+  %mid = lshr i64 %sum, 1
+  %mid_at = getelementptr i64, ptr %bounds, i64 %mid
+  %start = load i64, ptr %mid_at, align 8
+  %after = icmp sgt i64 %start, %target
+  %mid_up = add i64 %mid, 1
+  %lo_next = select i1 %after, i64 %lo, i64 %mid_up
+  %hi_next = select i1 %after, i64 %mid, i64 %hi
+  br label %search
+
+found:
+  %cut = sub i64 %lo, 1
+  %low = icmp slt i64 %cut, 0
+  %cut_0 = select i1 %low, i64 0, i64 %cut
+  ret i64 %cut_0
+}}
+
+define i64 @bag_chunks(ptr %table, i64 %rows, ptr %indices, ptr %bounds, ptr %weights,
+                       i64 %one_weight, ptr %out, i64 %default, i64 %mean, i64 %bags,
+                       i64 %count, ptr %next) {{
+entry:
+  br label %claim
+
+claim:
+  %c = atomicrmw add ptr %next, i64 1 monotonic
+  %left = icmp slt i64 %c, %count
+  br i1 %left, label %work, label %done
+
+work:
+  %first = call i64 @bag_cut(ptr %bounds, i64 %bags, i64 %c, i64 %count)
+  %c_next = add i64 %c, 1
+  %last = call i64 @bag_cut(ptr %bounds, i64 %bags, i64 %c_next, i64 %count)
+  %end = call i64 @bags(ptr %table, i64 %rows, ptr %indices, ptr %bounds, ptr %weights,
+                        i64 %one_weight, ptr %out, i64 %default, i64 %mean, i64 %first,
+                        i64 %last)
+  %end_at = getelementptr i64, ptr %bounds, i64 %last
+  %want = load i64, ptr %end_at, align 8
+  %whole = icmp eq i64 %end, %want
+  br i1 %whole, label %claim, label %broken
+
+broken:
+  ret i64 %end
+
+done:
+  ret i64 -1
+}}
+
+define {{i64, i64}} @segment_cut(ptr %segment_ids, i64 %n, i64 %segments, i64 %c,
+                                i64 %count) {{
+entry:
+  %is_first = icmp eq i64 %c, 0
+  br i1 %is_first, label %zero, label %inner
+
+zero:
+  ret {{i64, i64}} zeroinitializer
+
+inner:
+  %is_end = icmp sge i64 %c, %count
+  br i1 %is_end, label %all, label %aim
+
+all:
+  %all_1 = insertvalue {{i64, i64}} poison, i64 %n, 0
+  %all_2 = insertvalue {{i64, i64}} %all_1, i64 %segments, 1
+  ret {{i64, i64}} %all_2
+
+aim:
+  %scaled = mul i64 %c, %n
+  %at = sdiv i64 %scaled, %count
+{_load_id("id", "at", ix)}
+  %in_range = icmp ult i64 %id, %segments
+  br i1 %in_range, label %search, label %outside
+
+outside:
+  ; (lookup, -1): the id at `at` is past the segments (or negative)
+  %out_1 = insertvalue {{i64, i64}} poison, i64 %at, 0
+  %out_2 = insertvalue {{i64, i64}} %out_1, i64 -1, 1
+  ret {{i64, i64}} %out_2
+
+search:
+  ; the first lookup in [0, at] whose id is not below this one
+  %lo = phi i64 [0, %aim], [%lo_next, %step]
+  %hi = phi i64 [%at, %aim], [%hi_next, %step]
+  %open = icmp ult i64 %lo, %hi
+  br i1 %open, label %step, label %found
+
+step:
+  %sum = add i64 %lo, %hi
+  %mid = lshr i64 %sum, 1
+{_load_id("mid_id", "mid", ix)}
+  %below = icmp ult i64 %mid_id, %id
+  %mid_up = add i64 %mid, 1
+  %lo_next = select i1 %below, i64 %mid_up, i64 %lo
+  %hi_next = select i1 %below, i64 %hi, i64 %mid
+  br label %search
+
+found:
+  %cut_1 = insertvalue {{i64, i64}} poison, i64 %lo, 0
+  %cut_2 = insertvalue {{i64, i64}} %cut_1, i64 %id, 1
+  ret {{i64, i64}} %cut_2
+}}
+
+define i64 @segment_chunks(ptr %table, i64 %rows, ptr %indices, ptr %segment_ids,
+                           ptr %weights, i64 %one_weight, ptr %out, i64 %default, i64 %n,
+                           i64 %segments, i64 %count, ptr %next) {{
+entry:
+  br label %claim
+
+claim:
+  %c = atomicrmw add ptr %next, i64 1 monotonic
+  %left = icmp slt i64 %c, %count
+  br i1 %left, label %work, label %done
+
+work:
+  %from = call {{i64, i64}} @segment_cut(ptr %segment_ids, i64 %n, i64 %segments, i64 %c,
+                                        i64 %count)
+  %c_next = add i64 %c, 1
+  %to = call {{i64, i64}} @segment_cut(ptr %segment_ids, i64 %n, i64 %segments,
+                                      i64 %c_next, i64 %count)
+  %lo = extractvalue {{i64, i64}} %from, 0
+  %first = extractvalue {{i64, i64}} %from, 1
+  %hi = extractvalue {{i64, i64}} %to, 0
+  %last = extractvalue {{i64, i64}} %to, 1
+  ; a cut past the segments, or cuts that fall back: ids that break the promise
+  %bad_first = icmp slt i64 %first, 0
+  %bad_last = icmp slt i64 %last, 0
+  %back_lookups = icmp ult i64 %hi, %lo
+  %back_segments = icmp slt i64 %last, %first
+  %bad_1 = or i1 %bad_first, %bad_last
+  %bad_2 = or i1 %back_lookups, %back_segments
+  %bad = or i1 %bad_1, %bad_2
+  br i1 %bad, label %cut_broken, label %sum
+
+sum:
+  %stop = call i64 @segments(ptr %table, i64 %rows, ptr %indices, ptr %segment_ids,
+                             ptr %weights, i64 %one_weight, ptr %out, i64 %default,
+                             i64 %lo, i64 %hi, i64 %first, i64 %last)
+  %whole = icmp slt i64 %stop, 0
+  br i1 %whole, label %claim, label %broken
+
+cut_broken:
+  %where = select i1 %bad_first, i64 %lo, i64 %hi
+  ret i64 %where
+
+broken:
+  ret i64 %stop
+
+done:
+  ret i64 -1
+}}
+"""
+
+
+def _load_id(name: str, position: str, ix: str) -> str:
+    """%name = segment_ids[%position] sign-extended to i64 (as _ir's load_index)."""
+    bits = int(ix[1:])
+    return (f"  %{name}_at = getelementptr {ix}, ptr %segment_ids, i64 %{position}\n"
+            f"  %{name}_raw = load {ix}, ptr %{name}_at, align {bits // 8}\n"
+            + (f"  %{name} = sext {ix} %{name}_raw to i64" if bits < 64
+               else f"  %{name} = add i64 %{name}_raw, 0"))

@@ -10,7 +10,9 @@ specs promise to avoid is never built; it also writes the rows of empty bags and
 indices on the way. Beyond the output, memory is the bag bounds (8 bytes a bag), the sort
 order of unsorted segment ids (up to 16 bytes per lookup) and one row per thread. Spans of
 bags with about equal numbers of lookups run on the op kit's shared pool (the compiled
-loop releases the GIL). NumPy's part is the messages for bad inputs and the sort.
+loop releases the GIL); the LLVM IR loops (segment_sum_ir_loop.py, f32 and f16 tables)
+take over where they apply, their threads claiming chunks of bags as they go. NumPy's
+part is the messages for bad inputs and the sort.
 """
 from __future__ import annotations
 
@@ -165,7 +167,7 @@ class EmbeddingSegmentsSum3:
 
 def _rows(a: np.ndarray) -> np.ndarray:
     """[n, d1, d2, ...] as [n, d1 * d2 * ...]: a view when contiguous (Consts, inputs, outputs)."""
-    return a.reshape(a.shape[0], int(np.prod(a.shape[1:], dtype=np.int64)))
+    return a.reshape(a.shape[0], math.prod(a.shape[1:]))
 
 
 def _check_range(name: str, values: np.ndarray, limit: int, what: str) -> None:
@@ -258,7 +260,8 @@ def _sorted_segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
                         none_index: int | None) -> bool:
     """_segment_sum for what the spec promises (ids sorted and in range, indices in the
     table, a usable default): one compiled pass that finds each segment as it sums it,
-    its spans of lookups on the shared pool, cut where a segment starts. False when the
+    in chunks of lookups cut where a segment starts, which the calling threads claim as
+    they go (the numba loop: one span per thread). False when the
     inputs break the promise anywhere (or the default is needed and unusable), with `out`
     partly written: the caller's checking path then computes it again and words the error.
     """
@@ -268,27 +271,17 @@ def _sorted_segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
     usable = default if 0 <= default < num_emb else -1
     if (usable < 0 and default != none_index) or width == 0 or n == 0 or segments == 0:
         return False
-    # Cuts: the first lookup of the segment holding the lookup each even share aims at.
-    # On ids that are not sorted searchsorted gives some position; each span checks that
-    # its ids rise through its own segments, so a bad cut fails there, never silently.
-    spans, lo, first = [], 0, 0
-    for at, _ in even_ranges(n, _workers(n))[1:]:
-        # (The id as the array's own scalar type: a Python int made searchsorted convert
-        # the whole array to int64 first, 2.6 ms and 8 MB for a million i32 ids.)
-        sid = segment_ids[at]
-        cut = int(np.searchsorted(segment_ids, sid, side="left"))
-        sid = int(sid)
-        if first < sid < segments and lo < cut < n:
-            spans.append((lo, cut, first, sid))
-            lo, first = cut, sid
-    spans.append((lo, n, first, segments))
+    threads = _workers(n)
     ir = _ir_operands(out, table, indices, weights, segment_ids, indices.dtype)
     if ir is not None:
         loops, operands = ir
-        segments_ir = loops["segments"]
-        stopped = parallel(lambda lo, hi, first, last: segments_ir(
-            *operands(segment_ids), usable, lo, hi, first, last), spans)
+        claimed = np.zeros(1, np.int64)
+        args = (*operands(segment_ids), usable, n, segments,
+                threads * CHUNKS_PER_THREAD if threads > 1 else 1, claimed.ctypes.data)
+        segment_chunks = loops["segment_chunks"]
+        stopped = parallel(lambda: segment_chunks(*args), [()] * threads)
         return all(at < 0 for at in stopped)
+    spans = _segment_spans(segment_ids, segments, threads)
     out_bits, table_bits, bf16, weight_bits = _loop_operands(out, table, weights)
     args = (out_bits, table_bits, bf16, indices, segment_ids, weight_bits, usable)
     acc_type = _accumulator(table.dtype)
@@ -317,6 +310,33 @@ def _empty_output(shape, dtype) -> np.ndarray:
     buffer = np.empty(count * dtype.itemsize + 64, np.uint8)
     skip = -buffer.ctypes.data % 64
     return buffer[skip:skip + count * dtype.itemsize].view(dtype).reshape(shape)
+
+
+# Chunks of work per thread for the IR loops, which the threads claim as they go (see
+# segment_sum_ir_loop._chunks_ir): enough that the last ones even out a late or slow thread,
+# few enough that their boundaries (where the prefetches ahead stop) cost nothing.
+CHUNKS_PER_THREAD = 16
+
+
+def _segment_spans(segment_ids: np.ndarray, segments: int, parts: int) -> list[tuple]:
+    """Up to `parts` spans (lo, hi, first, last) for the numba loop's threads (the IR loops
+    find the same cuts themselves): lookups lo..hi and segments first..last, the lookups
+    cut at the first lookup of the segment holding the lookup each even share aims at. On
+    ids that are not sorted searchsorted gives some position; each span checks that its
+    ids rise through its own segments, so a bad cut fails there, never silently."""
+    n = segment_ids.shape[0]
+    spans, lo, first = [], 0, 0
+    for at, _ in even_ranges(n, parts)[1:]:
+        # (The id as the array's own scalar type: a Python int made searchsorted convert
+        # the whole array to int64 first, 2.6 ms and 8 MB for a million i32 ids.)
+        sid = segment_ids[at]
+        cut = int(np.searchsorted(segment_ids, sid, side="left"))
+        sid = int(sid)
+        if first < sid < segments and lo < cut < n:
+            spans.append((lo, cut, first, sid))
+            lo, first = cut, sid
+    spans.append((lo, n, first, segments))
+    return spans
 
 
 def _ir_operands(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
@@ -389,12 +409,13 @@ def _sum_bags(out: np.ndarray, table: np.ndarray, indices: np.ndarray, bounds: n
         ir = _ir_operands(out, table, indices, weights, bounds, np.dtype(np.int64))
     if ir is not None:
         loops, operands = ir
-        bags_ir = loops["bags"]
-        head = operands(bounds)
-        spans = balanced_ranges(bounds, _workers(indices.shape[0]))
-        stopped = parallel(lambda first, last: bags_ir(*head, usable, int(mean), first, last),
-                           spans)
-        if any(at != bounds[last] for at, (_, last) in zip(stopped, spans)):
+        threads = _workers(indices.shape[0])
+        claimed = np.zeros(1, np.int64)
+        args = (*operands(bounds), usable, int(mean), out.shape[0],
+                threads * CHUNKS_PER_THREAD if threads > 1 else 1, claimed.ctypes.data)
+        bag_chunks = loops["bag_chunks"]
+        stopped = parallel(lambda: bag_chunks(*args), [()] * threads)
+        if any(at >= 0 for at in stopped):
             _check_range("indices", indices, num_emb, "emb_table rows")
             raise AssertionError("the loop refused indices in range")
         return

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 import irrun
 from irrun import config as irrun_config
@@ -299,3 +301,22 @@ def test_without_llvmlite_f16_casts_stay_numpys(monkeypatch, f16c_state, without
     x = np.tile(_every_half(), 2)
     assert np.array_equal(convert_array(x, "f32").view(np.uint32),
                           x.astype(np.float32).view(np.uint32))
+
+
+@given(st.lists(st.integers(0, 5), max_size=30), st.integers(1, 9))
+def test_balanced_ranges_cut_at_the_item_holding_each_aim(sizes, parts):
+    """balanced_ranges (NumPy, one searchsorted) against its rule written out one aim at a
+    time: even shares of the total work, each cut at the start of the item holding the
+    share's first unit, repeated and empty ranges dropped, all items covered."""
+    from irrun.opkit import balanced_cuts, balanced_ranges, even_ranges
+
+    bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
+    items = len(sizes)
+    cuts = [0]
+    for lo, _ in even_ranges(int(bounds[-1]), parts)[1:]:
+        cut = int(np.searchsorted(bounds, lo, side="right")) - 1
+        if cut > cuts[-1]:
+            cuts.append(cut)
+    want = [(a, b) for a, b in zip(cuts, cuts[1:] + [items]) if b > a] or [(0, items)]
+    assert balanced_ranges(bounds, parts) == want
+    assert balanced_cuts(bounds, parts).tolist() == [0] + [b for _, b in want]

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import irrun
 from irrun.ops import segment_sum_ir_loop as ir_loop
@@ -191,3 +193,58 @@ def test_other_tables_keep_the_numba_loop(ir_calls):
         np.add.at(expected, ids, table[indices].astype(np.float64))
         assert np.allclose(out, expected, rtol=1e-2, atol=1e-2)
     assert not any(ir_calls)
+
+
+@given(st.data())
+def test_claimed_chunks_and_the_sixteen_id_scan_match_the_numba_loop(data):
+    """The IR loops' threads claim chunks whose ends they find themselves (binary searches
+    of the bounds or the ids), and find each segment's end sixteen ids at a time: drawn
+    segment lengths (0 to 40: one, two and three blocks of sixteen, empty ones), chunk and
+    thread counts (more chunks than bags or segments included), and ids broken at a drawn
+    position (a decrease, an id past the segments) give the numba loop's sums bit for bit,
+    or its error."""
+    threads = data.draw(st.integers(1, 3), label="threads")
+    chunks = data.draw(st.integers(1, 40), label="chunks per thread")
+    index_type = data.draw(st.sampled_from([np.int32, np.int64]), label="ids")
+    width = data.draw(st.sampled_from([8, 16, 24, 64]), label="width")
+    lengths = data.draw(st.lists(st.integers(0, 40), min_size=1, max_size=60), label="lengths")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    segments = len(lengths)
+    ids = np.repeat(np.arange(segments), lengths).astype(index_type)
+    n = ids.shape[0]
+    break_at = data.draw(st.none() | st.integers(0, max(0, n - 1)), label="broken at")
+    if break_at is not None and n:
+        ids[break_at] = data.draw(st.sampled_from([-1, segments, max(0, ids[break_at] - 1)]),
+                                  label="broken id")
+    table = rng.standard_normal((50, width)).astype(np.float32)
+    indices = rng.integers(0, 50, n).astype(index_type)
+    weights = rng.random(n).astype(np.float32)
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(index_type)
+
+    def refuse(*a):
+        raise AssertionError("sorted ids in range went through the checking path")
+
+    def both(run):
+        """(IR result, numba result): each an array or the error's text."""
+        answers = []
+        for ir in (True, False):
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr(sparse, "_workers", lambda n: threads)
+                m.setattr(sparse, "CHUNKS_PER_THREAD", chunks)
+                if not ir:
+                    m.setattr(sparse, "_ir_operands", lambda *a: None)
+                elif break_at is None and n:    # the chunks' cuts must hold for good ids
+                    m.setattr(sparse, "_segment_bounds", refuse)
+                try:
+                    answers.append(_bits(run()[0]))
+                except irrun.IrrunError as e:
+                    answers.append(str(e))
+        return answers
+
+    fast, slow = both(lambda: EmbeddingSegmentsSum3.run(
+        None, table, indices, ids, np.array(segments), np.array(3), weights))
+    assert type(fast) is type(slow)
+    assert (fast == slow if isinstance(fast, str) else np.array_equal(fast, slow))
+    fast, slow = both(lambda: EmbeddingBagOffsets15.run(
+        EmbeddingBagAttrs("sum"), table, indices, offsets, np.array(2), weights))
+    assert np.array_equal(fast, slow)
