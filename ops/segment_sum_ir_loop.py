@@ -58,6 +58,10 @@ _SIGNATURES = {
     #  segments, count, next)
     "bag_chunks": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _P),
     "segment_chunks": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _P),
+    # @bag_chunks over the op's own offsets (of the index type), checked as it goes:
+    # (table, rows, indices, offsets, weights, one_weight, out, default, mean, n, bags,
+    #  count, next)
+    "offset_bag_chunks": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _I, _P),
 }
 
 
@@ -276,6 +280,92 @@ bad:
 {fence}  ret i64 %j
 }}
 """
+    # @bags over a bag op's own offsets (ids of the index type), checked as it goes, so
+    # the caller builds no i64 bounds and makes no NumPy pass over them (0.3 ms of a 7 ms
+    # call, after the kernel has emptied the caches). Bag s is offsets[s]..offsets[s+1],
+    # the last one up to n; it returns -1 when every bag was summed, else s for a bag
+    # whose offsets are not 0 <= lo <= hi <= n, or the first lookup whose index is not a
+    # row (the caller then words the error, or takes the bounds path).
+    offset_bags = f"""
+define i64 @offset_bags(ptr %table, i64 %rows, ptr %indices, ptr %offsets, ptr %weights,
+                        i64 %one_weight, ptr %out, i64 %default, i64 %mean, i64 %n,
+                        i64 %bags, i64 %first, i64 %last) {{
+entry:
+  %single = icmp ne i64 %one_weight, 0
+  %to_end = icmp sge i64 %last, %bags
+  br i1 %to_end, label %stop_set, label %stop_read
+
+stop_read:
+{load_index("stop_raw", "offsets", "last")}
+  br label %stop_set
+
+stop_set:
+  ; where the prefetches stop: the start of bag `last`, at most n
+  %stop_any = phi i64 [%n, %entry], [%stop_raw, %stop_read]
+  %stop_past = icmp ugt i64 %stop_any, %n
+  %stop = select i1 %stop_past, i64 %n, i64 %stop_any
+  %any = icmp slt i64 %first, %last
+  br i1 %any, label %bag, label %finished
+
+bag:
+  %s = phi i64 [%first, %stop_set], [%s_next, %next_bag]
+{load_index("lo", "offsets", "s")}
+  %s_next = add i64 %s, 1
+  %is_last = icmp sge i64 %s_next, %bags
+  br i1 %is_last, label %bounded, label %hi_read
+
+hi_read:
+{load_index("hi_raw", "offsets", "s_next")}
+  br label %bounded
+
+bounded:
+  %hi = phi i64 [%n, %bag], [%hi_raw, %hi_read]
+  %lo_below = icmp slt i64 %lo, 0
+  %back = icmp slt i64 %hi, %lo
+  %past = icmp sgt i64 %hi, %n
+  %wrong = or i1 %lo_below, %back
+  %broken = or i1 %wrong, %past
+  br i1 %broken, label %bad_offsets, label %checked
+
+checked:
+  %filled = icmp ne i64 %lo, %hi
+  br i1 %filled, label %lookup, label %empty
+
+empty:
+{fill("e", "s", "next_bag")}
+
+{lookups("checked", "lo", "hi", "stop", "bag_done")}
+
+bag_done:
+  %want_mean = icmp ne i64 %mean, 0
+  br i1 %want_mean, label %divide, label %keep
+
+divide:
+  %count = sub i64 %hi, %lo
+  %count_f = uitofp i64 %count to float
+{splat("count_v", "count_f")}
+{each("  %mean{k} = fdiv <{lanes} x float> %sum{k}, %count_v_{lanes}")}
+  br label %keep
+
+keep:
+{each("  %final{k} = phi <{lanes} x float> [%sum{k}, %bag_done], [%mean{k}, %divide]")}
+{store("o", "s", "final")}
+  br label %next_bag
+
+next_bag:
+  %more_bags = icmp slt i64 %s_next, %last
+  br i1 %more_bags, label %bag, label %finished
+
+finished:
+{fence}  ret i64 -1
+
+bad_offsets:
+{fence}  ret i64 %s
+
+bad:
+{fence}  ret i64 %j
+}}
+"""
     scan_choice = ("  %room = add i64 %pos, 16\n  %fits = icmp ule i64 %room, %hi\n"
                    "  br i1 %fits, label %scan_16, label %scan_1" if index_bits == 32
                    else "  br label %scan_1")
@@ -380,7 +470,8 @@ bad:
 """
     return ("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)\n"
             "declare void @llvm.x86.sse.sfence()\n"
-            "declare i16 @llvm.cttz.i16(i16, i1)\n" + bags + segments + _chunks_ir(ix)
+            "declare i16 @llvm.cttz.i16(i16, i1)\n" + bags + offset_bags + segments
+            + _chunks_ir(ix)
             + "!0 = !{i32 1}\n")
 
 
@@ -477,6 +568,79 @@ work:
 
 broken:
   ret i64 %end
+
+done:
+  ret i64 -1
+}}
+
+define i64 @offset_cut(ptr %offsets, i64 %n, i64 %bags, i64 %c, i64 %count) {{
+entry:
+  %is_first = icmp eq i64 %c, 0
+  br i1 %is_first, label %zero, label %inner
+
+zero:
+  ret i64 0
+
+inner:
+  %is_end = icmp sge i64 %c, %count
+  br i1 %is_end, label %all, label %aim
+
+all:
+  ret i64 %bags
+
+aim:
+  %scaled = mul i64 %c, %n
+  %target = sdiv i64 %scaled, %count
+  br label %search
+
+search:
+  ; as @bag_cut, bag b starting at offsets[b] (offsets that fall back give some cut; each
+  ; bag's own check catches them)
+  %lo = phi i64 [0, %aim], [%lo_next, %step]
+  %hi = phi i64 [%bags, %aim], [%hi_next, %step]
+  %open = icmp slt i64 %lo, %hi
+  br i1 %open, label %step, label %found
+
+step:
+  %sum = add i64 %lo, %hi
+  %mid = lshr i64 %sum, 1
+{_load_id("start", "mid", ix, "offsets")}
+  %after = icmp sgt i64 %start, %target
+  %mid_up = add i64 %mid, 1
+  %lo_next = select i1 %after, i64 %lo, i64 %mid_up
+  %hi_next = select i1 %after, i64 %mid, i64 %hi
+  br label %search
+
+found:
+  %cut = sub i64 %lo, 1
+  %low = icmp slt i64 %cut, 0
+  %cut_0 = select i1 %low, i64 0, i64 %cut
+  ret i64 %cut_0
+}}
+
+define i64 @offset_bag_chunks(ptr %table, i64 %rows, ptr %indices, ptr %offsets,
+                              ptr %weights, i64 %one_weight, ptr %out, i64 %default,
+                              i64 %mean, i64 %n, i64 %bags, i64 %count, ptr %next) {{
+entry:
+  br label %claim
+
+claim:
+  %c = atomicrmw add ptr %next, i64 1 monotonic
+  %left = icmp slt i64 %c, %count
+  br i1 %left, label %work, label %done
+
+work:
+  %first = call i64 @offset_cut(ptr %offsets, i64 %n, i64 %bags, i64 %c, i64 %count)
+  %c_next = add i64 %c, 1
+  %last = call i64 @offset_cut(ptr %offsets, i64 %n, i64 %bags, i64 %c_next, i64 %count)
+  %stop = call i64 @offset_bags(ptr %table, i64 %rows, ptr %indices, ptr %offsets,
+                                ptr %weights, i64 %one_weight, ptr %out, i64 %default,
+                                i64 %mean, i64 %n, i64 %bags, i64 %first, i64 %last)
+  %whole = icmp slt i64 %stop, 0
+  br i1 %whole, label %claim, label %broken
+
+broken:
+  ret i64 %stop
 
 done:
   ret i64 -1
@@ -587,10 +751,10 @@ done:
 """
 
 
-def _load_id(name: str, position: str, ix: str) -> str:
-    """%name = segment_ids[%position] sign-extended to i64 (as _ir's load_index)."""
+def _load_id(name: str, position: str, ix: str, array: str = "segment_ids") -> str:
+    """%name = array[%position] sign-extended to i64 (as _ir's load_index)."""
     bits = int(ix[1:])
-    return (f"  %{name}_at = getelementptr {ix}, ptr %segment_ids, i64 %{position}\n"
+    return (f"  %{name}_at = getelementptr {ix}, ptr %{array}, i64 %{position}\n"
             f"  %{name}_raw = load {ix}, ptr %{name}_at, align {bits // 8}\n"
             + (f"  %{name} = sext {ix} %{name}_raw to i64" if bits < 64
                else f"  %{name} = add i64 %{name}_raw, 0"))

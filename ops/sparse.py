@@ -548,6 +548,10 @@ def _offsets_run(reduction, emb_table, indices, offsets, default_index, weights)
     # not go backwards and must lie within [0, n]: an offset equal to n makes an empty bag
     # at the end (the spec: "cannot be greater than the length of indices"; the CPU plugin
     # refuses it, see README). Lookups before offsets[0] belong to no bag (the spec's code).
+    default = -1 if default_index is None else int(default_index.reshape(()))
+    out = _offset_bags_ir(reduction, emb_table, indices, offsets, weights, default)
+    if out is not None:
+        return (out,)
     bounds = np.empty(offsets.shape[0] + 1, np.intp)
     bounds[:-1] = offsets
     bounds[-1] = n
@@ -560,8 +564,37 @@ def _offsets_run(reduction, emb_table, indices, offsets, default_index, weights)
         b = int(back[0]) + 1
         fail(f"offsets[{b}] is {offsets[b]}, smaller than offsets[{b - 1}] = {offsets[b - 1]}: "
              f"offsets must not decrease")
-    default = -1 if default_index is None else int(default_index.reshape(()))
     return _bags_out(reduction, emb_table, indices, bounds, weights, default)
+
+
+def _offset_bags_ir(reduction, emb_table, indices, offsets, weights, default):
+    """The output of an offsets op from the IR loop that reads the offsets themselves
+    (segment_sum_ir_loop's @offset_bags: it checks them as it goes, so no bounds are
+    built and NumPy makes no pass over them), or None where that loop does not apply or
+    met anything wrong: the caller's path then checks everything, words the error, or
+    computes the output again. It applies with offsets of the indices' type, a default
+    that is a row or none (-1), and rows and lookups to sum."""
+    bags, n = offsets.shape[0], indices.shape[0]
+    num_emb = emb_table.shape[0]
+    if (offsets.dtype != indices.dtype or not offsets.flags.c_contiguous or n == 0
+            or not -1 <= default < num_emb):
+        return None
+    check_alloc((bags, *emb_table.shape[1:]), emb_table.dtype, "the output")
+    out = _empty_output((bags, *emb_table.shape[1:]), emb_table.dtype)
+    rows, table = _rows(out), _rows(emb_table)
+    if rows.shape[1] == 0:
+        return None
+    ir = _ir_operands(rows, table, indices, weights, offsets, indices.dtype)
+    if ir is None:
+        return None
+    loops, operands = ir
+    threads = _workers(n)
+    claimed = np.zeros(1, np.int64)
+    args = (*operands(offsets), default, int(reduction == "mean"), n, bags,
+            threads * CHUNKS_PER_THREAD if threads > 1 else 1, claimed.ctypes.data)
+    offset_bag_chunks = loops["offset_bag_chunks"]
+    stopped = parallel(lambda: offset_bag_chunks(*args), [()] * threads)
+    return out if all(at < 0 for at in stopped) else None
 
 
 def _bags_out(reduction, emb_table, indices, bounds, weights, default):

@@ -222,10 +222,11 @@ def test_claimed_chunks_and_the_sixteen_id_scan_match_the_numba_loop(data):
     offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(index_type)
 
     def refuse(*a):
-        raise AssertionError("sorted ids in range went through the checking path")
+        raise AssertionError("good ids or offsets went through the checking path")
 
-    def both(run):
-        """(IR result, numba result): each an array or the error's text."""
+    def both(run, checking_path: str, good: bool):
+        """(IR result, numba result): each an array or the error's text. Good inputs must
+        not reach `checking_path` in the IR run (the chunks' cuts must hold for them)."""
         answers = []
         for ir in (True, False):
             with pytest.MonkeyPatch.context() as m:
@@ -233,8 +234,8 @@ def test_claimed_chunks_and_the_sixteen_id_scan_match_the_numba_loop(data):
                 m.setattr(sparse, "CHUNKS_PER_THREAD", chunks)
                 if not ir:
                     m.setattr(sparse, "_ir_operands", lambda *a: None)
-                elif break_at is None and n:    # the chunks' cuts must hold for good ids
-                    m.setattr(sparse, "_segment_bounds", refuse)
+                elif good and n:
+                    m.setattr(sparse, checking_path, refuse)
                 try:
                     answers.append(_bits(run()[0]))
                 except irrun.IrrunError as e:
@@ -242,9 +243,21 @@ def test_claimed_chunks_and_the_sixteen_id_scan_match_the_numba_loop(data):
         return answers
 
     fast, slow = both(lambda: EmbeddingSegmentsSum3.run(
-        None, table, indices, ids, np.array(segments), np.array(3), weights))
+        None, table, indices, ids, np.array(segments), np.array(3), weights),
+        "_segment_bounds", break_at is None)
     assert type(fast) is type(slow)
     assert (fast == slow if isinstance(fast, str) else np.array_equal(fast, slow))
+    # The bag ops read the offsets themselves (@offset_bags): broken ones at a drawn bag
+    # (a decrease, one past n, a negative one) give the checking path's error.
+    broken_bag = data.draw(st.none() | st.integers(0, segments - 1), label="broken bag")
+    if broken_bag is not None:
+        offsets[broken_bag] = data.draw(st.sampled_from(
+            [n + 1, -1, max(0, offsets[broken_bag - 1] - 1) if broken_bag else -2]),
+            label="broken offset")
+    reduction = data.draw(st.sampled_from(["sum", "mean"]), label="reduction")
+    default = data.draw(st.sampled_from([None, np.array(2, index_type)]), label="default")
     fast, slow = both(lambda: EmbeddingBagOffsets15.run(
-        EmbeddingBagAttrs("sum"), table, indices, offsets, np.array(2), weights))
-    assert np.array_equal(fast, slow)
+        EmbeddingBagAttrs(reduction), table, indices, offsets, default,
+        weights if reduction == "sum" else None), "_bags_out", broken_bag is None)
+    assert type(fast) is type(slow)
+    assert (fast == slow if isinstance(fast, str) else np.array_equal(fast, slow))
