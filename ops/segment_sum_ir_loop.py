@@ -62,6 +62,8 @@ _SIGNATURES = {
     # (table, rows, indices, offsets, weights, one_weight, out, default, mean, n, bags,
     #  count, next)
     "offset_bag_chunks": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _I, _P),
+    # and over packed bags of per_bag lookups each, the offsets pointer being per_bag
+    "packed_bag_chunks": (_I, _P, _I, _P, _I, _P, _I, _P, _I, _I, _I, _I, _I, _P),
 }
 
 
@@ -280,19 +282,31 @@ bad:
 {fence}  ret i64 %j
 }}
 """
-    # @bags over a bag op's own offsets (ids of the index type), checked as it goes, so
-    # the caller builds no i64 bounds and makes no NumPy pass over them (0.3 ms of a 7 ms
-    # call, after the kernel has emptied the caches). Bag s is offsets[s]..offsets[s+1],
-    # the last one up to n; it returns -1 when every bag was summed, else s for a bag
-    # whose offsets are not 0 <= lo <= hi <= n, or the first lookup whose index is not a
-    # row (the caller then words the error, or takes the bounds path).
-    offset_bags = f"""
-define i64 @offset_bags(ptr %table, i64 %rows, ptr %indices, ptr %offsets, ptr %weights,
-                        i64 %one_weight, ptr %out, i64 %default, i64 %mean, i64 %n,
-                        i64 %bags, i64 %first, i64 %last) {{
-entry:
-  %single = icmp ne i64 %one_weight, 0
-  %to_end = icmp sge i64 %last, %bags
+    def own_bags(name: str, packed: bool) -> str:
+        """@bags over a bag op's own description of its bags, so that the caller builds no
+        i64 bounds and makes no NumPy pass over them (0.2-0.3 ms of a 7 ms call, after the
+        kernel has emptied the caches): offsets of the index type, bag s being
+        offsets[s]..offsets[s+1] (the last one up to n), checked as it goes; or packed,
+        bag s being lookups s * per_bag..(s + 1) * per_bag. It returns -1 when every bag
+        was summed, else s for a bag whose offsets are not 0 <= lo <= hi <= n, or the
+        first lookup whose index is not a row (the caller then words the error, or takes
+        the bounds path)."""
+        if packed:
+            where = "i64 %per_bag"
+            stop = """  %stop = mul i64 %last, %per_bag
+  %any = icmp slt i64 %first, %last
+  br i1 %any, label %bag, label %finished
+"""
+            bounds = """bag:
+  %s = phi i64 [%first, %entry], [%s_next, %next_bag]
+  %s_next = add i64 %s, 1
+  %lo = mul i64 %s, %per_bag
+  %hi = add i64 %lo, %per_bag
+  br label %checked
+"""
+        else:
+            where = "ptr %offsets"
+            stop = f"""  %to_end = icmp sge i64 %last, %bags
   br i1 %to_end, label %stop_set, label %stop_read
 
 stop_read:
@@ -306,8 +320,8 @@ stop_set:
   %stop = select i1 %stop_past, i64 %n, i64 %stop_any
   %any = icmp slt i64 %first, %last
   br i1 %any, label %bag, label %finished
-
-bag:
+"""
+            bounds = f"""bag:
   %s = phi i64 [%first, %stop_set], [%s_next, %next_bag]
 {load_index("lo", "offsets", "s")}
   %s_next = add i64 %s, 1
@@ -327,6 +341,17 @@ bounded:
   %broken = or i1 %wrong, %past
   br i1 %broken, label %bad_offsets, label %checked
 
+bad_offsets:
+{fence}  ret i64 %s
+"""
+        return f"""
+define i64 @{name}(ptr %table, i64 %rows, ptr %indices, {where}, ptr %weights,
+                   i64 %one_weight, ptr %out, i64 %default, i64 %mean, i64 %n, i64 %bags,
+                   i64 %first, i64 %last) {{
+entry:
+  %single = icmp ne i64 %one_weight, 0
+{stop}
+{bounds}
 checked:
   %filled = icmp ne i64 %lo, %hi
   br i1 %filled, label %lookup, label %empty
@@ -359,13 +384,11 @@ next_bag:
 finished:
 {fence}  ret i64 -1
 
-bad_offsets:
-{fence}  ret i64 %s
-
 bad:
 {fence}  ret i64 %j
 }}
 """
+    offset_bags = own_bags("offset_bags", False) + own_bags("packed_bags", True)
     scan_choice = ("  %room = add i64 %pos, 16\n  %fits = icmp ule i64 %room, %hi\n"
                    "  br i1 %fits, label %scan_16, label %scan_1" if index_bits == 32
                    else "  br label %scan_1")
@@ -634,6 +657,37 @@ work:
   %c_next = add i64 %c, 1
   %last = call i64 @offset_cut(ptr %offsets, i64 %n, i64 %bags, i64 %c_next, i64 %count)
   %stop = call i64 @offset_bags(ptr %table, i64 %rows, ptr %indices, ptr %offsets,
+                                ptr %weights, i64 %one_weight, ptr %out, i64 %default,
+                                i64 %mean, i64 %n, i64 %bags, i64 %first, i64 %last)
+  %whole = icmp slt i64 %stop, 0
+  br i1 %whole, label %claim, label %broken
+
+broken:
+  ret i64 %stop
+
+done:
+  ret i64 -1
+}}
+
+define i64 @packed_bag_chunks(ptr %table, i64 %rows, ptr %indices, i64 %per_bag,
+                              ptr %weights, i64 %one_weight, ptr %out, i64 %default,
+                              i64 %mean, i64 %n, i64 %bags, i64 %count, ptr %next) {{
+entry:
+  br label %claim
+
+claim:
+  %c = atomicrmw add ptr %next, i64 1 monotonic
+  %left = icmp slt i64 %c, %count
+  br i1 %left, label %work, label %done
+
+work:
+  ; bags of one size: chunk c is bags c * bags / count onwards
+  %from = mul i64 %c, %bags
+  %first = sdiv i64 %from, %count
+  %c_next = add i64 %c, 1
+  %to = mul i64 %c_next, %bags
+  %last = sdiv i64 %to, %count
+  %stop = call i64 @packed_bags(ptr %table, i64 %rows, ptr %indices, i64 %per_bag,
                                 ptr %weights, i64 %one_weight, ptr %out, i64 %default,
                                 i64 %mean, i64 %n, i64 %bags, i64 %first, i64 %last)
   %whole = icmp slt i64 %stop, 0

@@ -549,7 +549,7 @@ def _offsets_run(reduction, emb_table, indices, offsets, default_index, weights)
     # at the end (the spec: "cannot be greater than the length of indices"; the CPU plugin
     # refuses it, see README). Lookups before offsets[0] belong to no bag (the spec's code).
     default = -1 if default_index is None else int(default_index.reshape(()))
-    out = _offset_bags_ir(reduction, emb_table, indices, offsets, weights, default)
+    out = _own_bags_ir(reduction, emb_table, indices, offsets, weights, default)
     if out is not None:
         return (out,)
     bounds = np.empty(offsets.shape[0] + 1, np.intp)
@@ -567,33 +567,41 @@ def _offsets_run(reduction, emb_table, indices, offsets, default_index, weights)
     return _bags_out(reduction, emb_table, indices, bounds, weights, default)
 
 
-def _offset_bags_ir(reduction, emb_table, indices, offsets, weights, default):
-    """The output of an offsets op from the IR loop that reads the offsets themselves
-    (segment_sum_ir_loop's @offset_bags: it checks them as it goes, so no bounds are
-    built and NumPy makes no pass over them), or None where that loop does not apply or
-    met anything wrong: the caller's path then checks everything, words the error, or
-    computes the output again. It applies with offsets of the indices' type, a default
-    that is a row or none (-1), and rows and lookups to sum."""
-    bags, n = offsets.shape[0], indices.shape[0]
-    num_emb = emb_table.shape[0]
-    if (offsets.dtype != indices.dtype or not offsets.flags.c_contiguous or n == 0
-            or not -1 <= default < num_emb):
+def _own_bags_ir(reduction, emb_table, indices, offsets, weights, default, per_bag=None):
+    """The output of a bag op from the IR loops that read its own description of the bags
+    (segment_sum_ir_loop's own_bags): its offsets, which the loop checks as it goes, or
+    for the packed ops (`per_bag` given, `indices` and `weights` flattened) bags of
+    per_bag lookups each. No bounds are built and NumPy makes no pass over them. None
+    where those loops do not apply or met anything wrong: the caller's path then checks
+    everything, words the error, or computes the output again. They apply with offsets
+    of the indices' type, a default that is a row or none (-1), and rows and lookups to
+    sum."""
+    n = indices.shape[0]
+    bags = offsets.shape[0] if per_bag is None else n // per_bag if per_bag else 0
+    if n == 0 or not -1 <= default < emb_table.shape[0]:
         return None
     check_alloc((bags, *emb_table.shape[1:]), emb_table.dtype, "the output")
     out = _empty_output((bags, *emb_table.shape[1:]), emb_table.dtype)
     rows, table = _rows(out), _rows(emb_table)
     if rows.shape[1] == 0:
         return None
-    ir = _ir_operands(rows, table, indices, weights, offsets, indices.dtype)
+    # (The offsets must be of the indices' type and contiguous; packed ops pass per_bag
+    # where the offsets' address would go.)
+    ir = _ir_operands(rows, table, indices, weights,
+                      indices if per_bag is not None else offsets, indices.dtype)
     if ir is None:
         return None
     loops, operands = ir
+    if per_bag is None:
+        run, head = loops["offset_bag_chunks"], operands(offsets)
+    else:
+        run, head = loops["packed_bag_chunks"], operands(indices)
+        head = (*head[:3], per_bag, *head[4:])
     threads = _workers(n)
     claimed = np.zeros(1, np.int64)
-    args = (*operands(offsets), default, int(reduction == "mean"), n, bags,
+    args = (*head, default, int(reduction == "mean"), n, bags,
             threads * CHUNKS_PER_THREAD if threads > 1 else 1, claimed.ctypes.data)
-    offset_bag_chunks = loops["offset_bag_chunks"]
-    stopped = parallel(lambda: offset_bag_chunks(*args), [()] * threads)
+    stopped = parallel(lambda: run(*args), [()] * threads)
     return out if all(at < 0 for at in stopped) else None
 
 
@@ -619,6 +627,11 @@ def _packed_run(reduction, emb_table, indices, weights):
         fail(f"per_sample_weights has shape {list(weights.shape)}, expected "
              f"{list(indices.shape)} (the shape of indices)")
     batch, per_bag = indices.shape
+    if indices.flags.c_contiguous and per_bag:
+        out = _own_bags_ir(reduction, emb_table, indices.reshape(-1), None,
+                           None if weights is None else weights.reshape(-1), -1, per_bag)
+        if out is not None:
+            return (out,)
     bounds = np.arange(batch + 1, dtype=np.intp) * per_bag
     # Bags of no lookups (indices_per_bag = 0) are zeros: no default index here.
     return _bags_out(reduction, emb_table, np.ascontiguousarray(indices), bounds,

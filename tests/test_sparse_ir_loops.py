@@ -200,9 +200,9 @@ def test_claimed_chunks_and_the_sixteen_id_scan_match_the_numba_loop(data):
     """The IR loops' threads claim chunks whose ends they find themselves (binary searches
     of the bounds or the ids), and find each segment's end sixteen ids at a time: drawn
     segment lengths (0 to 40: one, two and three blocks of sixteen, empty ones), chunk and
-    thread counts (more chunks than bags or segments included), and ids broken at a drawn
-    position (a decrease, an id past the segments) give the numba loop's sums bit for bit,
-    or its error."""
+    thread counts (more chunks than bags or segments included), and ids or offsets broken
+    at a drawn position (a decrease, an id past the segments, an offset past n or below 0)
+    give the numba loop's sums bit for bit, or its error; packed bags of a drawn size too."""
     threads = data.draw(st.integers(1, 3), label="threads")
     chunks = data.draw(st.integers(1, 40), label="chunks per thread")
     index_type = data.draw(st.sampled_from([np.int32, np.int64]), label="ids")
@@ -261,3 +261,11 @@ def test_claimed_chunks_and_the_sixteen_id_scan_match_the_numba_loop(data):
         weights if reduction == "sum" else None), "_bags_out", broken_bag is None)
     assert type(fast) is type(slow)
     assert (fast == slow if isinstance(fast, str) else np.array_equal(fast, slow))
+    # Packed bags of a drawn size (@packed_bags): every bag of the same size.
+    per_bag = data.draw(st.integers(1, 20), label="per bag")
+    packed = indices[:n - n % per_bag].reshape(-1, per_bag)
+    packed_weights = weights[:packed.size].reshape(packed.shape)
+    fast, slow = both(lambda: EmbeddingBagPacked15.run(
+        EmbeddingBagAttrs(reduction), table, packed, packed_weights if reduction == "sum"
+        else None), "_bags_out", packed.size > 0)
+    assert np.array_equal(fast, slow)
