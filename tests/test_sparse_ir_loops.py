@@ -209,6 +209,7 @@ def test_claimed_chunks_and_the_sixteen_id_scan_match_the_numba_loop(data):
     width = data.draw(st.sampled_from([8, 16, 24, 64]), label="width")
     lengths = data.draw(st.lists(st.integers(0, 40), min_size=1, max_size=60), label="lengths")
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    assert ir_loop.loops_for(width, np.dtype(index_type)) is not None   # else numba twice
     segments = len(lengths)
     ids = np.repeat(np.arange(segments), lengths).astype(index_type)
     n = ids.shape[0]
