@@ -189,7 +189,7 @@ def bench_model(name, xml, feed, tm, repeat, tmp):
             fns["onnx_ref"] = lambda: ref.run(None, ofeed)
         except Exception as e:   # an export a model cannot take: time the others
             print(f"  {name}: no ONNX export ({type(e).__name__}: {str(e)[:100]})")
-    times = best_of_each(list(fns.values()), repeat)
+    times = best_of_each(list(fns.values()), repeat, rounds=3)
     row.update(dict(zip(fns, times)))
     return row
 

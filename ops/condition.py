@@ -48,14 +48,16 @@ def compare_dtype(data: ElementType, boundaries: ElementType) -> np.dtype | None
 def _check_boundaries(b: np.ndarray, name: str = "boundaries") -> None:
     """Sorted ascending along the last axis (repeats allowed) and NaN-free, or an OpError
     naming the position."""
+    # (any() first: argwhere, needed only to word an error, took 40 us of a 200 us run
+    # on [16, 1024] boundaries)
     if b.dtype.kind not in "iub":
-        nan = np.argwhere(np.isnan(b))
-        if nan.size:
-            fail(f"{name}{_at(nan[0])} is NaN; {name} must be sorted ascending "
+        nan = np.isnan(b)
+        if nan.any():
+            fail(f"{name}{_at(np.argwhere(nan)[0])} is NaN; {name} must be sorted ascending "
                  f"and free of NaN")
-    down = np.argwhere(b[..., 1:] < b[..., :-1])
-    if down.size:
-        i = tuple(int(k) for k in down[0])
+    down = b[..., 1:] < b[..., :-1]
+    if down.any():
+        i = tuple(int(k) for k in np.argwhere(down)[0])
         j = (*i[:-1], i[-1] + 1)
         fail(f"{name} must be sorted ascending, but {name}{_at(i)} = {b[i]} > "
              f"{name}{_at(j)} = {b[j]}")
