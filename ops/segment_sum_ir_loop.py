@@ -22,9 +22,9 @@ The ops call @bag_chunks and @segment_chunks (see _chunks_ir), which run @bags a
 @segments over chunks that each thread claims as it goes. @segments finds each segment's
 end sixteen ids at a time where it can.
 
-`loops_for(width, index_dtype, streaming)` gives {"bags": fn, "segments": fn,
-"bag_chunks": fn, "segment_chunks": fn}, compiled once per process per width, index type
-and store kind, or None (no llvmlite, or the width
+`loops_for(width, index_dtype, streaming, table_dtype, group)` gives the functions of one
+group (_GROUPS: "segments", "bags", "offsets" or "packed"), compiled once per process per
+width, index type, store kind and group, or None (no llvmlite, or the width
 is not one of these): the caller then takes the numba loop. Streaming loops write the
 output with non-temporal stores, which skip reading each output line into the cache
 before overwriting it (about a tenth of the memory traffic when the output is large):
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import re
 
 import numpy as np
 
@@ -67,11 +68,25 @@ _SIGNATURES = {
 }
 
 
+# Each op compiles only the functions it calls (a module of all of them took 65-100 ms
+# to build, against 20-50 for one group): group -> (the functions in its module, the
+# ones it exports).
+_GROUPS = {
+    "segments": (("segments", "share", "segment_cut", "segment_chunks"),
+                 ("segments", "segment_chunks")),
+    "bags": (("bags", "share", "bag_cut", "bag_chunks"), ("bags", "bag_chunks")),
+    "offsets": (("offset_bags", "share", "offset_cut", "offset_bag_chunks"),
+                ("offset_bag_chunks",)),
+    "packed": (("packed_bags", "share", "packed_bag_chunks"), ("packed_bag_chunks",)),
+}
+
+
 def loops_for(width: int, index_dtype: np.dtype, streaming: bool = False,
-              table_dtype: np.dtype = np.dtype(np.float32)):
-    """The four loops ({"bags": fn, ...}) for rows of `width` elements of `table_dtype`
-    (f32, or f16 where the CPU converts halves itself: F16C) and ids of `index_dtype`
-    (int32 or int64), with streaming stores or not, or None (see the module's docstring)."""
+              table_dtype: np.dtype = np.dtype(np.float32), group: str = "segments"):
+    """The loops of `group` ({"segments": fn, "segment_chunks": fn} for "segments"; see
+    _GROUPS) for rows of `width` elements of `table_dtype` (f32, or f16 where the CPU
+    converts halves itself: F16C) and ids of `index_dtype` (int32 or int64), with
+    streaming stores or not, or None (see the module's docstring)."""
     if width not in WIDTHS or index_dtype not in (np.int32, np.int64):
         return None
     streaming = streaming and width % 8 == 0     # see _ir: whole vectors, each aligned
@@ -81,15 +96,17 @@ def loops_for(width: int, index_dtype: np.dtype, streaming: bool = False,
     elif table_dtype != np.float32:
         return None
     return _compiled(width, np.dtype(index_dtype).itemsize * 8, bool(streaming),
-                     table_dtype == np.float16)
+                     table_dtype == np.float16, group)
 
 
 @functools.lru_cache(maxsize=None)
-def _compiled(width: int, index_bits: int, streaming: bool, half: bool):
-    return compile_ir(_ir(width, index_bits, streaming, half), _SIGNATURES)
+def _compiled(width: int, index_bits: int, streaming: bool, half: bool, group: str):
+    return compile_ir(_ir(width, index_bits, streaming, half, group),
+                      {name: _SIGNATURES[name] for name in _GROUPS[group][1]})
 
 
-def _ir(width: int, index_bits: int, streaming: bool = False, half: bool = False) -> str:
+def _ir(width: int, index_bits: int, streaming: bool = False, half: bool = False,
+        group: str = "segments") -> str:
     et, esize = ("half", 2) if half else ("float", 4)     # the table's (and output's) type
     row_bytes = width * esize
     ix = f"i{index_bits}"
@@ -491,11 +508,22 @@ bad:
 {fence}  ret i64 %j
 }}
 """
+    functions = _functions(bags + offset_bags + segments + _chunks_ir(ix))
     return ("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)\n"
             "declare void @llvm.x86.sse.sfence()\n"
-            "declare i16 @llvm.cttz.i16(i16, i1)\n" + bags + offset_bags + segments
-            + _chunks_ir(ix)
+            "declare i16 @llvm.cttz.i16(i16, i1)\n"
+            + "".join(functions[name] for name in _GROUPS[group][0])
             + "!0 = !{i32 1}\n")
+
+
+def _functions(text: str) -> dict[str, str]:
+    """The IR text's function definitions by name, each with the comment lines above it."""
+    found = {}
+    for piece in re.split(r"\n(?=(?:;[^\n]*\n)*define )", text):
+        name = re.search(r"^define [^@\n]*@(\w+)\(", piece, re.M)
+        if name:
+            found[name.group(1)] = piece.rstrip("\n") + "\n\n"
+    return found
 
 
 def _chunks_ir(ix: str) -> str:

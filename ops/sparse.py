@@ -273,7 +273,7 @@ def _sorted_segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
     if (usable < 0 and default != none_index) or width == 0 or n == 0 or segments == 0:
         return False
     threads = _workers(n)
-    ir = _ir_operands(out, table, indices, weights, segment_ids, indices.dtype)
+    ir = _ir_operands(out, table, indices, weights, segment_ids, indices.dtype, "segments")
     if ir is not None:
         loops, operands = ir
         claimed, claimed_at = _claim_counter()
@@ -341,11 +341,12 @@ def _segment_spans(segment_ids: np.ndarray, segments: int, parts: int) -> list[t
 
 
 def _ir_operands(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
-                 weights: np.ndarray | None, ids: np.ndarray, ids_type):
+                 weights: np.ndarray | None, ids: np.ndarray, ids_type, group: str):
     """(loops, operands) for the LLVM IR loops (segment_sum_ir_loop), where they apply:
     an f32 or f16 table, with weights and output of its type, rows of 1..256 elements,
     contiguous i32 or i64 indices and `ids` (bounds or segment ids) of
     `ids_type`, the type the loop reads them as; else None, and the numba loop runs.
+    `group` names the loops wanted (segment_sum_ir_loop._GROUPS).
     operands(ids) gives the arguments up to the default: the loops read raw addresses, so
     every array must be C-contiguous here."""
     if (table.dtype not in (np.float32, np.float16) or out.dtype != table.dtype
@@ -357,7 +358,8 @@ def _ir_operands(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
         return None
     out_at = out.ctypes.data
     streaming = out.nbytes >= STREAM_MIN_BYTES and out_at % 64 == 0
-    loops = _ir_loop().loops_for(table.shape[1], indices.dtype, streaming, table.dtype)
+    loops = _ir_loop().loops_for(table.shape[1], indices.dtype, streaming, table.dtype,
+                                 group)
     if loops is None:
         return None
     w = _ONES[table.dtype] if weights is None else weights
@@ -428,7 +430,7 @@ def _sum_bags(out: np.ndarray, table: np.ndarray, indices: np.ndarray, bounds: n
     integer_mean = mean and table.dtype.kind in "iub"
     ir = None
     if order.size == 0 and not integer_mean:
-        ir = _ir_operands(out, table, indices, weights, bounds, np.dtype(np.int64))
+        ir = _ir_operands(out, table, indices, weights, bounds, np.dtype(np.int64), "bags")
     if ir is not None:
         loops, operands = ir
         threads = _workers(indices.shape[0])
@@ -610,7 +612,8 @@ def _own_bags_ir(reduction, emb_table, indices, offsets, weights, default, per_b
     # (The offsets must be of the indices' type and contiguous; packed ops pass per_bag
     # where the offsets' address would go.)
     ir = _ir_operands(rows, table, indices, weights,
-                      indices if per_bag is not None else offsets, indices.dtype)
+                      indices if per_bag is not None else offsets, indices.dtype,
+                      "offsets" if per_bag is None else "packed")
     if ir is None:
         return None
     loops, operands = ir

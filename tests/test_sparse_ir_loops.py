@@ -41,8 +41,9 @@ def ir_calls(monkeypatch):
     calls = []
     real = ir_loop.loops_for
 
-    def counted(width, dtype, streaming=False, table_dtype=np.dtype(np.float32)):
-        loops = real(width, dtype, streaming, table_dtype)
+    def counted(width, dtype, streaming=False, table_dtype=np.dtype(np.float32),
+                group="segments"):
+        loops = real(width, dtype, streaming, table_dtype, group)
         calls.append(loops is not None)
         calls.streamed.append(streaming)
         return loops
@@ -209,7 +210,8 @@ def test_claimed_chunks_and_the_sixteen_id_scan_match_the_numba_loop(data):
     width = data.draw(st.sampled_from([8, 16, 24, 64]), label="width")
     lengths = data.draw(st.lists(st.integers(0, 40), min_size=1, max_size=60), label="lengths")
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
-    assert ir_loop.loops_for(width, np.dtype(index_type)) is not None   # else numba twice
+    for group in ("segments", "bags", "offsets", "packed"):      # else numba against numba
+        assert ir_loop.loops_for(width, np.dtype(index_type), group=group) is not None
     segments = len(lengths)
     ids = np.repeat(np.arange(segments), lengths).astype(index_type)
     n = ids.shape[0]
