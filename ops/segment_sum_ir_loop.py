@@ -12,10 +12,10 @@ never a fused multiply-add), the bag's sum divided by its size for a mean, an em
 the default row or zeros. The sums live in registers, as <16 x float> vectors (<8 x float>
 for widths that are an odd number of 8s).
 
-Each function returns what its numba twin returns (the caller's checks and fallbacks are
-the same): `bags` the end of its last bag, or the first lookup whose index is not a row of
-the table; `segments` -1, or the first lookup that breaks the sorted-ids promise or has
-such an index. Ids are compared as unsigned 64-bit numbers after sign extension, as the
+Each function tells the caller what its numba twin does (the caller's checks and
+fallbacks are the same): -1 when all was summed; else, for the bag loops, the first lookup
+whose index is not a row of the table (or a bag whose own offsets are wrong), for
+`segments` the first lookup that breaks the sorted-ids promise or has such an index. Ids are compared as unsigned 64-bit numbers after sign extension, as the
 numba loops compare np.uintp values: a negative one is a huge one.
 
 The ops call @bag_chunks and @segment_chunks (see _chunks_ir), which run @bags and
@@ -47,8 +47,6 @@ WIDTHS = range(1, 257)              # row widths with a loop here (elements)
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 _SIGNATURES = {
-    # (table, rows, indices, bounds, weights, one_weight, out, default, mean, first, last)
-    "bags": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I),
     # (table, rows, indices, segment_ids, weights, one_weight, out, default, lo, hi,
     #  first, last)
     "segments": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _I),
@@ -74,7 +72,7 @@ _SIGNATURES = {
 _GROUPS = {
     "segments": (("segments", "share", "segment_cut", "segment_chunks"),
                  ("segments", "segment_chunks")),
-    "bags": (("bags", "share", "bag_cut", "bag_chunks"), ("bags", "bag_chunks")),
+    "bags": (("bags", "share", "bag_cut", "bag_chunks"), ("bag_chunks",)),
     "offsets": (("offset_bags", "share", "offset_cut", "offset_bag_chunks"),
                 ("offset_bag_chunks",)),
     "packed": (("packed_bags", "share", "packed_bag_chunks"), ("packed_bag_chunks",)),
@@ -246,69 +244,34 @@ summed:
   %more = icmp ult i64 %j_next, %{end}
   br i1 %more, label %lookup, label %{done}"""
 
-    bags = f"""
-define i64 @bags(ptr %table, i64 %rows, ptr %indices, ptr %bounds, ptr %weights,
-                 i64 %one_weight, ptr %out, i64 %default, i64 %mean, i64 %first,
-                 i64 %last) {{
-entry:
-  %single = icmp ne i64 %one_weight, 0
-  %stop_at = getelementptr i64, ptr %bounds, i64 %last
+    def own_bags(name: str, mode: str) -> str:
+        """The bag loop over bags first..last, for one way of stating the bags (`mode`):
+        "bounds", an i64 array of bags + 1 starts (bag s is bounds[s]..bounds[s+1],
+        checked by the caller); or a bag op's own description, so that the caller builds
+        no i64 bounds and makes no NumPy pass over them (0.2-0.3 ms of a 7 ms call, after
+        the kernel has emptied the caches): "offsets" of the index type, bag s being
+        offsets[s]..offsets[s+1] (the last one up to n), checked as it goes; or "packed",
+        bag s being lookups s * per_bag..(s + 1) * per_bag. It returns -1 when every bag
+        was summed, else s for a bag whose offsets are not 0 <= lo <= hi <= n, or the
+        first lookup whose index is not a row (the caller then words the error, or takes
+        the bounds path)."""
+        if mode == "bounds":
+            where = "ptr %bounds"
+            stop = """  %stop_at = getelementptr i64, ptr %bounds, i64 %last
   %stop = load i64, ptr %stop_at, align 8
   %any = icmp slt i64 %first, %last
   br i1 %any, label %bag, label %finished
-
-bag:
+"""
+            bounds = """bag:
   %s = phi i64 [%first, %entry], [%s_next, %next_bag]
   %lo_at = getelementptr i64, ptr %bounds, i64 %s
   %lo = load i64, ptr %lo_at, align 8
   %s_next = add i64 %s, 1
   %hi_at = getelementptr i64, ptr %bounds, i64 %s_next
   %hi = load i64, ptr %hi_at, align 8
-  %filled = icmp ne i64 %lo, %hi
-  br i1 %filled, label %lookup, label %empty
-
-empty:
-{fill("e", "s", "next_bag")}
-
-{lookups("bag", "lo", "hi", "stop", "bag_done")}
-
-bag_done:
-  %want_mean = icmp ne i64 %mean, 0
-  br i1 %want_mean, label %divide, label %keep
-
-divide:
-  %count = sub i64 %hi, %lo
-  %count_f = uitofp i64 %count to float
-{splat("count_v", "count_f")}
-{each("  %mean{k} = fdiv <{lanes} x float> %sum{k}, %count_v_{lanes}")}
-  br label %keep
-
-keep:
-{each("  %final{k} = phi <{lanes} x float> [%sum{k}, %bag_done], [%mean{k}, %divide]")}
-{store("o", "s", "final")}
-  br label %next_bag
-
-next_bag:
-  %more_bags = icmp slt i64 %s_next, %last
-  br i1 %more_bags, label %bag, label %finished
-
-finished:
-{fence}  ret i64 %stop
-
-bad:
-{fence}  ret i64 %j
-}}
+  br label %checked
 """
-    def own_bags(name: str, packed: bool) -> str:
-        """@bags over a bag op's own description of its bags, so that the caller builds no
-        i64 bounds and makes no NumPy pass over them (0.2-0.3 ms of a 7 ms call, after the
-        kernel has emptied the caches): offsets of the index type, bag s being
-        offsets[s]..offsets[s+1] (the last one up to n), checked as it goes; or packed,
-        bag s being lookups s * per_bag..(s + 1) * per_bag. It returns -1 when every bag
-        was summed, else s for a bag whose offsets are not 0 <= lo <= hi <= n, or the
-        first lookup whose index is not a row (the caller then words the error, or takes
-        the bounds path)."""
-        if packed:
+        elif mode == "packed":
             where = "i64 %per_bag"
             stop = """  %stop = mul i64 %last, %per_bag
   %any = icmp slt i64 %first, %last
@@ -405,7 +368,8 @@ bad:
 {fence}  ret i64 %j
 }}
 """
-    offset_bags = own_bags("offset_bags", False) + own_bags("packed_bags", True)
+    bags = (own_bags("bags", "bounds") + own_bags("offset_bags", "offsets")
+            + own_bags("packed_bags", "packed"))
     scan_choice = ("  %room = add i64 %pos, 16\n  %fits = icmp ule i64 %room, %hi\n"
                    "  br i1 %fits, label %scan_16, label %scan_1" if index_bits == 32
                    else "  br label %scan_1")
@@ -508,7 +472,7 @@ bad:
 {fence}  ret i64 %j
 }}
 """
-    functions = _functions(bags + offset_bags + segments + _chunks_ir(ix))
+    functions = _functions(bags + segments + _chunks_ir(ix))
     return ("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)\n"
             "declare void @llvm.x86.sse.sfence()\n"
             "declare i16 @llvm.cttz.i16(i16, i1)\n"
@@ -543,8 +507,8 @@ def _chunks_ir(ix: str) -> str:
     and at that segment. Sorted ids give rising cuts, so the chunks cover every lookup and
     segment once; an id past the segments, or cuts that fall back (unsorted ids), stop the
     thread with the lookup's position, as a lookup that breaks the promise inside a chunk
-    does. They return -1 when every chunk they took was whole (a bag chunk is whole when
-    @bags returns the end of its last bag), else that position: the thread takes no more
+    does. They return -1 when every chunk they took was whole, else what the loop
+    returned for the first one that was not: the thread takes no more
     chunks, the others go on, and the caller, which waits for all of them, takes its
     checking path."""
     return f"""
@@ -625,16 +589,14 @@ work:
   %first = call i64 @bag_cut(ptr %bounds, i64 %bags, i64 %c, i64 %count)
   %c_next = add i64 %c, 1
   %last = call i64 @bag_cut(ptr %bounds, i64 %bags, i64 %c_next, i64 %count)
-  %end = call i64 @bags(ptr %table, i64 %rows, ptr %indices, ptr %bounds, ptr %weights,
-                        i64 %one_weight, ptr %out, i64 %default, i64 %mean, i64 %first,
-                        i64 %last)
-  %end_at = getelementptr i64, ptr %bounds, i64 %last
-  %want = load i64, ptr %end_at, align 8
-  %whole = icmp eq i64 %end, %want
+  %stop = call i64 @bags(ptr %table, i64 %rows, ptr %indices, ptr %bounds, ptr %weights,
+                         i64 %one_weight, ptr %out, i64 %default, i64 %mean, i64 0,
+                         i64 %bags, i64 %first, i64 %last)
+  %whole = icmp slt i64 %stop, 0
   br i1 %whole, label %claim, label %broken
 
 broken:
-  ret i64 %end
+  ret i64 %stop
 
 done:
   ret i64 -1
