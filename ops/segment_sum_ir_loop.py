@@ -52,10 +52,10 @@ _SIGNATURES = {
     "segments": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _I),
     # The same over all bags or segments, in `count` chunks that the calling threads
     # claim one by one from the shared i64 at `next` (see _chunks_ir):
-    # (table, rows, indices, bounds, weights, one_weight, out, default, mean, bags, count,
-    #  next) and (table, rows, indices, segment_ids, weights, one_weight, out, default, n,
-    #  segments, count, next)
-    "bag_chunks": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _P),
+    # (table, rows, indices, bounds, weights, one_weight, out, default, mean, n, bags,
+    #  count, next) and (table, rows, indices, segment_ids, weights, one_weight, out,
+    #  default, n, segments, count, next)
+    "bag_chunks": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _I, _P),
     "segment_chunks": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _P),
     # @bag_chunks over the op's own offsets (of the index type), checked as it goes:
     # (table, rows, indices, offsets, weights, one_weight, out, default, mean, n, bags,
@@ -511,13 +511,137 @@ def _chunks_ir(ix: str) -> str:
     returned for the first one that was not: the thread takes no more
     chunks, the others go on, and the caller, which waits for all of them, takes its
     checking path."""
-    return f"""
-; Where chunk c of `count` starts in `total` (lookups or bags): total - total * (1 - c /
+    def claim(name: str, params: str, work: str, more: str = "") -> str:
+        """@name(params, ..., i64 %count, ptr %next): its threads claim chunks c of %count
+        from the shared counter at %next until none is left. `work` is one chunk's IR,
+        which sets %stop (-1 when the chunk was whole) and may branch to blocks of its
+        own (`more`)."""
+        return f"""
+define i64 @{name}({params}, i64 %count, ptr %next) {{
+entry:
+  br label %claim
+
+claim:
+  %c = atomicrmw add ptr %next, i64 1 monotonic
+  %left = icmp slt i64 %c, %count
+  br i1 %left, label %work, label %done
+
+work:
+  %c_next = add i64 %c, 1
+{work}
+  %whole = icmp slt i64 %stop, 0
+  br i1 %whole, label %claim, label %broken
+{more}
+broken:
+  ret i64 %stop
+
+done:
+  ret i64 -1
+}}
+"""
+
+    def bag_cut(name: str, array: str, total: str, load_start: str) -> str:
+        """@name(ptr %array, i64 %n, i64 %bags, c, count): the first bag of chunk c, the
+        one holding lookup @share(total, c, count) (balanced_cuts' rule); bags whose
+        starts fall back (bad offsets) give some cut, which each bag's own check catches."""
+        return f"""
+define i64 @{name}(ptr %{array}, i64 %n, i64 %bags, i64 %c, i64 %count) {{
+entry:
+  %is_first = icmp eq i64 %c, 0
+  br i1 %is_first, label %zero, label %inner
+
+zero:
+  ret i64 0
+
+inner:
+  %is_end = icmp sge i64 %c, %count
+  br i1 %is_end, label %all, label %aim
+
+all:
+  ret i64 %bags
+
+aim:
+{total}
+  %target = call i64 @share(i64 %total, i64 %c, i64 %count)
+  br label %search
+
+search:
+  ; the first bag b in [0, bags) that starts past the target; the cut is b - 1
+  %lo = phi i64 [0, %aim], [%lo_next, %step]
+  %hi = phi i64 [%bags, %aim], [%hi_next, %step]
+  %open = icmp slt i64 %lo, %hi
+  br i1 %open, label %step, label %found
+
+step:
+  %sum = add i64 %lo, %hi
+  %mid = lshr i64 %sum, 1
+{load_start}
+  %after = icmp sgt i64 %start, %target
+  %mid_up = add i64 %mid, 1
+  %lo_next = select i1 %after, i64 %lo, i64 %mid_up
+  %hi_next = select i1 %after, i64 %mid, i64 %hi
+  br label %search
+
+found:
+  %cut = sub i64 %lo, 1
+  %low = icmp slt i64 %cut, 0
+  %cut_0 = select i1 %low, i64 0, i64 %cut
+  ret i64 %cut_0
+}}
+"""
+
+    loop_params = "ptr %table, i64 %rows, ptr %indices, {}, ptr %weights, i64 %one_weight, " \
+                  "ptr %out, i64 %default"
+    loop_args = ("ptr %table, i64 %rows, ptr %indices, {}, ptr %weights, i64 %one_weight, "
+                 "ptr %out, i64 %default")
+
+    def bag_chunks(name: str, loop: str, where: str, cut: str | None) -> str:
+        """@name over the bag loop @loop (own_bags), its chunks cut by @cut (None: bags
+        of one size, cut evenly)."""
+        if cut is None:
+            ends = """  %first = call i64 @share(i64 %bags, i64 %c, i64 %count)
+  %last = call i64 @share(i64 %bags, i64 %c_next, i64 %count)"""
+        else:
+            array = where.split()[1]
+            ends = f"""  %first = call i64 @{cut}(ptr {array}, i64 %n, i64 %bags, i64 %c, i64 %count)
+  %last = call i64 @{cut}(ptr {array}, i64 %n, i64 %bags, i64 %c_next, i64 %count)"""
+        work = f"""{ends}
+  %stop = call i64 @{loop}({loop_args.format(where)}, i64 %mean, i64 %n, i64 %bags,
+                           i64 %first, i64 %last)"""
+        return claim(name, loop_params.format(where) + ", i64 %mean, i64 %n, i64 %bags", work)
+
+    segment_work = """  %from = call {i64, i64} @segment_cut(ptr %segment_ids, i64 %n, i64 %segments, i64 %c,
+                                       i64 %count)
+  %to = call {i64, i64} @segment_cut(ptr %segment_ids, i64 %n, i64 %segments,
+                                     i64 %c_next, i64 %count)
+  %lo = extractvalue {i64, i64} %from, 0
+  %first = extractvalue {i64, i64} %from, 1
+  %hi = extractvalue {i64, i64} %to, 0
+  %last = extractvalue {i64, i64} %to, 1
+  ; a cut past the segments, or cuts that fall back: ids that break the promise
+  %bad_first = icmp slt i64 %first, 0
+  %bad_last = icmp slt i64 %last, 0
+  %back_lookups = icmp ult i64 %hi, %lo
+  %back_segments = icmp slt i64 %last, %first
+  %bad_1 = or i1 %bad_first, %bad_last
+  %bad_2 = or i1 %back_lookups, %back_segments
+  %bad = or i1 %bad_1, %bad_2
+  br i1 %bad, label %cut_broken, label %sum
+
+sum:
+  %stop = call i64 @segments(""" + loop_args.format("ptr %segment_ids") + """,
+                             i64 %lo, i64 %hi, i64 %first, i64 %last)"""
+    segment_broken = """
+cut_broken:
+  %where = select i1 %bad_first, i64 %lo, i64 %hi
+  ret i64 %where
+"""
+    return ("\n" + """; Where chunk c of `count` starts in `total` (lookups or bags): total - total * (1 - c /
 ; count)^2, so that the chunks shrink from the first to the last. The last ones end the
 ; call, and a thread that claims one late keeps the others waiting for at most that
 ; long (equal chunks: half of 1/32 of the work, 0.12 ms of 8). Two divisions keep every
 ; product below 2^63 for totals below 2^40.
-define i64 @share(i64 %total, i64 %c, i64 %count) {{
+define i64 @share(i64 %total, i64 %c, i64 %count) {
 entry:
   %rest = sub i64 %count, %c
   %wide = mul i64 %total, %rest
@@ -526,183 +650,19 @@ entry:
   %twice = sdiv i64 %twice_wide, %count
   %start = sub i64 %total, %twice
   ret i64 %start
-}}
+}
 
-define i64 @bag_cut(ptr %bounds, i64 %bags, i64 %c, i64 %count) {{
-entry:
-  %is_first = icmp eq i64 %c, 0
-  br i1 %is_first, label %zero, label %inner
-
-zero:
-  ret i64 0
-
-inner:
-  %is_end = icmp sge i64 %c, %count
-  br i1 %is_end, label %all, label %aim
-
-all:
-  ret i64 %bags
-
-aim:
-  %total_at = getelementptr i64, ptr %bounds, i64 %bags
-  %total = load i64, ptr %total_at, align 8
-  %target = call i64 @share(i64 %total, i64 %c, i64 %count)
-  br label %search
-
-search:
-  ; the first bag b whose start bounds[b] > target, in [lo, hi); the cut is b - 1
-  %lo = phi i64 [0, %aim], [%lo_next, %step]
-  %hi = phi i64 [%bags, %aim], [%hi_next, %step]
-  %open = icmp slt i64 %lo, %hi
-  br i1 %open, label %step, label %found
-
-step:
-  %sum = add i64 %lo, %hi
-  %mid = lshr i64 %sum, 1
-  %mid_at = getelementptr i64, ptr %bounds, i64 %mid
-  %start = load i64, ptr %mid_at, align 8
-  %after = icmp sgt i64 %start, %target
-  %mid_up = add i64 %mid, 1
-  %lo_next = select i1 %after, i64 %lo, i64 %mid_up
-  %hi_next = select i1 %after, i64 %mid, i64 %hi
-  br label %search
-
-found:
-  %cut = sub i64 %lo, 1
-  %low = icmp slt i64 %cut, 0
-  %cut_0 = select i1 %low, i64 0, i64 %cut
-  ret i64 %cut_0
-}}
-
-define i64 @bag_chunks(ptr %table, i64 %rows, ptr %indices, ptr %bounds, ptr %weights,
-                       i64 %one_weight, ptr %out, i64 %default, i64 %mean, i64 %bags,
-                       i64 %count, ptr %next) {{
-entry:
-  br label %claim
-
-claim:
-  %c = atomicrmw add ptr %next, i64 1 monotonic
-  %left = icmp slt i64 %c, %count
-  br i1 %left, label %work, label %done
-
-work:
-  %first = call i64 @bag_cut(ptr %bounds, i64 %bags, i64 %c, i64 %count)
-  %c_next = add i64 %c, 1
-  %last = call i64 @bag_cut(ptr %bounds, i64 %bags, i64 %c_next, i64 %count)
-  %stop = call i64 @bags(ptr %table, i64 %rows, ptr %indices, ptr %bounds, ptr %weights,
-                         i64 %one_weight, ptr %out, i64 %default, i64 %mean, i64 0,
-                         i64 %bags, i64 %first, i64 %last)
-  %whole = icmp slt i64 %stop, 0
-  br i1 %whole, label %claim, label %broken
-
-broken:
-  ret i64 %stop
-
-done:
-  ret i64 -1
-}}
-
-define i64 @offset_cut(ptr %offsets, i64 %n, i64 %bags, i64 %c, i64 %count) {{
-entry:
-  %is_first = icmp eq i64 %c, 0
-  br i1 %is_first, label %zero, label %inner
-
-zero:
-  ret i64 0
-
-inner:
-  %is_end = icmp sge i64 %c, %count
-  br i1 %is_end, label %all, label %aim
-
-all:
-  ret i64 %bags
-
-aim:
-  %target = call i64 @share(i64 %n, i64 %c, i64 %count)
-  br label %search
-
-search:
-  ; as @bag_cut, bag b starting at offsets[b] (offsets that fall back give some cut; each
-  ; bag's own check catches them)
-  %lo = phi i64 [0, %aim], [%lo_next, %step]
-  %hi = phi i64 [%bags, %aim], [%hi_next, %step]
-  %open = icmp slt i64 %lo, %hi
-  br i1 %open, label %step, label %found
-
-step:
-  %sum = add i64 %lo, %hi
-  %mid = lshr i64 %sum, 1
-{_load_id("start", "mid", ix, "offsets")}
-  %after = icmp sgt i64 %start, %target
-  %mid_up = add i64 %mid, 1
-  %lo_next = select i1 %after, i64 %lo, i64 %mid_up
-  %hi_next = select i1 %after, i64 %mid, i64 %hi
-  br label %search
-
-found:
-  %cut = sub i64 %lo, 1
-  %low = icmp slt i64 %cut, 0
-  %cut_0 = select i1 %low, i64 0, i64 %cut
-  ret i64 %cut_0
-}}
-
-define i64 @offset_bag_chunks(ptr %table, i64 %rows, ptr %indices, ptr %offsets,
-                              ptr %weights, i64 %one_weight, ptr %out, i64 %default,
-                              i64 %mean, i64 %n, i64 %bags, i64 %count, ptr %next) {{
-entry:
-  br label %claim
-
-claim:
-  %c = atomicrmw add ptr %next, i64 1 monotonic
-  %left = icmp slt i64 %c, %count
-  br i1 %left, label %work, label %done
-
-work:
-  %first = call i64 @offset_cut(ptr %offsets, i64 %n, i64 %bags, i64 %c, i64 %count)
-  %c_next = add i64 %c, 1
-  %last = call i64 @offset_cut(ptr %offsets, i64 %n, i64 %bags, i64 %c_next, i64 %count)
-  %stop = call i64 @offset_bags(ptr %table, i64 %rows, ptr %indices, ptr %offsets,
-                                ptr %weights, i64 %one_weight, ptr %out, i64 %default,
-                                i64 %mean, i64 %n, i64 %bags, i64 %first, i64 %last)
-  %whole = icmp slt i64 %stop, 0
-  br i1 %whole, label %claim, label %broken
-
-broken:
-  ret i64 %stop
-
-done:
-  ret i64 -1
-}}
-
-define i64 @packed_bag_chunks(ptr %table, i64 %rows, ptr %indices, i64 %per_bag,
-                              ptr %weights, i64 %one_weight, ptr %out, i64 %default,
-                              i64 %mean, i64 %n, i64 %bags, i64 %count, ptr %next) {{
-entry:
-  br label %claim
-
-claim:
-  %c = atomicrmw add ptr %next, i64 1 monotonic
-  %left = icmp slt i64 %c, %count
-  br i1 %left, label %work, label %done
-
-work:
-  ; bags of one size: chunk c is bags @share(bags, c, count) onwards
-  %first = call i64 @share(i64 %bags, i64 %c, i64 %count)
-  %c_next = add i64 %c, 1
-  %last = call i64 @share(i64 %bags, i64 %c_next, i64 %count)
-  %stop = call i64 @packed_bags(ptr %table, i64 %rows, ptr %indices, i64 %per_bag,
-                                ptr %weights, i64 %one_weight, ptr %out, i64 %default,
-                                i64 %mean, i64 %n, i64 %bags, i64 %first, i64 %last)
-  %whole = icmp slt i64 %stop, 0
-  br i1 %whole, label %claim, label %broken
-
-broken:
-  ret i64 %stop
-
-done:
-  ret i64 -1
-}}
-
+"""
+            + bag_cut("bag_cut", "bounds", "  %total_at = getelementptr i64, ptr %bounds, i64 %bags\n"
+                      "  %total = load i64, ptr %total_at, align 8",
+                      "  %mid_at = getelementptr i64, ptr %bounds, i64 %mid\n"
+                      "  %start = load i64, ptr %mid_at, align 8")
+            + bag_chunks("bag_chunks", "bags", "ptr %bounds", "bag_cut")
+            + bag_cut("offset_cut", "offsets", "  %total = add i64 %n, 0",
+                      _load_id("start", "mid", ix, "offsets"))
+            + bag_chunks("offset_bag_chunks", "offset_bags", "ptr %offsets", "offset_cut")
+            + bag_chunks("packed_bag_chunks", "packed_bags", "i64 %per_bag", None)
+            + f"""
 define {{i64, i64}} @segment_cut(ptr %segment_ids, i64 %n, i64 %segments, i64 %c,
                                 i64 %count) {{
 entry:
@@ -762,55 +722,9 @@ found:
   ret {{i64, i64}} %cut_2
 }}
 
-define i64 @segment_chunks(ptr %table, i64 %rows, ptr %indices, ptr %segment_ids,
-                           ptr %weights, i64 %one_weight, ptr %out, i64 %default, i64 %n,
-                           i64 %segments, i64 %count, ptr %next) {{
-entry:
-  br label %claim
-
-claim:
-  %c = atomicrmw add ptr %next, i64 1 monotonic
-  %left = icmp slt i64 %c, %count
-  br i1 %left, label %work, label %done
-
-work:
-  %from = call {{i64, i64}} @segment_cut(ptr %segment_ids, i64 %n, i64 %segments, i64 %c,
-                                        i64 %count)
-  %c_next = add i64 %c, 1
-  %to = call {{i64, i64}} @segment_cut(ptr %segment_ids, i64 %n, i64 %segments,
-                                      i64 %c_next, i64 %count)
-  %lo = extractvalue {{i64, i64}} %from, 0
-  %first = extractvalue {{i64, i64}} %from, 1
-  %hi = extractvalue {{i64, i64}} %to, 0
-  %last = extractvalue {{i64, i64}} %to, 1
-  ; a cut past the segments, or cuts that fall back: ids that break the promise
-  %bad_first = icmp slt i64 %first, 0
-  %bad_last = icmp slt i64 %last, 0
-  %back_lookups = icmp ult i64 %hi, %lo
-  %back_segments = icmp slt i64 %last, %first
-  %bad_1 = or i1 %bad_first, %bad_last
-  %bad_2 = or i1 %back_lookups, %back_segments
-  %bad = or i1 %bad_1, %bad_2
-  br i1 %bad, label %cut_broken, label %sum
-
-sum:
-  %stop = call i64 @segments(ptr %table, i64 %rows, ptr %indices, ptr %segment_ids,
-                             ptr %weights, i64 %one_weight, ptr %out, i64 %default,
-                             i64 %lo, i64 %hi, i64 %first, i64 %last)
-  %whole = icmp slt i64 %stop, 0
-  br i1 %whole, label %claim, label %broken
-
-cut_broken:
-  %where = select i1 %bad_first, i64 %lo, i64 %hi
-  ret i64 %where
-
-broken:
-  ret i64 %stop
-
-done:
-  ret i64 -1
-}}
 """
+            + claim("segment_chunks", loop_params.format("ptr %segment_ids")
+                    + ", i64 %n, i64 %segments", segment_work, segment_broken))
 
 
 def _load_id(name: str, position: str, ix: str, array: str = "segment_ids") -> str:

@@ -435,7 +435,7 @@ def _sum_bags(out: np.ndarray, table: np.ndarray, indices: np.ndarray, bounds: n
         loops, operands = ir
         threads = _workers(indices.shape[0])
         claimed, claimed_at = _claim_counter()
-        args = (*operands(bounds), usable, int(mean), out.shape[0],
+        args = (*operands(bounds), usable, int(mean), indices.shape[0], out.shape[0],
                 threads * CHUNKS_PER_THREAD if threads > 1 else 1, claimed_at)
         bag_chunks = loops["bag_chunks"]
         stopped = parallel(lambda: bag_chunks(*args), [()] * threads)

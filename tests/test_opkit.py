@@ -322,3 +322,18 @@ def test_balanced_ranges_cut_at_the_item_holding_each_aim(sizes, parts):
     want = [(a, b) for a, b in zip(cuts, cuts[1:] + [items]) if b > a] or [(0, items)]
     assert balanced_ranges(bounds, parts) == want
     assert balanced_cuts(bounds, parts).tolist() == [0] + [b for _, b in want]
+
+
+def test_compile_ir_refuses_a_signature_of_the_wrong_arity():
+    """A ctypes signature with more or fewer arguments than the IR function would put the
+    arguments in the wrong registers: compile_ir says so (an irrun bug), never returns it."""
+    import ctypes
+
+    from irrun.opkit.llvm import compile_ir
+
+    pytest.importorskip("llvmlite.binding")
+    ir = "define i64 @first(i64 %a, i64 %b) {\nentry:\n  ret i64 %a\n}\n"
+    i64 = ctypes.c_int64
+    with pytest.raises(TypeError, match="@first takes 2 arguments, its signature 1"):
+        compile_ir(ir, {"first": (i64, i64)})
+    assert compile_ir(ir, {"first": (i64, i64, i64)})["first"](5, 6) == 5

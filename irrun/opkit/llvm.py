@@ -64,11 +64,19 @@ def _compile(ir: str, signatures: dict[str, tuple]) -> dict | None:
             opt=3)
         module = llvm.parse_assembly(ir)
         module.verify()
+        # A ctypes signature whose arity is not the function's would pass its arguments
+        # into the wrong registers: a crash, or a wrong answer. That is a bug in irrun,
+        # and said so below, not a fallback.
+        arity = {name: len(list(module.get_function(name).arguments)) for name in signatures}
         engine = llvm.create_mcjit_compiler(module, machine)
         engine.finalize_object()
         addresses = {name: engine.get_function_address(name) for name in signatures}
     except Exception:         # no llvmlite, an LLVM that rejects the IR: the caller's other path
         return None
+    wrong = [f"@{name} takes {arity[name]} arguments, its signature {len(sig) - 1}"
+             for name, sig in signatures.items() if arity[name] != len(sig) - 1]
+    if wrong:
+        raise TypeError("irrun bug: " + "; ".join(wrong))
     if not all(addresses.values()):
         return None
     _engines.append(engine)
