@@ -47,11 +47,8 @@ WIDTHS = range(1, 257)              # row widths with a loop here (elements)
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 _SIGNATURES = {
-    # (table, rows, indices, segment_ids, weights, one_weight, out, default, lo, hi,
-    #  first, last)
-    "segments": (_I, _P, _I, _P, _P, _P, _I, _P, _I, _I, _I, _I, _I),
-    # The same over all bags or segments, in `count` chunks that the calling threads
-    # claim one by one from the shared i64 at `next` (see _chunks_ir):
+    # The bag and segment loops over all bags or segments, in `count` chunks that the
+    # calling threads claim one by one from the shared i64 at `next` (see _chunks_ir):
     # (table, rows, indices, bounds, weights, one_weight, out, default, mean, n, bags,
     #  count, next) and (table, rows, indices, segment_ids, weights, one_weight, out,
     #  default, n, segments, count, next)
@@ -70,8 +67,7 @@ _SIGNATURES = {
 # to build, against 20-50 for one group): group -> (the functions in its module, the
 # ones it exports).
 _GROUPS = {
-    "segments": (("segments", "share", "segment_cut", "segment_chunks"),
-                 ("segments", "segment_chunks")),
+    "segments": (("segments", "share", "segment_cut", "segment_chunks"), ("segment_chunks",)),
     "bags": (("bags", "share", "bag_cut", "bag_chunks"), ("bag_chunks",)),
     "offsets": (("offset_bags", "share", "offset_cut", "offset_bag_chunks"),
                 ("offset_bag_chunks",)),
@@ -81,10 +77,10 @@ _GROUPS = {
 
 def loops_for(width: int, index_dtype: np.dtype, streaming: bool = False,
               table_dtype: np.dtype = np.dtype(np.float32), group: str = "segments"):
-    """The loops of `group` ({"segments": fn, "segment_chunks": fn} for "segments"; see
-    _GROUPS) for rows of `width` elements of `table_dtype` (f32, or f16 where the CPU
-    converts halves itself: F16C) and ids of `index_dtype` (int32 or int64), with
-    streaming stores or not, or None (see the module's docstring)."""
+    """The loops `group` exports ({"segment_chunks": fn} for "segments"; see _GROUPS) for
+    rows of `width` elements of `table_dtype` (f32, or f16 where the CPU converts halves
+    itself: F16C) and ids of `index_dtype` (int32 or int64), with streaming stores or
+    not, or None (see the module's docstring)."""
     if width not in WIDTHS or index_dtype not in (np.int32, np.int64):
         return None
     streaming = streaming and width % 8 == 0     # see _ir: whole vectors, each aligned

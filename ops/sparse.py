@@ -276,12 +276,8 @@ def _sorted_segment_sum(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
     ir = _ir_operands(out, table, indices, weights, segment_ids, indices.dtype, "segments")
     if ir is not None:
         loops, operands = ir
-        claimed, claimed_at = _claim_counter()
-        args = (*operands(segment_ids), usable, n, segments,
-                threads * CHUNKS_PER_THREAD if threads > 1 else 1, claimed_at)
-        segment_chunks = loops["segment_chunks"]
-        stopped = parallel(lambda: segment_chunks(*args), [()] * threads)
-        return all(at < 0 for at in stopped)
+        return _claimed(loops["segment_chunks"],
+                        (*operands(segment_ids), usable, n, segments), threads)
     spans = _segment_spans(segment_ids, segments, threads)
     out_bits, table_bits, bf16, weight_bits = _loop_operands(out, table, weights)
     args = (out_bits, table_bits, bf16, indices, segment_ids, weight_bits, usable)
@@ -384,12 +380,15 @@ def _ir_loop():
     return _IR_LOOP
 
 
-def _claim_counter():
-    """(counter, its address): the chunk counter the IR loops' threads share, at zero (a
-    ctypes int: 0.3 us, against 2.5 us for a NumPy one and its address). The caller keeps
-    the counter until the loop returns."""
+def _claimed(loop, head: tuple, threads: int) -> bool:
+    """Run one of the IR loops' *_chunks functions on `threads` threads (`head`: its
+    arguments before the chunk count and the counter): whether every chunk was whole.
+    The counter they share is a ctypes int (0.3 us, against 2.5 us for a NumPy one and
+    its address), alive until the threads return."""
     counter = ctypes.c_int64(0)
-    return counter, ctypes.addressof(counter)
+    args = (*head, threads * CHUNKS_PER_THREAD if threads > 1 else 1,
+            ctypes.addressof(counter))
+    return all(at < 0 for at in parallel(lambda: loop(*args), [()] * threads))
 
 
 def _segment_bounds(segment_ids: np.ndarray, segments: int, bounds: np.ndarray) -> int:
@@ -433,13 +432,8 @@ def _sum_bags(out: np.ndarray, table: np.ndarray, indices: np.ndarray, bounds: n
         ir = _ir_operands(out, table, indices, weights, bounds, np.dtype(np.int64), "bags")
     if ir is not None:
         loops, operands = ir
-        threads = _workers(indices.shape[0])
-        claimed, claimed_at = _claim_counter()
-        args = (*operands(bounds), usable, int(mean), indices.shape[0], out.shape[0],
-                threads * CHUNKS_PER_THREAD if threads > 1 else 1, claimed_at)
-        bag_chunks = loops["bag_chunks"]
-        stopped = parallel(lambda: bag_chunks(*args), [()] * threads)
-        if any(at >= 0 for at in stopped):
+        head = (*operands(bounds), usable, int(mean), indices.shape[0], out.shape[0])
+        if not _claimed(loops["bag_chunks"], head, _workers(indices.shape[0])):
             _check_range("indices", indices, num_emb, "emb_table rows")
             raise AssertionError("the loop refused indices in range")
         return
@@ -622,12 +616,8 @@ def _own_bags_ir(reduction, emb_table, indices, offsets, weights, default, per_b
     else:
         run, head = loops["packed_bag_chunks"], operands(indices)
         head = (*head[:3], per_bag, *head[4:])
-    threads = _workers(n)
-    claimed, claimed_at = _claim_counter()
-    args = (*head, default, int(reduction == "mean"), n, bags,
-            threads * CHUNKS_PER_THREAD if threads > 1 else 1, claimed_at)
-    stopped = parallel(lambda: run(*args), [()] * threads)
-    return out if all(at < 0 for at in stopped) else None
+    whole = _claimed(run, (*head, default, int(reduction == "mean"), n, bags), _workers(n))
+    return out if whole else None
 
 
 def _bags_out(reduction, emb_table, indices, bounds, weights, default):
