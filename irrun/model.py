@@ -76,17 +76,16 @@ class Model:
         self.diagnostics = program.diagnostics
         self._plans: dict[tuple, Plan] = {}
         self._signature_plans = SignaturePlans(program)
-        # Input name (any of its tensor names) -> (PortInfo, Parameter node), for _feeds:
-        # built once, since a run's feed goes through it every time.
+        # For _feeds, built once since every run's feed goes through them: input name (any
+        # of its tensor names) -> (PortInfo, Parameter node); and, for the usual feed (a
+        # dict of arrays of each input's own numeric type and static shape under its first
+        # name), which is taken as it is since cast_input's checks would all pass, first
+        # name -> (layer id, dtype, shape).
         self._by_name: dict[str, tuple] = {}
+        self._as_given = {}
         for info, node in zip(self.inputs, program.parameters):
             for n in info.names:
                 self._by_name.setdefault(n, (info, node))
-        # The usual feed, a dict of arrays of each input's own numeric type and static
-        # shape under its first name, is taken as it is: no cast_input, whose checks would
-        # all pass. Name -> (layer id, dtype, shape) for those inputs.
-        self._as_given = {}
-        for info, node in zip(self.inputs, program.parameters):
             spec = node.specs[0]
             if (spec.etype.kind != "string" and spec.etype.dtype.kind in "fiub"
                     and spec.shape is not None and all(d.is_static for d in spec.shape)):

@@ -497,7 +497,7 @@ def _chunks_ir(ix: str) -> str:
     ids), so the caller's Python does no work per chunk.
 
     Chunk c of `count` aims at lookup @share(n, c, count) onwards (chunks that shrink
-    towards the end). For bags it starts at the bag holding that lookup (balanced_cuts'
+    towards the end). For bags it starts at the bag holding that lookup (balanced_ranges'
     rule); for segments at the first lookup of that
     lookup's segment (the ids' lower bound, ids compared as unsigned after sign extension),
     and at that segment. Sorted ids give rising cuts, so the chunks cover every lookup and
@@ -538,7 +538,7 @@ done:
 
     def bag_cut(name: str, array: str, total: str, load_start: str) -> str:
         """@name(ptr %array, i64 %n, i64 %bags, c, count): the first bag of chunk c, the
-        one holding lookup @share(total, c, count) (balanced_cuts' rule); bags whose
+        one holding lookup @share(total, c, count) (balanced_ranges' rule); bags whose
         starts fall back (bad offsets) give some cut, which each bag's own check catches."""
         return f"""
 define i64 @{name}(ptr %{array}, i64 %n, i64 %bags, i64 %c, i64 %count) {{

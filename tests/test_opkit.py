@@ -310,7 +310,7 @@ def test_balanced_ranges_cut_at_the_item_holding_each_aim(sizes, parts):
     """balanced_ranges (NumPy, one searchsorted) against its rule written out one aim at a
     time: even shares of the total work, each cut at the start of the item holding the
     share's first unit, repeated and empty ranges dropped, all items covered."""
-    from irrun.opkit import balanced_cuts, balanced_ranges, even_ranges
+    from irrun.opkit import balanced_ranges, even_ranges
 
     bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
     items = len(sizes)
@@ -321,7 +321,6 @@ def test_balanced_ranges_cut_at_the_item_holding_each_aim(sizes, parts):
             cuts.append(cut)
     want = [(a, b) for a, b in zip(cuts, cuts[1:] + [items]) if b > a] or [(0, items)]
     assert balanced_ranges(bounds, parts) == want
-    assert balanced_cuts(bounds, parts).tolist() == [0] + [b for _, b in want]
 
 
 def test_compile_ir_refuses_a_signature_of_the_wrong_arity():

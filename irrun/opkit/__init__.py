@@ -48,8 +48,7 @@ What is here, by concern:
   `tap_slices`, `compute_dtype`, `check_spatial_rank`, `numeric`;
 - resources: `check_alloc` (the one allocation guard: call it before allocating anything
   whose size comes from input values or attributes), `max_tensor_bytes`, and the one
-  shared, fork-safe worker pool: `parallel`, `workers`, `even_ranges`, `balanced_ranges`
-  (`balanced_cuts`: its cuts as an array);
+  shared, fork-safe worker pool: `parallel`, `workers`, `even_ranges`, `balanced_ranges`;
 - compressed weights: `CompressedWeights`, what a kernel gets at an input port its op
   lists in COMPRESSED_INPUTS when the loader kept an f16 Const's decompression Convert
   compressed (its `source` halves, or `decompressed()`: the f32 values, made once).
@@ -113,7 +112,7 @@ from .partial import (
     slice_index,
 )
 from .compressed import CompressedWeights
-from .pool import balanced_cuts, balanced_ranges, even_ranges, parallel, workers
+from .pool import balanced_ranges, even_ranges, parallel, workers
 from .problems import fail, warn
 from .unary import ARITH, make_unary, unary_apply
 from .window import (
@@ -142,7 +141,7 @@ __all__ = [
     "ARITH", "AutoPad", "CompressedWeights", "DYNAMIC", "Dim", "DimOf", "ElementType",
     "ElementTypeName", "NoAttrs", "OpProblem",
     "PartialShapeText", "ResourceError", "TensorSpec", "UnsupportedError", "as_dtype",
-    "balanced_cuts", "balanced_ranges", "broadcast_dim", "broadcast_shapes", "check_alloc", "check_arrays_broadcast",
+    "balanced_ranges", "broadcast_dim", "broadcast_shapes", "check_alloc", "check_arrays_broadcast",
     "check_integer", "check_rank",
     "check_spatial_rank", "check_window_attrs", "compute_dtype", "convert_array", "dilated",
     "element_type", "elements", "erf", "etype_name", "even_ranges", "exact", "fail",

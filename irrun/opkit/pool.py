@@ -58,9 +58,11 @@ def even_ranges(n: int, parts: int) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
 
 
-def balanced_cuts(bounds, parts: int):
-    """The cuts of `balanced_ranges` as an int64 array: 0, the first item of each range
-    after the first, and the number of items (at least [0, items])."""
+def balanced_ranges(bounds, parts: int) -> list[tuple[int, int]]:
+    """`parts` ranges (first, last) of items covering all of them, of about equal work, for
+    items whose work is cumulative in `bounds` (items + 1 non-decreasing entries from 0:
+    item i is bounds[i]..bounds[i+1]): each cut is at the start of the item holding the unit
+    of work it aims at, so no item is split between two ranges."""
     import numpy as np
 
     bounds = np.asarray(bounds)
@@ -69,14 +71,6 @@ def balanced_cuts(bounds, parts: int):
     aims = (np.arange(1, max(1, parts), dtype=np.int64) * total) // max(1, parts)
     aims = aims[aims > 0]       # (even_ranges drops the empty ranges of a small total)
     # bounds rises, so the cuts do: unique drops the repeats of an item holding several aims.
-    cuts = np.searchsorted(bounds, aims, side="right").astype(np.int64) - 1
-    cuts = np.unique(cuts[(cuts > 0) & (cuts < items)])
-    return np.concatenate(([0], cuts, [items])).astype(np.int64)
-
-
-def balanced_ranges(bounds, parts: int) -> list[tuple[int, int]]:
-    """`parts` ranges (first, last) of items covering all of them, of about equal work, for
-    items whose work is cumulative in `bounds` (items + 1 non-decreasing entries from 0:
-    item i is bounds[i]..bounds[i+1]): each cut is at the start of the item holding the unit
-    of work it aims at, so no item is split between two ranges."""
-    return list(itertools.pairwise(balanced_cuts(bounds, parts).tolist()))
+    cuts = np.searchsorted(bounds, aims, side="right") - 1
+    cuts = np.unique(cuts[(cuts > 0) & (cuts < items)]).tolist()
+    return list(itertools.pairwise([0, *cuts, items]))
