@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import plugin_int8
 from .errors import FeedError, IrrunError, UnsupportedError
 
 # Default (rtol, atol) per element type. f32: a few thousand ulp of relative slack, for
@@ -51,7 +52,9 @@ class TensorResult:
     op: str                       # Type-opsetN as written in the file
     line: int
     names: list[str]              # the port's tensor names
-    status: str                   # "agree" | "drift" (differs only through its inputs) | "differ"
+    # "agree" | "drift" (differs only through its inputs) | "explained" (differs as the
+    # other side's known arithmetic does: `cause`) | "differ"
+    status: str
     shape: list[int]
     dtype: str                    # irrun's element type
     other_shape: list[int]
@@ -69,6 +72,7 @@ class TensorResult:
     # irrun's kernel run on the other side's values of the layer's inputs, against the other
     # side's output: compare_tensor's statistics, {"error": message}, or None (not run).
     isolated: dict | None = None
+    cause: str | None = None      # for "explained": what the other side computes instead
 
     @property
     def label(self) -> str:
@@ -78,7 +82,7 @@ class TensorResult:
         return {k: getattr(self, k) for k in (
             "layer", "layer_id", "port", "op", "line", "names", "status", "shape", "dtype",
             "other_shape", "other_dtype", "tolerance", "size", "mismatches", "max_abs", "max_rel",
-            "cosine", "worst_index", "irrun_value", "other_value", "reason", "isolated")}
+            "cosine", "worst_index", "irrun_value", "other_value", "reason", "isolated", "cause")}
 
     def tolerance_text(self) -> str:
         t = self.tolerance
@@ -169,13 +173,20 @@ class CompareResult:
         return [t for t in self.tensors if t.status == "drift"]
 
     @property
+    def explained(self) -> list[TensorResult]:
+        """Tensors that differ as the other side's own arithmetic does (`cause`), which
+        irrun reproduces when it computes that way: OpenVINO's int8 sums on CPUs without
+        VNNI (irrun.plugin_int8)."""
+        return [t for t in self.tensors if t.status == "explained"]
+
+    @property
     def first_divergent(self) -> Divergence | None:
         return self.divergences[0] if self.divergences else None
 
     def to_dict(self) -> dict:
         return dict(model=self.model, other=self.other, inputs=self.inputs, ok=self.ok,
                     compared=len(self.tensors), differ=len(self.differing),
-                    drift=len(self.drifting),
+                    drift=len(self.drifting), explained=len(self.explained),
                     first_divergent=self.first_divergent.to_dict() if self.first_divergent
                     else None,
                     divergences=[d.to_dict() for d in self.divergences],
@@ -196,12 +207,27 @@ class CompareResult:
                    f"inputs (given {self.other_name}'s values of the inputs, irrun's kernel "
                    f"reproduces {self.other_name}'s output: the difference comes from earlier "
                    "layers)")
-        if self.ok:
-            if not drift:
-                return f"all {n} compared tensor{'s' if n != 1 else ''} agree"
-            return (f"no layer diverges on its own: {n - drift} of {n} compared tensors agree, "
-                    f"{carried}")
         lines = []
+        for t in self.explained:
+            lines.append(f"{self.model}:{t.line}: layer '{t.layer}' ({t.op}) output {t.port}: "
+                         f"{t.detail(self.other_name)}")
+            shown = (t.isolated or {}).get("plugin_max_abs")
+            lines.append(f"    {t.cause}" + (f" (on {self.other_name}'s inputs, max abs diff "
+                                              f"{_num(shown)} from its output)"
+                                              if shown is not None else ""))
+        if self.ok:
+            explained = len(self.explained)
+            same = n - drift - explained
+            if not drift and not explained:
+                return f"all {n} compared tensor{'s' if n != 1 else ''} agree"
+            parts = [f"{same} of {n} compared tensors agree"]
+            if explained:
+                parts.append(f"{explained} differ{'s' if explained == 1 else ''} as "
+                             f"{self.other_name}'s own arithmetic does (above)")
+            if drift:
+                parts.append(carried)
+            lines.append("no layer diverges on its own: " + ", ".join(parts))
+            return "\n".join(lines)
         for d in self.divergences:
             first = d is self.divergences[0]
             what = "first divergent layer" if first else "also diverges on its own"
@@ -241,7 +267,8 @@ class CompareResult:
                          _num(t.max_rel) if t.max_rel is not None else "-",
                          f"{t.mismatches}/{t.size}",
                          f"{t.cosine:.6f}" if t.cosine is not None else "-",
-                         {"agree": "ok", "drift": "drift"}.get(t.status, "DIFFER")])
+                         {"agree": "ok", "drift": "drift",
+                          "explained": "explained"}.get(t.status, "DIFFER")])
         if rows:
             out += _table(["tensor", "type-version", "irrun", "tolerance", "max abs",
                            "max rel", "mismatch", "cosine", ""], rows)
@@ -890,12 +917,19 @@ def compare(model_path, feed=None, *, reference=None, device: str = "CPU", layer
                                                   node.layer.line, "no Result needs this layer, "
                                                   "so irrun does not run it"))
     # A differing tensor whose layer, run by irrun on the other side's inputs, reproduces
-    # the other side's output only carries its inputs' difference: it drifts.
+    # the other side's output only carries its inputs' difference: it drifts. One that
+    # OpenVINO's CPU plugin computed with its saturated int8 sums (no VNNI on this CPU) and
+    # that irrun reproduces with those sums is explained.
+    saturating = (reference is None and device.upper().startswith("CPU")
+                  and plugin_int8.host_saturates())
     for t in result.tensors:
         if t.status == "differ" and t.reason is None:
-            t.isolated = _isolate(program, t, keeper.values, feeds_by_id, other, rtol, atol)
+            t.isolated = _isolate(program, t, keeper.values, feeds_by_id, other, rtol, atol,
+                                  saturating)
             if t.isolated is not None and t.isolated.get("status") == "agree":
                 t.status = "drift"
+            elif t.isolated is not None and t.isolated.get("plugin_int8"):
+                t.status, t.cause = "explained", plugin_int8.CAUSE
     result.divergences = _divergences(program, result)
     return result
 
@@ -980,10 +1014,12 @@ STATEFUL_OPS = {"ReadValue", "Assign"}
 
 
 def _isolate(program, t: TensorResult, keeper_values: dict, feeds_by_id: dict, other: dict,
-             rtol, atol):
+             rtol, atol, saturating: bool = False):
     """Run irrun's kernel of `t`'s layer on the other side's values of its inputs and compare
     with the other side's output: the statistics, {"error": ...}, or None when an input has
-    no value on the other side."""
+    no value on the other side. With `saturating` (OpenVINO's CPU plugin on a CPU without
+    VNNI), an int8 Convolution or MatMul that differs is also computed with the plugin's
+    sums (irrun.plugin_int8); the statistics then say `plugin_int8` when those agree."""
     from .executor import check_inputs
 
     node = program.nodes[t.layer_id]
@@ -1038,6 +1074,15 @@ def _isolate(program, t: TensorResult, keeper_values: dict, feeds_by_id: dict, o
             fits |= _matches(moved, want, tol)
         if fits.all():
             stats = dict(stats, status="agree", stepped=int(stats["mismatches"]))
+    if stats["status"] != "agree" and saturating and t.port == 0:
+        try:
+            theirs = plugin_int8.plugin_output(program, node, args, keeper_values)
+        except (ValueError, TypeError):   # inputs of shapes the emulation does not take
+            theirs = None
+        if theirs is not None and theirs.shape == want.shape:
+            emulated = compare_tensor(theirs.astype(want.dtype), want, tol)
+            if emulated["status"] == "agree":
+                stats = dict(stats, plugin_int8=True, plugin_max_abs=emulated["max_abs"])
     return stats
 
 
@@ -1088,8 +1133,8 @@ def _html_report(result: CompareResult, program) -> str:
             color = UNCHECKED_COLOR
         else:
             worst = {t.status for t in ts}
-            color = DIFFER_COLOR if "differ" in worst else DRIFT_COLOR if "drift" in worst \
-                else AGREE_COLOR
+            color = DIFFER_COLOR if "differ" in worst else DRIFT_COLOR if worst & {
+                "drift", "explained"} else AGREE_COLOR
         sel = f'g.node[id="L{_css(lid)}"] > rect'
         rules.append(f"{sel} {{ fill: {color}; }}")
     if first is not None:

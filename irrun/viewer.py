@@ -269,7 +269,8 @@ def _network(program, key: str, title: str, run: dict | None, diagnostics,
         agreement = det.get("agreement")
         if agreement == "differ":
             fill = "#ffb3b3"
-        elif agreement == "drift":       # differs only as its inputs do
+        elif agreement in ("drift", "explained"):   # differs only as its inputs do, or
+            # as OpenVINO's own arithmetic does
             fill = "#ffe0a0"
         elif agreement == "agree":
             fill = "#c8f0c8"
@@ -344,7 +345,7 @@ def run_stats(model, feed) -> dict:
 def agreement_of(result) -> dict[str, str]:
     """{layer id: "differ" | "drift" | "agree"} from an irrun.compare result: a layer's worst
     tensor (differ: wrong on its own account; drift: wrong only as its inputs are)."""
-    rank = {"agree": 0, "drift": 1, "differ": 2}
+    rank = {"agree": 0, "drift": 1, "explained": 1, "differ": 2}
     out: dict[str, str] = {}
     for t in result.tensors:
         lid = getattr(t, "layer_id", None)

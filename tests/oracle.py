@@ -34,9 +34,11 @@ def save(model, directory, name="model", compress_to_fp16=False) -> str:
     return path
 
 
-def ov_run(xml: str, feed: dict) -> list[np.ndarray]:
-    """Outputs of OpenVINO's CPU plugin (f32 inference precision), in Result order."""
-    compiled = core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+def ov_run(xml: str, feed: dict, config: dict | None = None) -> list[np.ndarray]:
+    """Outputs of OpenVINO's CPU plugin (f32 inference precision, and `config`), in Result
+    order."""
+    compiled = core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
+                                                 **(config or {})})
     request = compiled.create_infer_request()
     feed = {k: _ov_tensor(v) for k, v in feed.items()}
     results = request.infer(feed)
@@ -124,6 +126,15 @@ def i64(values):
     return ov.op.Constant(np.array(values, dtype=np.int64))
 
 
+def plugin_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """The bf16 bits (uint16) the CPU plugin makes of f32 `x` where it does not round to
+    nearest even (CPUs without AVX512-BF16), seen on an AMD EPYC with AVX2 and OpenVINO
+    2026.4.1: (bits + 0x8000 * lsb) >> 16, lsb the bf16's own last bit (2570 -> 2560,
+    where round to nearest gives 2576)."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x8000 * ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
 _bf16_rounds = None
 
 
@@ -131,15 +142,18 @@ def plugin_rounds_bf16() -> bool:
     """Whether this machine's CPU plugin rounds f32 -> bf16 to nearest even.
 
     It does on CPUs with AVX512-BF16 (and AMX); elsewhere it truncates the low 16 bits. The
-    probe converts 2570.0, whose neighbours in bf16 are 2560 (truncation) and 2576 (nearest).
+    probe converts 2570.0, whose neighbours in bf16 are 2560 (truncation, bits 0x4520) and
+    2576 (nearest, 0x4521), and reads the bf16 output's bits: a round trip back to f32 is
+    no probe, since the plugin drops the pair of Converts on some CPUs (AMD EPYC without
+    AVX-512: 2570 comes back).
     """
     global _bf16_rounds
     if _bf16_rounds is None:
         import openvino.opset8 as o
         p = o.parameter([1], ov.Type.f32, name="x")
-        m = ov.Model([o.result(o.convert(o.convert(p, "bf16"), "f32"))], [p], "probe")
+        m = ov.Model([o.result(o.convert(p, "bf16"))], [p], "probe")
         compiled = core().compile_model(m, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
         out = compiled.create_infer_request().infer({0: np.array([2570.0], np.float32)})
-        _bf16_rounds = float(np.array(out[compiled.outputs[0]])[0]) == 2576.0
+        _bf16_rounds = int(np.array(out[compiled.outputs[0]]).view(np.uint16)[0]) == 0x4521
     return _bf16_rounds
 

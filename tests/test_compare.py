@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import irrun
+from irrun import plugin_int8
 from irrun.cli import cli
 from irrun.comparing import (
     DEFAULT_TOLERANCES,
@@ -318,6 +319,9 @@ def test_every_model_agrees_layer_by_layer(xml):
                                    "\n".join(f"{t['layer']}:{t['port']} {t['op']}: "
                                              f"{t['max_abs']} {t['reason'] or ''}"
                                              for t in data["tensors"] if t["status"] != "agree"))
+    # Only OpenVINO's saturated int8 sums, on a CPU without VNNI, are explained away.
+    if not plugin_int8.host_saturates():
+        assert data["explained"] == 0
     # Every op port irrun ran is compared or listed with a reason; none silently dropped.
     m = irrun.read_model(xml)
     ran = set(m.run_order())
@@ -379,7 +383,11 @@ def test_outputs_the_plugin_refuses_are_listed(tmp_path, monkeypatch):
 @pytest.mark.oracle
 def test_ports_of_every_kind_are_matched(tmp_path):
     """Several outputs per op, f16 and bf16 tensors, a Parameter straight to a Result, an
-    unused Parameter, and two layers sharing a name (paired by op type)."""
+    unused Parameter, and two layers sharing a name (paired by op type).
+
+    The values (halves, times 1.5 in f16 and 3 in bf16) are exact in every type: on CPUs
+    without AVX512-BF16 the plugin computes bf16 ops in f32 and rounds only what it hands
+    back, so a bf16 Multiply that rounds would differ there for that reason alone."""
     ov = pytest.importorskip("openvino")
     import openvino.opset13 as o
 
@@ -388,10 +396,10 @@ def test_ports_of_every_kind_are_matched(tmp_path):
     z = o.parameter([-1], ov.Type.i32, name="z")
     split = o.split(x, o.constant(np.int64(1)), 3, name="split")
     half = o.multiply(o.convert(o.add(split.output(1), split.output(2), name="add"), "f16",
-                                name="to_half"), o.constant(np.array(1.37, np.float16)),
+                                name="to_half"), o.constant(np.array(1.5, np.float16)),
                       name="mul_half")
     bf = o.convert(half, "bf16", name="to_bf16")
-    back = o.convert(o.multiply(bf, o.convert(o.constant(np.float32(3.3)), "bf16"),
+    back = o.convert(o.multiply(bf, o.convert(o.constant(np.float32(3.0)), "bf16"),
                                 name="mul_bf16"), "f32", name="back")
     topk = o.topk(x, o.constant(np.int64(3)), 1, "max", "value", name="topk")
     relu, sig = o.relu(back, name="dup"), o.sigmoid(back, name="dup")
@@ -400,7 +408,7 @@ def test_ports_of_every_kind_are_matched(tmp_path):
     xml = tmp_path / "model.xml"
     ov.save_model(ov.Model(outs, [x, unused, z], "kinds"), str(xml), compress_to_fp16=False)
     rng = np.random.default_rng(0)
-    feed = {"x": rng.standard_normal((2, 6)).astype(np.float32),
+    feed = {"x": (rng.permutation(12).reshape(2, 6) / 2 - 3).astype(np.float32),
             "unused": np.zeros(3, np.float32), "z": np.arange(4, dtype=np.int32)}
     result = irrun.compare(xml, feed)
     assert result.ok, result.report()

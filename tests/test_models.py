@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import irrun
+from irrun import plugin_int8
 from irrun.cli import cli
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
@@ -205,8 +206,16 @@ def test_fresh_inputs_agree_with_openvino(xml):
     rng = np.random.default_rng(sum(map(ord, xml.parent.name)))
     feeds = FRESH.get(xml.parent.name, _perturbed_feeds)(xml.parent, rng)
     model = irrun.read_model(xml)
+    config = None
+    if plugin_int8.host_saturates() and any(n.layer.type == "FakeQuantize"
+                                            for n in model.program.nodes.values()):
+        # This CPU has no VNNI: the plugin's int8 kernels saturate their 16-bit pair sums
+        # (irrun.plugin_int8), 1.2x the logits' scale off the exact int8 model on
+        # mobilenet_v3_small_int8. Its float path (the low-precision transformations off)
+        # is the model's arithmetic there, as on CPUs whose int8 sums are exact.
+        config = {"LP_TRANSFORMS_MODE": False}
     for feed in feeds:
-        expected = oracle.ov_run(os.fspath(xml), feed)
+        expected = oracle.ov_run(os.fspath(xml), feed, config)
         got = model.infer(feed)
         assert len(expected) == len(model.outputs)
         for info, e in zip(model.outputs, expected):
