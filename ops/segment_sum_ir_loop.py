@@ -42,7 +42,21 @@ import numpy as np
 
 from irrun.opkit.llvm import compile_ir, host_has
 
-PREFETCH_AHEAD = 16                 # lookups, as the numba loop's
+# How far ahead the loops ask for rows: about this many bytes of rows, 16 to 128 lookups.
+# A row must be asked for at least one memory latency before its turn, and a lookup of a
+# narrow row takes less time, so narrow rows are asked for more lookups ahead. Measured in
+# alternating turns against PyTorch on an AMD EPYC (Zen 5, 2026-12-02; bench/run.py's
+# case, 2 threads): 16 lookups ahead 1.10x, 32 0.93x, 48 0.91x for rows of 64 f32; for
+# rows of 64 f16 1.05x, 48 0.66x, 96 0.61x; for rows of 16 f32 1.69x, 128 0.82x. (On the
+# Intel machine of session 9, 24 and 32 lookups for 64 f32 were within 1% of 16.) 12 KiB
+# in flight stays well inside a 32 KiB L1.
+PREFETCH_BYTES = 12 << 10
+PREFETCH_MIN, PREFETCH_MAX = 16, 128      # lookups
+
+
+def prefetch_ahead(row_bytes: int) -> int:
+    """How many lookups ahead the loops prefetch rows of `row_bytes` bytes."""
+    return min(PREFETCH_MAX, max(PREFETCH_MIN, PREFETCH_BYTES // row_bytes))
 WIDTHS = range(1, 257)              # row widths with a loop here (elements)
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
@@ -159,14 +173,14 @@ def _ir(width: int, index_bits: int, streaming: bool = False, half: bool = False
                    else f"  %{name} = add i64 %{name}_raw, 0"))
 
     def prefetch(tag: str, lookup: str, stop: str, done: str) -> str:
-        """Ask for the row of lookup `lookup` + PREFETCH_AHEAD, if there is one and it is a
-        row of the table, then go on at label `done`."""
+        """Ask for the row of lookup `lookup` + prefetch_ahead(row_bytes), if there is one and
+        it is a row of the table, then go on at label `done`."""
         lines = [o for o in range(0, row_bytes, 64)] + [row_bytes - 1]
         asks = "\n".join(
             f"  %{tag}_line{i} = getelementptr i8, ptr %{tag}_row, i64 {o}\n"
             f"  call void @llvm.prefetch.p0(ptr %{tag}_line{i}, i32 0, i32 3, i32 1)"
             for i, o in enumerate(lines))
-        return f"""  %{tag}_ahead = add i64 %{lookup}, {PREFETCH_AHEAD}
+        return f"""  %{tag}_ahead = add i64 %{lookup}, {prefetch_ahead(row_bytes)}
   %{tag}_some = icmp ult i64 %{tag}_ahead, %{stop}
   br i1 %{tag}_some, label %{tag}_read, label %{done}
 {tag}_read:
