@@ -20,7 +20,7 @@ numba loops compare np.uintp values: a negative one is a huge one.
 
 The ops call @bag_chunks and @segment_chunks (see _chunks_ir), which run @bags and
 @segments over chunks that each thread claims as it goes. @segments finds each segment's
-end sixteen ids at a time where it can.
+end as it goes, one id at a time.
 
 `loops_for(width, index_dtype, streaming, table_dtype, group)` gives the functions of one
 group (_GROUPS: "segments", "bags", "offsets" or "packed"), compiled once per process per
@@ -380,11 +380,6 @@ bad:
 """
     bags = (own_bags("bags", "bounds") + own_bags("offset_bags", "offsets")
             + own_bags("packed_bags", "packed"))
-    scan_choice = ("  %room = add i64 %pos, 16\n  %fits = icmp ule i64 %room, %hi\n"
-                   "  br i1 %fits, label %scan_16, label %scan_1" if index_bits == 32
-                   else "  br label %scan_1")
-    widen_ids = ("  %v = sext <16 x {ix}> %v_raw to <16 x i64>" if index_bits < 64
-                 else "  %v = add <16 x i64> %v_raw, zeroinitializer").format(ix=ix)
     segments = f"""
 define i64 @segments(ptr %table, i64 %rows, ptr %indices, ptr %segment_ids, ptr %weights,
                      i64 %one_weight, ptr %out, i64 %default, i64 %lo, i64 %hi, i64 %first,
@@ -401,49 +396,23 @@ segment:
   br label %scan
 
 scan:
-  ; The segment's end: the first lookup from %pos on whose id is not %s. For i32 ids,
-  ; sixteen at a time where sixteen are left in the span, so that a segment of up to 15
-  ; lookups costs one well-predicted branch here, not a mispredicted loop exit (the
-  ; benchmark's 100k segments: 5% of the time); one at a time near the span's end, and
-  ; for i64 ids, whose sixteen-id compare made the loop 5-17% slower (measured, cause
-  ; not found: their scan_16 is never entered, and LLVM drops it).
-  %pos = phi i64 [%start, %segment], [%pos_16, %same_16], [%pos_1, %same]
-{scan_choice}
-
-scan_16:
-  %v_at = getelementptr {ix}, ptr %segment_ids, i64 %pos
-  %v_raw = load <16 x {ix}>, ptr %v_at, align {index_bits // 8}
-{widen_ids}
-  %s_one = insertelement <16 x i64> poison, i64 %s, i64 0
-  %s_v = shufflevector <16 x i64> %s_one, <16 x i64> poison, <16 x i32> zeroinitializer
-  %eq = icmp eq <16 x i64> %v, %s_v
-  %eq_bits = bitcast <16 x i1> %eq to i16
-  %all_same = icmp eq i16 %eq_bits, -1
-  br i1 %all_same, label %same_16, label %differs_16
-
-same_16:
-  %pos_16 = add i64 %pos, 16
-  br label %scan
-
-differs_16:
-  %not_same = xor i16 %eq_bits, -1
-  %tz = call i16 @llvm.cttz.i16(i16 %not_same, i1 true)
-  %tz_64 = zext i16 %tz to i64
-  %at_16 = add i64 %pos, %tz_64
-  br label %scan_id
-
-scan_1:
+  ; The segment's end: the first lookup from %pos on whose id is not %s, one at a time.
+  ; (Sixteen i32 ids at a time, so that a segment of up to 15 lookups cost one
+  ; well-predicted branch here and not a mispredicted loop exit, was 5% faster on the
+  ; Intel machine of session 9 and 11.5% slower on an AMD EPYC (Zen 5, 2026-12-02, in
+  ; alternating turns in one process); for i64 ids it was 5-17% slower there too. One
+  ; loop for both, the simpler one.)
+  %pos = phi i64 [%start, %segment], [%pos_1, %same]
   %inside = icmp ult i64 %pos, %hi
   br i1 %inside, label %scan_id, label %scanned
 
 scan_id:
-  %at = phi i64 [%pos, %scan_1], [%at_16, %differs_16]
-{load_index("id", "segment_ids", "at")}
+{load_index("id", "segment_ids", "pos")}
   %is_s = icmp eq i64 %id, %s
   br i1 %is_s, label %same, label %other
 
 same:
-  %pos_1 = add i64 %at, 1
+  %pos_1 = add i64 %pos, 1
   br label %scan
 
 other:
@@ -451,7 +420,7 @@ other:
   br i1 %earlier, label %bad_end, label %scanned
 
 scanned:
-  %end = phi i64 [%pos, %scan_1], [%at, %other]
+  %end = add i64 %pos, 0
   %filled = icmp ne i64 %start, %end
   br i1 %filled, label %lookup, label %empty
 
@@ -476,7 +445,7 @@ finished:
 {fence}  ret i64 %result
 
 bad_end:
-{fence}  ret i64 %at
+{fence}  ret i64 %pos
 
 bad:
 {fence}  ret i64 %j
@@ -485,7 +454,6 @@ bad:
     functions = _functions(bags + segments + _chunks_ir(ix))
     return ("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)\n"
             "declare void @llvm.x86.sse.sfence()\n"
-            "declare i16 @llvm.cttz.i16(i16, i1)\n"
             + "".join(functions[name] for name in _GROUPS[group][0])
             + "!0 = !{i32 1}\n")
 
