@@ -23,6 +23,7 @@ import platform
 
 import numpy as np
 
+from irrun.opkit.llvm import cpu_flags
 from irrun.opkit.window import dilated, resolve_pads
 
 # /proc/cpuinfo flags of the instructions that make the plugin's int8 sums exact
@@ -42,15 +43,8 @@ def host_saturates() -> bool:
     x86-64 CPU whose flags name no VNNI instruction (False when the flags are unknown)."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return False
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return not any(flag in flags for flag in VNNI_FLAGS)
-    except OSError:
-        pass
-    return False
+    flags = cpu_flags()
+    return bool(flags) and not any(flag in flags for flag in VNNI_FLAGS)
 
 
 def plugin_output(program, node, args: list, values: dict) -> np.ndarray | None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import irrun.registry as R
 from irrun.errors import OpError, ShapeError
 from irrun.etypes import from_dtype
+from irrun.opkit.llvm import cpu_flags
 from irrun.registry import lookup
 from irrun.shapes import TensorSpec, format_shape
 
@@ -65,17 +66,6 @@ def run_both(model, feed, tmp):
     with tempfile.TemporaryDirectory(dir=tmp) as d:
         xml = oracle.save(model, d)
         return oracle.ov_run(xml, feed), oracle.irrun_run(xml, feed)
-
-
-def cpu_flags() -> set:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 # ---------------------------------------------------------------- Eye

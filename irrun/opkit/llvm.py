@@ -43,6 +43,22 @@ def host_has(feature: str) -> bool:
 
 
 @functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset:
+    """The CPU's flags as Linux's /proc/cpuinfo names them ("avx512_vnni", "avx512_bf16",
+    ...: not always LLVM's names), or an empty set where there is no such file. What
+    OpenVINO's CPU plugin computes depends on some of them, which is why irrun and its
+    tests ask."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+@functools.lru_cache(maxsize=1)
 def _host_features() -> dict | None:
     # Asked once per process: LLVM reads them from the CPU each time (0.2 ms a call).
     try:
