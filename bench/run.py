@@ -121,15 +121,16 @@ def peak_extra_bytes(fn) -> int:
     return peak - base
 
 
-def on_cache_lines(a: np.ndarray) -> np.ndarray:
-    """A copy of `a` whose data starts on a 64-byte boundary, where PyTorch's and OpenVINO's
-    allocators put a tensor. NumPy's large arrays start 16 bytes past one (glibc's mmap'd
-    chunk header), so a 128-byte f16 row spans three cache lines instead of two: measured
-    on one table, irrun's loop took 1.47x as long that way, PyTorch's 1.19x. The embedding
-    rows give both runtimes this one buffer (PyTorch through from_numpy, no copy), and one
-    row repeats a case in NumPy's own layout."""
-    raw = np.empty(a.nbytes + 64, np.uint8)
-    skip = -raw.ctypes.data % 64
+def on_cache_lines(a: np.ndarray, past: int = 0) -> np.ndarray:
+    """A copy of `a` whose data starts `past` bytes after a 64-byte boundary. PyTorch's and
+    OpenVINO's allocators put a tensor on one (past=0); NumPy's large arrays start where
+    malloc put them, often 16 bytes past one, and then a 128-byte f16 row spans three cache
+    lines instead of two (measured on an AVX2 machine, one table: irrun's loop took 1.47x
+    as long that way, PyTorch's 1.19x). The embedding rows give both runtimes this one
+    buffer (PyTorch through from_numpy, no copy), on a boundary; one row per table type
+    repeats a case 16 bytes past one."""
+    raw = np.empty(a.nbytes + 128, np.uint8)
+    skip = (past - raw.ctypes.data) % 64
     out = raw[skip:skip + a.nbytes].view(a.dtype).reshape(a.shape)
     out[...] = a
     return out
@@ -289,15 +290,13 @@ def _close(ours, theirs, tol) -> bool:
 
 
 def bench_bags(table, op, reduction, d, n, bags, num_emb, table_type, repeat, with_ov=True,
-               numpy_layout=False):
+               past=0):
     """EmbeddingBagOffsetsSum-3 / EmbeddingBagOffsets-15 / EmbeddingBagPackedSum-3 against
     torch.nn.functional.embedding_bag on the same lookups (the packed op: n // bags a bag),
-    both reading one table: on a 64-byte boundary (on_cache_lines), or where NumPy put it."""
+    both reading one table, `past` bytes after a 64-byte boundary (on_cache_lines)."""
     rng = np.random.default_rng(0)
     np_t = {"f32": np.float32, "f16": np.float16}[table_type]
-    emb = rng.standard_normal((num_emb, d)).astype(np_t)
-    if not numpy_layout:
-        emb = on_cache_lines(emb)
+    emb = on_cache_lines(rng.standard_normal((num_emb, d)).astype(np_t), past)
     weighted = reduction == "sum"
     packed = op == "EmbeddingBagPackedSum"
     if packed:
@@ -357,8 +356,8 @@ def bench_bags(table, op, reduction, d, n, bags, num_emb, table_type, repeat, wi
         if run_ov is not None and not _close(ours, next(iter(run_ov().values())), tol):
             mem_text += " — RESULTS DIFFER FROM OPENVINO"
     what = f"{reduction}, weights" if weighted else reduction
-    if numpy_layout:
-        what += f", table at {emb.ctypes.data % 64} mod 64 (NumPy's)"
+    if past:
+        what += f", table {past} bytes past a cache line"
     table.add(f"{op} {n // 1000}k lookups, d={d}, {bags // 1000}k bags, {table_type} table, {what}",
               times[0], times[2] if run_ov is not None else None, times[1], "≤ 1.0× torch", mem_text)
 
@@ -547,7 +546,7 @@ def main(argv=None):
                 bench_bags(table, op, reduction, 64, n, seg, num_emb, tt, args.repeat)
         for tt in ("f32", "f16"):
             bench_bags(table, "EmbeddingBagOffsetsSum", "sum", 64, n, seg, num_emb, tt,
-                       args.repeat, with_ov=False, numpy_layout=True)
+                       args.repeat, with_ov=False, past=16)
     if torch is not None:
         if "segment_max" in only:
             bench_segment_max(table, n, 16, seg, args.repeat)
