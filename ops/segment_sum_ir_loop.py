@@ -393,6 +393,13 @@ segment:
   %s = phi i64 [%first, %entry], [%s_next, %next_segment]
   %start = phi i64 [%lo, %entry], [%after, %next_segment]
   %s_next = add i64 %s, 1
+  ; The ids 1 KiB past the segment's start (a dozen segments ahead, or more) are asked
+  ; for too, as the rows are: in alternating turns on an AMD EPYC (Zen 5), 2.5% faster
+  ; with f32 rows and i64 ids, 9% with f16 rows, 1.6% with i32 ids (2 KiB: no better).
+  ; A prefetch never faults, so the array's end needs no test.
+  %ids_here = getelementptr {ix}, ptr %segment_ids, i64 %start
+  %ids_ahead = getelementptr i8, ptr %ids_here, i64 1024
+  call void @llvm.prefetch.p0(ptr %ids_ahead, i32 0, i32 3, i32 1)
   br label %scan
 
 scan:
