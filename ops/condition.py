@@ -73,6 +73,11 @@ _BLOCK = 1 << 15
 # Inputs are split over the op kit's shared pool (NumPy releases the GIL) in parts of at
 # least this many elements.
 _PARALLEL_MIN = 1 << 17
+# Up to this many values, in up to this many sorted rows, np.searchsorted answers row by
+# row instead: the vectorised search makes ~6 NumPy calls per halving of the row whatever
+# the size, 60 us of a 95 us run for 16 rows of 1024 and 64 values each (np.searchsorted:
+# a few us a row).
+_SMALL_VALUES, _SMALL_ROWS = 4096, 64
 
 
 def _search_range(table: np.ndarray, x: np.ndarray, out: np.ndarray, lower: bool, n: int,
@@ -154,18 +159,47 @@ def search_sorted(sorted_rows: np.ndarray, values: np.ndarray, lower: bool, out_
             x = np.maximum(x, 0)
             common = np.dtype(np.uint64)
     x = x.astype(common, copy=False)
+    per_row = 0 if rows.shape[0] == 1 else x.size // rows.shape[0]
+    flat = out.reshape(-1)
+    if x.size <= _SMALL_VALUES and rows.shape[0] <= _SMALL_ROWS:
+        if rows.dtype != common:
+            check_alloc(rows.shape, common, "the sorted sequence in the compared type")
+        _search_rows(rows.astype(common, copy=False), x, flat, lower, per_row)
+    else:
+        _search_padded(rows, x, flat, lower, n, common, per_row)
+    if fixed is not None:
+        flat[fixed[0]] = fixed[1]
+    return out
+
+
+def _search_rows(rows: np.ndarray, x: np.ndarray, flat: np.ndarray, lower: bool,
+                 per_row: int) -> None:
+    """search_sorted's answer by np.searchsorted, row by row. Its comparisons are C++'s
+    (side="left" finds the first b with !(b < x), "right" the first with x < b) except for
+    NaN, which NumPy sorts after every number: std::lower_bound puts a NaN x at 0 (b < NaN
+    is false), std::upper_bound past the end, where NumPy puts it too."""
+    side = "left" if lower else "right"
+    if per_row == 0:
+        flat[...] = np.searchsorted(rows[0], x, side)
+    else:
+        for r in range(rows.shape[0]):
+            part = slice(r * per_row, (r + 1) * per_row)
+            flat[part] = np.searchsorted(rows[r], x[part], side)
+    if lower and x.dtype.kind == "f":
+        flat[np.isnan(x)] = 0
+
+
+def _search_padded(rows: np.ndarray, x: np.ndarray, flat: np.ndarray, lower: bool, n: int,
+                   common: np.dtype, per_row: int) -> None:
+    """search_sorted's answer by the vectorised search (_search_range) over rows padded to
+    a power of two, in parts on the kit's pool."""
     p = 1 << n.bit_length()          # > n, so every real boundary sits below the padding
     check_alloc((rows.shape[0], p), common, "the padded sorted sequence")
     table = np.empty((rows.shape[0], p), common)
     table[:, :n] = rows
     table[:, n:] = np.inf if common.kind == "f" else np.iinfo(common).max
-    per_row = 0 if rows.shape[0] == 1 else x.size // rows.shape[0]
-    flat = out.reshape(-1)
     parallel(lambda lo, hi: _search_range(table, x[lo:hi], flat[lo:hi], lower, n, lo, per_row),
              even_ranges(x.size, workers(x.size, _PARALLEL_MIN)))
-    if fixed is not None:
-        flat[fixed[0]] = fixed[1]
-    return out
 
 
 def bucketize(data: np.ndarray, boundaries: np.ndarray, with_right_bound: bool, out_dtype) -> np.ndarray:

@@ -95,6 +95,45 @@ def test_large_batched_input_uses_the_threads(monkeypatch):
     np.testing.assert_array_equal(out, expected)
 
 
+_KINDS = {
+    "f32": st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.0, 3.0, 1e30]),
+    "i64": st.sampled_from([np.iinfo(np.int64).min, -3, 0, 2, 7, np.iinfo(np.int64).max]),
+    "u64": st.sampled_from([0, 2, 7, 2**63, 2**64 - 1]),
+    "u8": st.integers(0, 255),
+}
+_DTYPES = {"f32": np.float32, "i64": np.int64, "u64": np.uint64, "u8": np.uint8}
+
+
+@given(st.data())
+def test_small_inputs_take_np_searchsorted_with_the_same_answers(data):
+    """Up to _SMALL_VALUES values in up to _SMALL_ROWS rows, np.searchsorted answers row by
+    row; above, the padded vectorised search. Both must give the same positions, NaN
+    values (std::lower_bound puts them at 0), -0.0 against 0.0, infinities, and the
+    mixed u64/i64 pairs included."""
+    from irrun.ops import condition
+
+    seq_kind = data.draw(st.sampled_from(sorted(_KINDS)), label="sequence type")
+    val_kind = data.draw(st.sampled_from(sorted(_KINDS)), label="values type")
+    rows = data.draw(st.integers(1, 4), label="rows")
+    m = data.draw(st.integers(1, 12), label="sequence length")
+    k = data.draw(st.integers(1, 12), label="values per row")
+    seq = np.sort(np.array(data.draw(st.lists(_KINDS[seq_kind].filter(lambda v: v == v),
+                                              min_size=rows * m, max_size=rows * m)),
+                           _DTYPES[seq_kind]).reshape(rows, m), axis=1)
+    values = np.array(data.draw(st.lists(_KINDS[val_kind], min_size=rows * k,
+                                         max_size=rows * k)),
+                      _DTYPES[val_kind]).reshape(rows, k)
+    lower = data.draw(st.booleans(), label="lower")
+    small = condition.search_sorted(seq, values, lower, np.int64)
+    saved = condition._SMALL_VALUES
+    try:
+        condition._SMALL_VALUES = 0
+        padded = condition.search_sorted(seq, values, lower, np.int64)
+    finally:
+        condition._SMALL_VALUES = saved
+    np.testing.assert_array_equal(small, padded)
+
+
 # ------------------------------------------------------------------ errors and shapes
 
 def test_unsorted_sequence_fails_naming_the_position():
