@@ -180,11 +180,12 @@ def _search_rows(rows: np.ndarray, x: np.ndarray, flat: np.ndarray, lower: bool,
     is false), std::upper_bound past the end, where NumPy puts it too."""
     side = "left" if lower else "right"
     if per_row == 0:
-        flat[...] = np.searchsorted(rows[0], x, side)
+        flat[...] = rows[0].searchsorted(x, side)
     else:
-        for r in range(rows.shape[0]):
-            part = slice(r * per_row, (r + 1) * per_row)
-            flat[part] = np.searchsorted(rows[r], x[part], side)
+        # (the method, not np.searchsorted: its wrapper was half of each row's 1.8 us)
+        for r, row in enumerate(rows):
+            lo, hi = r * per_row, (r + 1) * per_row
+            flat[lo:hi] = row.searchsorted(x[lo:hi], side)
     if lower and x.dtype.kind == "f":
         flat[np.isnan(x)] = 0
 
