@@ -539,14 +539,16 @@ def main(argv=None):
     if "embedding" in only:
         for tt, it in (("f32", "i32"), ("f32", "i64"), ("f16", "i64")):
             bench_ess(table, 64, n, seg, num_emb, tt, it, args.repeat)
-    if torch is not None and "embedding" in only:
-        for op, reduction in (("EmbeddingBagOffsetsSum", "sum"), ("EmbeddingBagOffsets", "sum"),
-                              ("EmbeddingBagOffsets", "mean"), ("EmbeddingBagPackedSum", "sum")):
+        if torch is not None:
+            for op, reduction in (("EmbeddingBagOffsetsSum", "sum"),
+                                  ("EmbeddingBagOffsets", "sum"),
+                                  ("EmbeddingBagOffsets", "mean"),
+                                  ("EmbeddingBagPackedSum", "sum")):
+                for tt in ("f32", "f16"):
+                    bench_bags(table, op, reduction, 64, n, seg, num_emb, tt, args.repeat)
             for tt in ("f32", "f16"):
-                bench_bags(table, op, reduction, 64, n, seg, num_emb, tt, args.repeat)
-        for tt in ("f32", "f16"):
-            bench_bags(table, "EmbeddingBagOffsetsSum", "sum", 64, n, seg, num_emb, tt,
-                       args.repeat, with_ov=False, past=16)
+                bench_bags(table, "EmbeddingBagOffsetsSum", "sum", 64, n, seg, num_emb, tt,
+                           args.repeat, with_ov=False, past=16)
     if torch is not None:
         if "segment_max" in only:
             bench_segment_max(table, n, 16, seg, args.repeat)

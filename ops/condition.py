@@ -73,8 +73,8 @@ _BLOCK = 1 << 15
 # Inputs are split over the op kit's shared pool (NumPy releases the GIL) in parts of at
 # least this many elements.
 _PARALLEL_MIN = 1 << 17
-# Up to this many values, in up to this many sorted rows, np.searchsorted answers row by
-# row instead: the vectorised search makes ~6 NumPy calls per halving of the row whatever
+# Up to this many values, in up to this many sorted rows, ndarray.searchsorted answers row
+# by row instead: the vectorised search makes ~6 NumPy calls per halving of the row whatever
 # the size, 60 us of a 95 us run for 16 rows of 1024 and 64 values each (np.searchsorted:
 # a few us a row).
 _SMALL_VALUES, _SMALL_ROWS = 4096, 64
@@ -174,7 +174,7 @@ def search_sorted(sorted_rows: np.ndarray, values: np.ndarray, lower: bool, out_
 
 def _search_rows(rows: np.ndarray, x: np.ndarray, flat: np.ndarray, lower: bool,
                  per_row: int) -> None:
-    """search_sorted's answer by np.searchsorted, row by row. Its comparisons are C++'s
+    """search_sorted's answer by ndarray.searchsorted, row by row. Its comparisons are C++'s
     (side="left" finds the first b with !(b < x), "right" the first with x < b) except for
     NaN, which NumPy sorts after every number: std::lower_bound puts a NaN x at 0 (b < NaN
     is false), std::upper_bound past the end, where NumPy puts it too."""

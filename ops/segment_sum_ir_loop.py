@@ -57,6 +57,8 @@ PREFETCH_MIN, PREFETCH_MAX = 16, 128      # lookups
 def prefetch_ahead(row_bytes: int) -> int:
     """How many lookups ahead the loops prefetch rows of `row_bytes` bytes."""
     return min(PREFETCH_MAX, max(PREFETCH_MIN, PREFETCH_BYTES // row_bytes))
+
+
 WIDTHS = range(1, 257)              # row widths with a loop here (elements)
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
@@ -427,21 +429,20 @@ other:
   br i1 %earlier, label %bad_end, label %scanned
 
 scanned:
-  %end = add i64 %pos, 0
-  %filled = icmp ne i64 %start, %end
+  %filled = icmp ne i64 %start, %pos
   br i1 %filled, label %lookup, label %empty
 
 empty:
 {fill("e", "s", "next_segment")}
 
-{lookups("scanned", "start", "end", "hi", "segment_done")}
+{lookups("scanned", "start", "pos", "hi", "segment_done")}
 
 segment_done:
 {store("o", "s", "sum")}
   br label %next_segment
 
 next_segment:
-  %after = phi i64 [%start, %e_copy], [%start, %e_zero], [%end, %segment_done]
+  %after = phi i64 [%start, %e_copy], [%start, %e_zero], [%pos, %segment_done]
   %more_segments = icmp slt i64 %s_next, %last
   br i1 %more_segments, label %segment, label %finished
 
