@@ -409,8 +409,8 @@ scan:
   ; (Sixteen i32 ids at a time, so that a segment of up to 15 lookups cost one
   ; well-predicted branch here and not a mispredicted loop exit, was 5% faster on the
   ; Intel machine of session 9 and 11.5% slower on an AMD EPYC (Zen 5, 2026-12-02, in
-  ; alternating turns in one process); for i64 ids it was 5-17% slower there too. One
-  ; loop for both, the simpler one.)
+  ; alternating turns in one process); for i64 ids it had been 5-17% slower on the Intel
+  ; machine too. One loop for both, the simpler one.)
   %pos = phi i64 [%start, %segment], [%pos_1, %same]
   %inside = icmp ult i64 %pos, %hi
   br i1 %inside, label %scan_id, label %scanned

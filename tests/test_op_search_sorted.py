@@ -105,9 +105,9 @@ _DTYPES = {"f32": np.float32, "i64": np.int64, "u64": np.uint64, "u8": np.uint8}
 
 
 @given(st.data())
-def test_small_inputs_take_np_searchsorted_with_the_same_answers(data):
-    """Up to _SMALL_VALUES values in up to _SMALL_ROWS rows, np.searchsorted answers row by
-    row; above, the padded vectorised search. Both must give the same positions, NaN
+def test_small_inputs_take_ndarray_searchsorted_with_the_same_answers(data):
+    """Up to _SMALL_VALUES values in up to _SMALL_ROWS rows, ndarray.searchsorted answers
+    row by row; above, the padded vectorised search. Both must give the same positions, NaN
     values (std::lower_bound puts them at 0), -0.0 against 0.0, infinities, and the
     mixed u64/i64 pairs included."""
     from irrun.ops import condition
@@ -125,12 +125,10 @@ def test_small_inputs_take_np_searchsorted_with_the_same_answers(data):
                       _DTYPES[val_kind]).reshape(rows, k)
     lower = data.draw(st.booleans(), label="lower")
     small = condition.search_sorted(seq, values, lower, np.int64)
-    saved = condition._SMALL_VALUES
-    try:
-        condition._SMALL_VALUES = 0
+    # (a MonkeyPatch context, not the fixture: hypothesis refuses function-scoped fixtures)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(condition, "_SMALL_VALUES", 0)
         padded = condition.search_sorted(seq, values, lower, np.int64)
-    finally:
-        condition._SMALL_VALUES = saved
     np.testing.assert_array_equal(small, padded)
 
 

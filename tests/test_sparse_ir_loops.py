@@ -201,10 +201,10 @@ def test_claimed_chunks_and_segment_ends_match_the_numba_loop(data):
     """The IR loops' threads claim chunks whose ends they find themselves (binary searches
     of the bounds or the ids), and find each segment's end as they go: drawn segment
     lengths (0 to 40: empty ones, and more than the sixteen ids the loop once compared at
-    a time), chunk and
-    thread counts (more chunks than bags or segments included), and ids or offsets broken
-    at a drawn position (a decrease, an id past the segments, an offset past n or below 0)
-    give the numba loop's sums bit for bit, or its error; packed bags of a drawn size too."""
+    a time), chunk and thread counts (more chunks than bags or segments included), and ids
+    or offsets broken at a drawn position (a decrease, an id past the segments, an offset
+    past n or below 0) give the numba loop's sums bit for bit, or its error; packed bags of
+    a drawn size too."""
     threads = data.draw(st.integers(1, 3), label="threads")
     chunks = data.draw(st.integers(1, 40), label="chunks per thread")
     index_type = data.draw(st.sampled_from([np.int32, np.int64]), label="ids")
