@@ -42,21 +42,29 @@ import numpy as np
 
 from irrun.opkit.llvm import compile_ir, host_has
 
-# How far ahead the loops ask for rows: about this many bytes of rows, 16 to 128 lookups.
-# A row must be asked for at least one memory latency before its turn, and a lookup of a
-# narrow row takes less time, so narrow rows are asked for more lookups ahead. Measured in
-# alternating turns against PyTorch on an AMD EPYC (Zen 5, 2026-12-02; bench/run.py's
-# case, 2 threads): 16 lookups ahead 1.10x, 32 0.93x, 48 0.91x for rows of 64 f32; for
-# rows of 64 f16 1.05x, 48 0.66x, 96 0.61x; for rows of 16 f32 1.69x, 128 0.82x. (On the
-# Intel machine of session 9, 24 and 32 lookups for 64 f32 were within 1% of 16.) 12 KiB
-# in flight stays well inside a 32 KiB L1.
-PREFETCH_BYTES = 12 << 10
-PREFETCH_MIN, PREFETCH_MAX = 16, 128      # lookups
+# How far ahead the loops ask for rows, in two stages: into L2 about FAR_BYTES of rows
+# ahead, and from there into L1 about NEAR_BYTES ahead (within the lookup bounds given,
+# so a narrow row, whose lookup takes less time, is asked for more lookups ahead). Why
+# two: a prefetch into L1 holds one of the core's few L1 miss buffers until its line comes
+# from memory, so however far ahead the loop asks, only that many lines are on the way;
+# L2 keeps many more misses under way. Measured in alternating turns against PyTorch on
+# an AMD EPYC (Zen 4, 2026-12-02; bench/run.py's case, 2 threads, bit-identical sums), one
+# stage into L1 (12 KiB ahead: 48 lookups of 64 f32, as session 11 had tuned it on Zen 5)
+# against these two: EmbeddingSegmentsSum with rows of 64 f32 1.07x -> 0.46-0.56x, of
+# 64 f16 1.27x -> 0.55-0.77x; the bag loop 1.01x -> 0.59x; rows of 16 f32 1.17x -> 0.71x,
+# of 128 f32 0.55x -> 0.40x; a 5 MB table (in the cache) 1.02x -> 0.81x. One stage
+# 48 KiB ahead into L1 was no better than 12 KiB; into L2 only, or 80 KiB ahead, about
+# the same as these. (Not yet measured on an Intel CPU.)
+NEAR_BYTES, NEAR_LOOKUPS = 8 << 10, (8, 64)
+FAR_BYTES, FAR_LOOKUPS = 40 << 10, (32, 640)
 
 
-def prefetch_ahead(row_bytes: int) -> int:
-    """How many lookups ahead the loops prefetch rows of `row_bytes` bytes."""
-    return min(PREFETCH_MAX, max(PREFETCH_MIN, PREFETCH_BYTES // row_bytes))
+def prefetch_ahead(row_bytes: int) -> tuple[int, int]:
+    """(near, far): how many lookups ahead the loops ask for rows of `row_bytes` bytes
+    into L1 and into L2."""
+    def lookups(bytes_: int, bounds: tuple[int, int]) -> int:
+        return min(bounds[1], max(bounds[0], bytes_ // row_bytes))
+    return lookups(NEAR_BYTES, NEAR_LOOKUPS), lookups(FAR_BYTES, FAR_LOOKUPS)
 
 
 WIDTHS = range(1, 257)              # row widths with a loop here (elements)
@@ -119,6 +127,7 @@ def _ir(width: int, index_bits: int, streaming: bool = False, half: bool = False
         group: str = "segments") -> str:
     et, esize = ("half", 2) if half else ("float", 4)     # the table's (and output's) type
     row_bytes = width * esize
+    near, far = prefetch_ahead(row_bytes)
     ix = f"i{index_bits}"
     # The row as vectors: (first element, lanes) each. Streaming loops store whole vectors
     # on their own boundary, so their rows (a multiple of 8 elements: loops_for) are
@@ -174,15 +183,16 @@ def _ir(width: int, index_bits: int, streaming: bool = False, half: bool = False
                 + (f"  %{name} = sext {ix} %{name}_raw to i64" if index_bits < 64
                    else f"  %{name} = add i64 %{name}_raw, 0"))
 
-    def prefetch(tag: str, lookup: str, stop: str, done: str) -> str:
-        """Ask for the row of lookup `lookup` + prefetch_ahead(row_bytes), if there is one and
-        it is a row of the table, then go on at label `done`."""
+    def prefetch(tag: str, lookup: str, stop: str, done: str, ahead: int,
+                 locality: int) -> str:
+        """Ask for the row of lookup `lookup` + `ahead`, if there is one and it is a row of
+        the table, into L1 (`locality` 3) or L2 (2), then go on at label `done`."""
         lines = [o for o in range(0, row_bytes, 64)] + [row_bytes - 1]
         asks = "\n".join(
             f"  %{tag}_line{i} = getelementptr i8, ptr %{tag}_row, i64 {o}\n"
-            f"  call void @llvm.prefetch.p0(ptr %{tag}_line{i}, i32 0, i32 3, i32 1)"
+            f"  call void @llvm.prefetch.p0(ptr %{tag}_line{i}, i32 0, i32 {locality}, i32 1)"
             for i, o in enumerate(lines))
-        return f"""  %{tag}_ahead = add i64 %{lookup}, {prefetch_ahead(row_bytes)}
+        return f"""  %{tag}_ahead = add i64 %{lookup}, {ahead}
   %{tag}_some = icmp ult i64 %{tag}_ahead, %{stop}
   br i1 %{tag}_some, label %{tag}_read, label %{done}
 {tag}_read:
@@ -243,7 +253,9 @@ def _ir(width: int, index_bits: int, streaming: bool = False, half: bool = False
         return f"""lookup:
   %j = phi i64 [%{first}, %{enter}], [%j_next, %summed]
 {each(f"  %acc{{k}} = phi <{{lanes}} x float> [zeroinitializer, %{enter}], [%sum{{k}}, %summed]")}
-{prefetch("p", "j", stop, "current")}
+{prefetch("p", "j", stop, "far", near, 3)}
+far:
+{prefetch("q", "j", stop, "current", far, 2)}
 
 current:
 {load_index("r_index", "indices", "j")}
