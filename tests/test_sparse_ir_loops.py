@@ -273,3 +273,17 @@ def test_claimed_chunks_and_segment_ends_match_the_numba_loop(data):
         EmbeddingBagAttrs(reduction), table, packed, packed_weights if reduction == "sum"
         else None), "_bags_out", packed.size > 0)
     assert np.array_equal(fast, slow)
+
+
+def test_rows_are_asked_for_into_l2_before_l1():
+    """The loops ask for each row twice (see the comment above NEAR_BYTES in
+    segment_sum_ir_loop): into L2 far ahead, then into L1 nearer, for every row size they
+    take; a far stage no farther than the near one would only add instructions."""
+    for width in ir_loop.WIDTHS:
+        for row_bytes in (2 * width, 4 * width):
+            near, far = ir_loop.prefetch_ahead(row_bytes)
+            assert ir_loop.NEAR_LOOKUPS[0] <= near <= ir_loop.NEAR_LOOKUPS[1]
+            assert ir_loop.FAR_LOOKUPS[0] <= far <= ir_loop.FAR_LOOKUPS[1]
+            assert near < far, (row_bytes, near, far)
+    text = ir_loop._ir(64, 32)
+    assert "i32 0, i32 3, i32 1)" in text and "i32 0, i32 2, i32 1)" in text
