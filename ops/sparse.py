@@ -355,7 +355,7 @@ def _ir_operands(out: np.ndarray, table: np.ndarray, indices: np.ndarray,
     out_at = out.ctypes.data
     streaming = out.nbytes >= STREAM_MIN_BYTES and out_at % 64 == 0
     loops = _ir_loop().loops_for(table.shape[1], indices.dtype, streaming, table.dtype,
-                                 group)
+                                 group, table.nbytes)
     if loops is None:
         return None
     w = _ONES[table.dtype] if weights is None else weights

@@ -42,10 +42,11 @@ def ir_calls(monkeypatch):
     real = ir_loop.loops_for
 
     def counted(width, dtype, streaming=False, table_dtype=np.dtype(np.float32),
-                group="segments"):
-        loops = real(width, dtype, streaming, table_dtype, group)
+                group="segments", table_bytes=None):
+        loops = real(width, dtype, streaming, table_dtype, group, table_bytes)
         calls.append(loops is not None)
         calls.streamed.append(streaming)
+        calls.far.append(table_bytes is None or table_bytes > ir_loop.FAR_TABLE_BYTES)
         return loops
     calls = _Calls()
     monkeypatch.setattr(ir_loop, "loops_for", counted)
@@ -56,6 +57,7 @@ class _Calls(list):
     def __init__(self):
         super().__init__()
         self.streamed = []
+        self.far = []
 
 
 @pytest.fixture(params=["cached stores", "streaming stores"])
@@ -64,6 +66,15 @@ def stores(request, monkeypatch):
     streaming = request.param == "streaming stores"
     monkeypatch.setattr(sparse, "STREAM_MIN_BYTES", 0 if streaming else 1 << 62)
     return streaming
+
+
+@pytest.fixture(params=["near prefetch", "near and far prefetch"])
+def stages(request, monkeypatch):
+    """Both prefetch plans of the IR loops (the far stage or not), whatever the tables'
+    sizes. The prefetches change no sum, so these must agree with the numba loop too."""
+    far = request.param == "near and far prefetch"
+    monkeypatch.setattr(ir_loop, "FAR_TABLE_BYTES", -1 if far else 1 << 62)
+    return far
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -90,7 +101,8 @@ TABLES = [np.float32, pytest.param(np.float16, marks=pytest.mark.skipif(
 @pytest.mark.parametrize("width", [1, 3, 8, 12, 16, 24, 48, 64, 100, 256])
 @pytest.mark.parametrize("index_type", [np.int32, np.int64])
 def test_bags_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls, stores,
-                                               threads, width, index_type, table_type):
+                                               stages, threads, width, index_type,
+                                               table_type):
     monkeypatch.setenv("IRRUN_THREADS", threads)
     rng = np.random.default_rng(width + len(threads))
     table, indices, offsets, weights = _case(rng, width, index_type, table_type=table_type)
@@ -113,6 +125,7 @@ def test_bags_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls
         (slow,) = numba_only(lambda: EmbeddingBagPacked15.run(attrs, table, packed))
         assert np.array_equal(_bits(fast), _bits(slow))
     assert ir_calls and all(ir_calls) and set(ir_calls.streamed) == {stores}
+    assert set(ir_calls.far) == {stages}
 
 
 @pytest.mark.parametrize("table_type", TABLES)
@@ -120,8 +133,8 @@ def test_bags_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls
 @pytest.mark.parametrize("width", [2, 8, 24, 64, 100, 256])
 @pytest.mark.parametrize("index_type", [np.int32, np.int64])
 def test_segments_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_calls,
-                                                   stores, threads, width, index_type,
-                                                   table_type):
+                                                   stores, stages, threads, width,
+                                                   index_type, table_type):
     monkeypatch.setenv("IRRUN_THREADS", threads)
     rng = np.random.default_rng(width * 3 + len(threads))
     table, indices, _, weights = _case(rng, width, index_type, table_type=table_type)
@@ -134,6 +147,7 @@ def test_segments_match_the_numba_loop_bit_for_bit(monkeypatch, numba_only, ir_c
         (slow,) = numba_only(lambda: EmbeddingSegmentsSum3.run(None, *args))
         assert np.array_equal(_bits(fast), _bits(slow))
     assert ir_calls and all(ir_calls) and set(ir_calls.streamed) == {stores}
+    assert set(ir_calls.far) == {stages}
     # A default of -1 with empty segments: the same located error either way.
     args = (table, indices, ids, np.array(segments), np.array(-1), weights)
     with pytest.raises(irrun.IrrunError) as fast_error:
@@ -276,14 +290,16 @@ def test_claimed_chunks_and_segment_ends_match_the_numba_loop(data):
 
 
 def test_rows_are_asked_for_into_l2_before_l1():
-    """The loops ask for each row twice (see the comment above NEAR_BYTES in
-    segment_sum_ir_loop): into L2 far ahead, then into L1 nearer, for every row size they
-    take; a far stage no farther than the near one would only add instructions."""
+    """The loops over a large table ask for each row twice (see the comment above
+    NEAR_BYTES in segment_sum_ir_loop): into L2 far ahead, then into L1 nearer, for every
+    row size they take (a far stage no farther than the near one would only add
+    instructions); over a small table (FAR_TABLE_BYTES) into L1 only."""
     for width in ir_loop.WIDTHS:
         for row_bytes in (2 * width, 4 * width):
             near, far = ir_loop.prefetch_ahead(row_bytes)
             assert ir_loop.NEAR_LOOKUPS[0] <= near <= ir_loop.NEAR_LOOKUPS[1]
             assert ir_loop.FAR_LOOKUPS[0] <= far <= ir_loop.FAR_LOOKUPS[1]
             assert near < far, (row_bytes, near, far)
-    text = ir_loop._ir(64, 32)
-    assert "i32 0, i32 3, i32 1)" in text and "i32 0, i32 2, i32 1)" in text
+    both, near_only = ir_loop._ir(64, 32, far=True), ir_loop._ir(64, 32, far=False)
+    assert "i32 0, i32 3, i32 1)" in both and "i32 0, i32 2, i32 1)" in both
+    assert "i32 0, i32 3, i32 1)" in near_only and "i32 0, i32 2, i32 1)" not in near_only
