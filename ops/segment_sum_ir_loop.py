@@ -22,15 +22,15 @@ The ops call @bag_chunks and @segment_chunks (see _chunks_ir), which run @bags a
 @segments over chunks that each thread claims as it goes. @segments finds each segment's
 end as it goes, one id at a time.
 
-`loops_for(width, index_dtype, streaming, table_dtype, group, table_bytes)` gives the functions of one
-group (_GROUPS: "segments", "bags", "offsets" or "packed"), compiled once per process per
-width, index type, store kind and group, or None (no llvmlite, or the width
-is not one of these): the caller then takes the numba loop. Streaming loops write the
-output with non-temporal stores, which skip reading each output line into the cache
-before overwriting it (about a tenth of the memory traffic when the output is large):
-only for an output on a 64-byte boundary (they store whole aligned vectors) that is too
-large to be read back from the cache anyway. They end with an sfence, so the rows are
-visible to the thread that waits for the call.
+`loops_for(width, index_dtype, streaming, table_dtype, group, table_bytes)` gives the
+functions of one group (_GROUPS: "segments", "bags", "offsets" or "packed"), compiled once
+per process per width, index type, store kind, group and prefetch plan (far_stage), or
+None (no llvmlite, or the width is not one of these): the caller then takes the numba
+loop. Streaming loops write the output with non-temporal stores, which skip reading each
+output line into the cache before overwriting it (about a tenth of the memory traffic
+when the output is large): only for an output on a 64-byte boundary (they store whole
+aligned vectors) that is too large to be read back from the cache anyway. They end with
+an sfence, so the rows are visible to the thread that waits for the call.
 """
 from __future__ import annotations
 
@@ -63,6 +63,12 @@ FAR_BYTES, FAR_LOOKUPS = 40 << 10, (32, 640)
 # stage against without: tables of 0.25-3.5 MB took 7-21% longer with it, of 5 MB 13%
 # less, 16 MB 24% less, 50 MB 48% less.
 FAR_TABLE_BYTES = 4 << 20
+
+
+def far_stage(table_bytes: int | None) -> bool:
+    """Whether the loops over a table of `table_bytes` (None: unknown, taken as large)
+    have the far stage."""
+    return table_bytes is None or table_bytes > FAR_TABLE_BYTES
 
 
 def prefetch_ahead(row_bytes: int) -> tuple[int, int]:
@@ -111,8 +117,8 @@ def loops_for(width: int, index_dtype: np.dtype, streaming: bool = False,
     """The loops `group` exports ({"segment_chunks": fn} for "segments"; see _GROUPS) for
     rows of `width` elements of `table_dtype` (f32, or f16 where the CPU converts halves
     itself: F16C) and ids of `index_dtype` (int32 or int64), with streaming stores or
-    not, for a table of `table_bytes` (None: a large one; see FAR_TABLE_BYTES), or None
-    (see the module's docstring)."""
+    not, for a table of `table_bytes` (its prefetch plan: far_stage), or None (see the
+    module's docstring)."""
     if width not in WIDTHS or index_dtype not in (np.int32, np.int64):
         return None
     streaming = streaming and width % 8 == 0     # see _ir: whole vectors, each aligned
@@ -121,9 +127,8 @@ def loops_for(width: int, index_dtype: np.dtype, streaming: bool = False,
             return None       # LLVM would call a library routine per half
     elif table_dtype != np.float32:
         return None
-    far = table_bytes is None or table_bytes > FAR_TABLE_BYTES
     return _compiled(width, np.dtype(index_dtype).itemsize * 8, bool(streaming),
-                     table_dtype == np.float16, group, far)
+                     table_dtype == np.float16, group, far_stage(table_bytes))
 
 
 @functools.lru_cache(maxsize=None)

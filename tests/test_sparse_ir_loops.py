@@ -46,7 +46,7 @@ def ir_calls(monkeypatch):
         loops = real(width, dtype, streaming, table_dtype, group, table_bytes)
         calls.append(loops is not None)
         calls.streamed.append(streaming)
-        calls.far.append(table_bytes is None or table_bytes > ir_loop.FAR_TABLE_BYTES)
+        calls.far.append(ir_loop.far_stage(table_bytes))
         return loops
     calls = _Calls()
     monkeypatch.setattr(ir_loop, "loops_for", counted)
