@@ -60,9 +60,10 @@ FAR_BYTES, FAR_LOOKUPS = 40 << 10, (32, 640)
 # Tables of up to this many bytes get the near stage only: the caches hold much of them,
 # and the far stage then only adds instructions. Measured on the Zen 4 machine above
 # (1 MiB of L2 a core, 32 MiB of L3), EmbeddingSegmentsSum on one thread with the far
-# stage against without: tables of 0.25-3.5 MB took 7-21% longer with it, of 5 MB 13%
-# less, 16 MB 24% less, 50 MB 48% less.
-FAR_TABLE_BYTES = 4 << 20
+# stage against without, in alternating turns: tables of 0.25-3.5 MB took 7-24% longer
+# with it (100k and 1M lookups); of 5-10 MB anything from 18% less to 24% more, by the
+# number of lookups and the run; of 16 MB 24-31% less, of 50 MB 47-48% less.
+FAR_TABLE_BYTES = 8 << 20
 
 
 def far_stage(table_bytes: int | None) -> bool:
