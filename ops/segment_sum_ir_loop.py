@@ -52,7 +52,8 @@ from irrun.opkit.llvm import compile_ir, host_has
 # stage into L1 (12 KiB ahead: 48 lookups of 64 f32, as session 11 had tuned it on Zen 5)
 # against these two: EmbeddingSegmentsSum with rows of 64 f32 1.07x -> 0.46-0.56x, of
 # 64 f16 1.27x -> 0.55-0.77x; the bag loop 1.01x -> 0.59x; rows of 16 f32 1.17x -> 0.71x,
-# of 128 f32 0.55x -> 0.40x; a 5 MB table (in the cache) 1.02x -> 0.81x. One stage
+# of 128 f32 0.55x -> 0.40x; a 5 MB table 1.02x -> 0.81x (such tables now keep the near
+# stage only: FAR_TABLE_BYTES, measured after). One stage
 # 48 KiB ahead into L1 was no better than 12 KiB; into L2 only, or 80 KiB ahead, about
 # the same as these. (Not yet measured on an Intel CPU.)
 NEAR_BYTES, NEAR_LOOKUPS = 8 << 10, (8, 64)
