@@ -33,7 +33,8 @@ def _load(path: Path) -> dict[str, np.ndarray]:
 # (see models/README.md), since one level flipped by an ulp early on propagates; irrun
 # computes the float path.
 SCALED = {"mobilenet_v3_small": (1e-4, 1e-4), "tiny_unet": (1e-4, 1e-4),
-          "ssdlite_detector": (1e-4, 1e-4), "mobilenet_v3_small_int8": (0.6, 0.25)}
+          "ssdlite_detector": (1e-4, 1e-4), "mobilenet_v3_small_int8": (0.6, 0.25),
+          "torch_lraspp": (1e-4, 1e-4)}
 
 
 def _assert_close(got: np.ndarray, expected: np.ndarray, what: str) -> None:
@@ -196,7 +197,8 @@ FRESH = {"dlrm": _dlrm_feeds, "mobilenet_v3_small": _image_feeds, "mobilenet_v3_
          "onnx_scan_rnn": _onnx_scan_feeds, "keras_bilstm_ctc": _keras_bilstm_ctc_feeds,
          "tiny_bert": _token_feeds, "tiny_bert_onnx": _token_feeds, "tiny_gpt2": _token_feeds,
          "tiny_llama": _token_feeds, "tiny_wav2vec2": _wav2vec2_feeds,
-         "tiny_wav2vec2_ctc": _wav2vec2_feeds, "keras_mha_block": _keras_mha_feeds}
+         "tiny_wav2vec2_ctc": _wav2vec2_feeds, "keras_mha_block": _keras_mha_feeds,
+         "torch_lraspp": _image_feeds}
 
 
 @pytest.mark.oracle
