@@ -34,7 +34,8 @@ def _load(path: Path) -> dict[str, np.ndarray]:
 # computes the float path.
 SCALED = {"mobilenet_v3_small": (1e-4, 1e-4), "tiny_unet": (1e-4, 1e-4),
           "ssdlite_detector": (1e-4, 1e-4), "mobilenet_v3_small_int8": (0.6, 0.25),
-          "torch_lraspp": (1e-4, 1e-4)}
+          "torch_lraspp": (1e-4, 1e-4),
+          "tflite_int8_cnn": (0.6, 0.25)}
 
 
 def _assert_close(got: np.ndarray, expected: np.ndarray, what: str) -> None:
@@ -198,7 +199,8 @@ FRESH = {"dlrm": _dlrm_feeds, "mobilenet_v3_small": _image_feeds, "mobilenet_v3_
          "tiny_bert": _token_feeds, "tiny_bert_onnx": _token_feeds, "tiny_gpt2": _token_feeds,
          "tiny_llama": _token_feeds, "tiny_wav2vec2": _wav2vec2_feeds,
          "tiny_wav2vec2_ctc": _wav2vec2_feeds, "keras_mha_block": _keras_mha_feeds,
-         "torch_lraspp": _image_feeds}
+         "torch_lraspp": _image_feeds,
+         "tflite_int8_cnn": _image_feeds}
 
 
 @pytest.mark.oracle
