@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 import irrun
-from irrun.batching import batch
+from irrun.tools.batching import batch
 
 ROOT = Path(__file__).resolve().parent.parent
 CTR = ROOT / "models" / "ctr_wide_deep" / "model.xml"

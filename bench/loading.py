@@ -6,7 +6,7 @@
     python bench/loading.py --profile concat      # cProfile of one load, top 25 functions
 
 Each file is generated in a temporary folder and loaded in a fresh child process (so the
-peak RSS is that load's alone). The phases are timed by wrapping irrun.program's stages:
+peak RSS is that load's alone). The phases are timed by wrapping irrun.run.program's stages:
 parse (the XML reader), graph (edges, order, unused layers), bind (nodes, ops, attributes),
 infer (Const data, shape inference, folding) and validate (the whole-model checks and the
 sorting of diagnostics, what is left of load_program). Timing never goes into tests.
@@ -60,7 +60,7 @@ def _phases(xml: str, how: str) -> dict:
     """Load `xml` once (how: read_model | validate) with each stage wrapped in a timer."""
     t_import = time.perf_counter()
     import irrun
-    from irrun import program as P
+    from irrun.run import program as P
     t_import = time.perf_counter() - t_import
 
     spent: dict[str, float] = {}

@@ -1,3 +1,3 @@
-from .cli import main
+from .ui.cli import main
 
 main()

@@ -3,12 +3,12 @@
     IRRUN_MAX_BYTES   the memory budget: the largest tensor irrun allocates (`1000000`, `512M`,
                       `4G`); default half of the machine's (or the cgroup's) memory
     IRRUN_THREADS     the most threads one kernel uses (default: the usable cores, at most 4)
-    IRRUN_FOLD        `0` turns off constant folding at load (irrun.program); default `1`
-    IRRUN_REUSE_MEMORY  `0` leaves glibc's malloc settings alone (irrun.weights.reuse_memory);
+    IRRUN_FOLD        `0` turns off constant folding at load (irrun.run.program); default `1`
+    IRRUN_REUSE_MEMORY  `0` leaves glibc's malloc settings alone (irrun.ir.weights.reuse_memory);
                       default `1`
     IRRUN_KEEP_COMPRESSED  `auto` (default): large f16 convolution weights stay compressed in
                       a process that has LLVM loaded already; `1` always (loading LLVM);
-                      `0` never (irrun.decompress.compressed_source)
+                      `0` never (irrun.run.decompress.compressed_source)
 
 A value is parsed once and kept for as long as the variable keeps that text (tests and
 long-lived processes may change it); a bad value is one ConfigError, which the CLI reports

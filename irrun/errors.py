@@ -18,7 +18,7 @@ name and op where known, so ``str(e)`` is one ``FILE:LINE: error: layer 'L' (Op)
     │                      out of range, unsorted boundaries, ...); the executor adds the layer
     ├── UnsupportedError   valid in OpenVINO but not implemented in irrun (yet)
     └── ResourceError      a tensor would need more memory than irrun may allocate
-                           (irrun.weights.max_tensor_bytes(), env IRRUN_MAX_BYTES) or its
+                           (irrun.ir.weights.max_tensor_bytes(), env IRRUN_MAX_BYTES) or its
                            element count overflows int64; raised before anything is allocated
 
 ``irrun.validate()`` never raises for a bad file: it returns the Diagnostics instead. The CLI

@@ -1,5 +1,5 @@
 """irrun's kernels, one module per spec category. Importing this package registers nothing:
-the registry (irrun/registry.py) imports the modules an op type needs, as the generated
+the registry (irrun/ir/registry.py) imports the modules an op type needs, as the generated
 index `_index.py` lists them."""
 if __name__ != "irrun.ops":
     # From a source checkout `import ops` would register every kernel a second time.

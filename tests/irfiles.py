@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from irrun.etypes import element_type, encode
+from irrun.ir.etypes import element_type, encode
 
 
 class IRBuilder:

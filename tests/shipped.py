@@ -6,7 +6,7 @@ import os
 import numpy as np
 from click.testing import CliRunner
 
-from irrun.cli import cli
+from irrun.ui.cli import cli
 
 
 def run_cli(model_dir: str, tmp_path) -> tuple[dict, dict]:

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 import irrun
-from irrun.batching import batch, map_blocks, model_reads
-from irrun.cli import cli
+from irrun.tools.batching import batch, map_blocks, model_reads
+from irrun.ui.cli import cli
 
 distributed = pytest.importorskip("distributed")
 

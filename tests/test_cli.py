@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 import irrun
-import irrun.model  # noqa: F401  (monkeypatched below; the package loads it lazily)
-from irrun.cli import cli
+import irrun.run.model  # noqa: F401  (monkeypatched below; the package loads it lazily)
+from irrun.ui.cli import cli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CTR = os.path.join(ROOT, "models", "ctr_wide_deep")
@@ -89,7 +89,7 @@ def test_an_irrun_bug_is_one_line_unless_traceback(monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(irrun.model, "read_model", broken)
+    monkeypatch.setattr(irrun.run.model, "read_model", broken)
     r = run(os.path.join(CTR, "model.xml"))
     assert r.exit_code == 1
     assert r.output.strip() == "error: internal error: RuntimeError: boom (an irrun bug; " \

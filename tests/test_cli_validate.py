@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 import irrun
-from irrun.cli import cli
+from irrun.ui.cli import cli
 
 ov = pytest.importorskip("openvino")
 from test_validate import base_model, corrupt, edge_into, in_layer  # noqa: E402
@@ -137,11 +137,11 @@ def test_garbage_never_gives_a_traceback(tmp_path, content):
 
 
 def test_an_irrun_bug_is_reported_not_raised(base, monkeypatch):
-    import irrun.model
+    import irrun.run.model
 
     def boom(*a, **k):
         raise KeyError("oops")
-    monkeypatch.setattr(irrun.model, "validate", boom)
+    monkeypatch.setattr(irrun.run.model, "validate", boom)
     r = run("validate", base, base)
     assert r.exit_code == 1
     assert r.output.count("error: internal error while validating: KeyError") == 2

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 import irrun
-from irrun import plugin_int8
-from irrun.cli import cli
-from irrun.comparing import (
+from irrun.tools import plugin_int8
+from irrun.ui.cli import cli
+from irrun.tools.comparing import (
     DEFAULT_TOLERANCES,
     FIRST_COLOR,
     OPENVINO_MISSING,

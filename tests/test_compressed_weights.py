@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 import irrun
-import irrun.decompress as decompress
-from irrun.builder import GraphBuilder
-from irrun.inspect import profile_table
+import irrun.run.decompress as decompress
+from irrun.tools.builder import GraphBuilder
+from irrun.run.inspect import profile_table
 from irrun.opkit import CompressedWeights
 
 
@@ -128,7 +128,7 @@ def test_small_weights_are_folded_as_before(tmp_path):
 
 
 def test_views_see_the_f32_values_of_a_kept_convert(tmp_path, small_threshold):
-    from irrun.inspect import trace_lines
+    from irrun.run.inspect import trace_lines
 
     xml = _conv_model(tmp_path)
     m = irrun.read_model(xml)
@@ -198,7 +198,7 @@ def test_a_process_without_llvm_loaded_folds_them(tmp_path):
     pytest.importorskip("llvmlite")
     xml = _conv_model(tmp_path)
     script = (
-        "import sys, numpy as np, irrun, irrun.decompress as d\n"
+        "import sys, numpy as np, irrun, irrun.run.decompress as d\n"
         "d.COMPRESSED_MIN_ELEMENTS = 1024\n"
         "if sys.argv[2] == 'load': import llvmlite.binding\n"
         "from irrun.opkit import CompressedWeights\n"

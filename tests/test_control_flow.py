@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from oracle import assert_same, ov, ov_run, save
 
 import irrun
-from irrun.cli import cli
+from irrun.ui.cli import cli
 
 o8 = pytest.importorskip("openvino.opset8")
 
@@ -182,16 +182,16 @@ def test_loop_plan_is_built_once(tmp_path):
     loop = next(n for n in m.program.nodes.values() if n.layer.type == "Loop")
     body = loop.attrs.body.body
     m.infer({"x": np.ones((2, 3), np.float32)})
-    plan = body._plan
-    assert plan is not None
+    plans = body.plans                   # (general plan, signature plans, plan maker)
+    assert plans is not None
     m.infer({"x": np.ones((2, 3), np.float32)})
-    assert body._plan is plan
+    assert body.plans is plans and body.plans[0] is plans[0]
 
 
 def test_loop_body_gets_a_plan_for_its_iterations_shapes():
     """The GRU's while loop of models/keras_gru_classifier keeps dynamic shapes in its body
     (the Loop does not infer it again per run), and every iteration feeds it the same
-    shapes: from the second iteration on it runs a plan for them (irrun.specialize), all
+    shapes: from the second iteration on it runs a plan for them (irrun.run.specialize), all
     of whose layers take the fast path, and the outputs are still OpenVINO's."""
     folder = Path(__file__).resolve().parent.parent / "models" / "keras_gru_classifier"
     m = irrun.read_model(folder / "model.xml")
@@ -201,8 +201,9 @@ def test_loop_body_gets_a_plan_for_its_iterations_shapes():
         np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6)
     loop = next(n for n in m.program.nodes.values() if n.layer.type == "Loop")
     body = loop.attrs.body.body
-    assert body._plan.most_bytes is None                 # the general plan: dynamic
-    plans = [p for p in body._signature_plans.plans.values() if p]
+    general, signature_plans, _ = body.plans
+    assert general.most_bytes is None                    # the general plan: dynamic
+    plans = [p for p in signature_plans.plans.values() if p]
     assert plans and all(s.recheck is None for p in plans for s in p.steps)
 
 

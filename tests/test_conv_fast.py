@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from irrun import registry
+from irrun.ir import registry
 
 from oracle import compare
 from test_ops_vision import naive_conv

@@ -125,7 +125,7 @@ def test_scalar_input_gives_a_0d_array_for_every_destination():
 
 @pytest.mark.parametrize("dst", ["u2", "u3", "u6", "nf4", "f4e2m1", "f8e4m3", "f8e5m2", "f8e8m0"])
 def test_convert_into_compressed_types_follows_their_rules(dst):
-    from irrun.etypes import convert_into, element_type
+    from irrun.ir.etypes import convert_into, element_type
 
     x = np.array([0.0, 0.3, -1.7, 2.5, 7.9, 300.0, -0.0, np.nan], np.float32)
     if dst.startswith("u"):

@@ -7,7 +7,7 @@ import pytest
 from irfiles import IRBuilder
 
 import irrun
-from irrun.registry import unregister
+from irrun.ir.registry import unregister
 
 
 class Sub(np.ndarray):

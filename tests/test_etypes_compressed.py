@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import irrun
-from irrun.etypes import (
+from irrun.ir.etypes import (
     ELEMENT_TYPES,
     NF4_VALUES,
     convert_into,

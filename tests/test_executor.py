@@ -97,5 +97,5 @@ def test_kernel_errors_get_the_layer_location(tmp_path):
         line = info.value.diagnostic.line
         assert 'name="boom"' in open(xml).read().splitlines()[line - 1]
     finally:
-        from irrun.registry import unregister
+        from irrun.ir.registry import unregister
         unregister("ZzBoom", version="extension")

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 import irrun
-from irrun import registry
-from irrun.cli import cli
+from irrun.ir import registry
+from irrun.ui.cli import cli
 
 # The README's example, verbatim (keep the two in step).
 MY_OPS = '''\

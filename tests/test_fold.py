@@ -1,4 +1,4 @@
-"""Constant folding at load (irrun.program.fold_node): what folds, the budget, the switches,
+"""Constant folding at load (irrun.run.program.fold_node): what folds, the budget, the switches,
 and that the inspection tools still show folded layers."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import irrun
-from irrun.builder import GraphBuilder
-from irrun.inspect import profile_table
+from irrun.tools.builder import GraphBuilder
+from irrun.run.inspect import profile_table
 
 
 def _weights_model(tmp_path):
@@ -66,7 +66,7 @@ def test_env_switch_turns_folding_off(tmp_path, monkeypatch):
 
 
 def test_profile_and_trace_mark_folded_layers(tmp_path):
-    from irrun.inspect import trace_lines
+    from irrun.run.inspect import trace_lines
 
     xml, feed = _weights_model(tmp_path)
     m = irrun.read_model(xml)
@@ -114,7 +114,7 @@ def _decompression_model(tmp_path):
 
 
 def test_decompression_ahead_gives_the_folds_values(tmp_path, monkeypatch, f16c_built):
-    from irrun import decompress
+    from irrun.run import decompress
 
     xml, feed = _decompression_model(tmp_path)
     monkeypatch.setenv("IRRUN_THREADS", "1")         # the fold's own casts, no batch
@@ -144,7 +144,7 @@ def test_decompression_ahead_reports_a_bad_const_once(tmp_path, monkeypatch, f16
     first = text.index('size="262144"')
     open(xml, "w").write(text[:first] + 'size="262142"' + text[first + len('size="262144"'):])
     monkeypatch.setenv("IRRUN_THREADS", "2")
-    program = irrun.program.load_program(xml)
+    program = irrun.run.program.load_program(xml)
     sizes = [d for d in program.diagnostics if d.code == "const-size"]
     assert len(sizes) == 1 and "smaller than the 262144 bytes" in sizes[0].message, \
         program.diagnostics

@@ -34,10 +34,10 @@ import numpy as np
 import pytest
 
 import irrun
-from irrun.cli import sample_inputs_for
+from irrun.run.feed import sample_inputs_for
 from irrun.errors import Diagnostic, IrrunError
-from irrun.feed import load_npz
-from irrun.registry import all_ops
+from irrun.run.feed import load_npz
+from irrun.ir.registry import all_ops
 
 ov = pytest.importorskip("openvino")
 if not hasattr(signal, "SIGALRM"):
@@ -308,7 +308,7 @@ def _feed(model, rng: random.Random, independent: bool = False) -> dict:
         if count > 1_000_000:
             return None
         np_rng = np.random.default_rng(rng.randrange(2**32))
-        et = irrun.etypes.element_type(info.element_type)
+        et = irrun.ir.etypes.element_type(info.element_type)
         if et.kind == "bool":
             value = np_rng.random(dims) < 0.5
         elif et.is_float:
@@ -317,7 +317,7 @@ def _feed(model, rng: random.Random, independent: bool = False) -> dict:
             # Small ids, and scalars (counts such as num_segments) above them, so that an
             # unmutated seed runs; mutations make the values wrong often enough.
             value = np_rng.integers(0, 3, size=dims) if dims else np.array(3)
-            value = value.astype(np.int64).clip(*irrun.feed._range(et))
+            value = value.astype(np.int64).clip(*irrun.run.feed._range(et))
         feed[info.name] = value
     return feed
 

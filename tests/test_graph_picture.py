@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from lxml import etree
 from lxml import html as lxml_html
 
-from irrun import drawing
-from irrun.cli import cli
-from irrun.registry import lookup, registered_versions
+from irrun.tools import drawing
+from irrun.ui.cli import cli
+from irrun.ir.registry import lookup, registered_versions
 
 oracle = pytest.importorskip("oracle")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -386,7 +386,7 @@ def test_each_model_draws(xml, tmp_path):
     nodes, edges = parse_dot(drawing.to_dot(program))
     # Bodies (Loop/If) are clusters: their layers and edges, plus the port-map arrows into
     # them and their back edges.
-    from irrun.program import all_nodes
+    from irrun.run.program import all_nodes
     layers = list(all_nodes(program))
     graphs = [program] + [b for n in layers for b in n.bodies]
     extra = sum(len([e for e in sub.port_map if e.kind == "input"]) + len(sub.back_edges)

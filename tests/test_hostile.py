@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 import irrun
-from irrun.cli import cli
+from irrun.ui.cli import cli
 from irrun.errors import ModelError, ReadError, ResourceError
-from irrun.feed import load_npz
+from irrun.run.feed import load_npz
 
 
 # ------------------------------------------------------------------ helpers
@@ -183,7 +183,7 @@ def test_interrupted_write_leaves_no_partial_file(tmp_path, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(np.lib.format, "write_array", interrupt)
-    from irrun.feed import save_npz
+    from irrun.run.feed import save_npz
     with pytest.raises(KeyboardInterrupt):
         save_npz(str(out), {"x": np.zeros(2)})
     assert out.read_bytes() == b"previous"
@@ -476,7 +476,7 @@ def test_split_into_many_empty_outputs_still_runs(tmp_path):
 
 
 def test_port_lookup_reads_each_port_once_not_once_per_edge(monkeypatch):
-    from irrun import reader
+    from irrun.ir import reader
 
     reads = [0]
 
@@ -603,12 +603,12 @@ def test_a_directory_in_validates_file_list_is_reported_and_the_run_goes_on(tmp_
 def test_io_failures_are_ordinary_errors_naming_the_path(tmp_path, monkeypatch):
     xml = passthrough(tmp_path, ["x"])
     inputs = feed_file(tmp_path, {"x": np.zeros(2, np.float32)})
-    import irrun.feed
+    import irrun.run.feed
 
     def broken_read(*args, **kwargs):
         raise OSError(5, "Input/output error", str(xml))
 
-    monkeypatch.setattr(irrun.feed, "load_npz", broken_read)   # the CLI imports it per run
+    monkeypatch.setattr(irrun.run.feed, "load_npz", broken_read)   # the CLI imports it per run
     r = run_cli(xml, "--inputs", inputs)
     assert r.exit_code == 1
     assert r.output.strip() == f"{xml}: error: Input/output error"
@@ -617,7 +617,7 @@ def test_io_failures_are_ordinary_errors_naming_the_path(tmp_path, monkeypatch):
         raise ValueError("array is too big; `arr.size * arr.dtype.itemsize` is larger than "
                          "the maximum possible size.")
 
-    monkeypatch.setattr(irrun.feed, "load_npz", too_big)
+    monkeypatch.setattr(irrun.run.feed, "load_npz", too_big)
     r = run_cli(xml, "--inputs", inputs)
     assert r.exit_code == 1
     assert r.output.startswith("error: out of memory") and "irrun bug" not in r.output
@@ -643,7 +643,7 @@ def test_terminal_escape_codes_in_names_are_escaped(tmp_path):
 
 
 def test_numpy_array_is_too_big_in_a_kernel_is_a_located_resource_error(tmp_path):
-    from irrun import registry
+    from irrun.ir import registry
     from irrun.opkit import TensorSpec, register
 
     @register("TooBig", version="extension", category="activation")
@@ -671,13 +671,13 @@ def test_numpy_array_is_too_big_in_a_kernel_is_a_located_resource_error(tmp_path
                                           (1 << 63) - 1), ("9223372036854775808", None),
                                           ("-9223372036854775808", -(1 << 63))])
 def test_the_integer_grammar_on_long_numbers(text, value):
-    from irrun.reader import ov_int
+    from irrun.ir.reader import ov_int
     assert ov_int(text) == value
 
 
 def test_small_buffers_go_uncounted_only_where_they_cannot_add_up():
     from irrun.errors import ResourceError
-    from irrun.weights import LiveBudget
+    from irrun.ir.weights import LiveBudget
 
     tight = LiveBudget(limit=200_000, slots=8)     # 8 x 64 KiB > limit / 4: all counted
     with pytest.raises(ResourceError, match="live tensors would need"):

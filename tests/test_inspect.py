@@ -13,9 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 import irrun
-from irrun import inspect
-from irrun.cli import cli, sample_inputs_for
-from irrun.registry import registered_versions
+from irrun.run import inspect
+from irrun.run.feed import sample_inputs_for
+from irrun.ui.cli import cli
+from irrun.ir.registry import registered_versions
 
 oracle = pytest.importorskip("oracle")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

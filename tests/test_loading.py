@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from irfiles import IRBuilder
 
 import irrun
-from irrun.graph import _topological_order, ancestors_and_self
-from irrun.program import load_program
+from irrun.ir.graph import _topological_order, ancestors_and_self
+from irrun.run.program import load_program
 
 
 def _graph(n, edges):

@@ -1,5 +1,5 @@
 """A run's freed buffers are reused, not faulted in again at every run (glibc's malloc
-thresholds, set once by irrun.weights.reuse_memory; IRRUN_REUSE_MEMORY=0 leaves them)."""
+thresholds, set once by irrun.ir.weights.reuse_memory; IRRUN_REUSE_MEMORY=0 leaves them)."""
 from __future__ import annotations
 
 import os
@@ -16,7 +16,7 @@ GLIBC = hasattr(os, "confstr") and (os.confstr("CS_GNU_LIBC_VERSION") or "").sta
 # allocation: the page faults per run, after a few warm-up runs, are printed.
 SCRIPT = """
 import resource, numpy as np
-from irrun.builder import GraphBuilder
+from irrun.tools.builder import GraphBuilder
 g = GraphBuilder("big")
 x = g.parameter("x", "f32", [512, 1024])
 y = x

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 import irrun
-from irrun.builder import GraphBuilder
-from irrun.cli import cli
+from irrun.tools.builder import GraphBuilder
+from irrun.ui.cli import cli
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 CRNN = MODELS / "crnn" / "model.xml"
@@ -119,8 +119,8 @@ def test_random_inputs_with_a_shape(tmp_path):
 
 
 def test_start_up_imports_neither_networkx_nor_the_executor():
-    script = ("import sys, irrun.cli\n"
-              "heavy = [m for m in ('networkx', 'irrun.executor', 'irrun.model', 'dask') "
+    script = ("import sys, irrun.ui.cli\n"
+              "heavy = [m for m in ('networkx', 'irrun.run.executor', 'irrun.run.model', 'dask') "
               "if m in sys.modules]\n"
               "print(heavy)")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -134,7 +134,7 @@ def test_progress_counts_kernel_layers_and_shows_no_eta():
     import io
     from types import SimpleNamespace
 
-    from irrun import inspect
+    from irrun.run import inspect
 
     class TTY(io.StringIO):
         def isatty(self):

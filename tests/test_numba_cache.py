@@ -9,7 +9,7 @@ from pathlib import Path
 
 # An f64 table: the LLVM IR loops take f32 and f16 ones, so this one runs numba's loop.
 SCRIPT = ("import numpy as np\n"
-          "from irrun.builder import GraphBuilder\n"
+          "from irrun.tools.builder import GraphBuilder\n"
           "g = GraphBuilder('ess')\n"
           "p = [g.parameter('emb', 'f64', [5, 2]), g.parameter('indices', 'i32', [4]),\n"
           "     g.parameter('segment_ids', 'i32', [4])]\n"

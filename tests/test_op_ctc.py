@@ -11,12 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import irrun
-from irrun.cli import cli
+from irrun.ui.cli import cli
 from irrun.errors import IrrunError, OpError, ShapeError
-from irrun.etypes import element_type
+from irrun.ir.etypes import element_type
 from irrun.ops.sequence import CTCGreedyDecoderSeqLen6, CTCGreedyDecoderSeqLenAttrs
-from irrun.registry import parse_attrs
-from irrun.shapes import Dim, TensorSpec
+from irrun.ir.registry import parse_attrs
+from irrun.ir.shapes import Dim, TensorSpec
 from shipped import run_cli
 
 MODEL_DIR = os.path.join(os.path.dirname(__file__), "..", "models", "ctc_spec")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from irrun.errors import OpError, ShapeError
 from irrun.ops import sequence
 from irrun.ops.sequence import CTCGreedyDecoder1, CTCGreedyDecoderAttrs, CTCLoss4, CTCLossAttrs
-from irrun.shapes import DYNAMIC, Dim, TensorSpec
+from irrun.ir.shapes import DYNAMIC, Dim, TensorSpec
 
 MERGE, NO_MERGE = CTCGreedyDecoderAttrs(True), CTCGreedyDecoderAttrs(False)
 

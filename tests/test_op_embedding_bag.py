@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import irrun
 from irrun.errors import OpError, ShapeError
-from irrun.etypes import element_type
+from irrun.ir.etypes import element_type
 from irrun.opkit.problems import collect_warnings, stop_collecting
 from irrun.ops.sparse import (
     EmbeddingBagAttrs,
@@ -20,7 +20,7 @@ from irrun.ops.sparse import (
     EmbeddingBagPacked15,
     EmbeddingBagPackedSum3,
 )
-from irrun.shapes import DYNAMIC, Dim, TensorSpec
+from irrun.ir.shapes import DYNAMIC, Dim, TensorSpec
 
 TABLE = np.array([[-0.2, -0.6], [-0.1, -0.4], [-1.9, -1.8], [-1., 1.5], [0.8, -0.7]], np.float32)
 SUM, MEAN = EmbeddingBagAttrs("sum"), EmbeddingBagAttrs("mean")

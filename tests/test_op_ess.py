@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 import irrun
 import irrun.ops.sparse as sparse
 from irrun.ops.segment_sum_loop import sum_bags
-from irrun.cli import cli
+from irrun.ui.cli import cli
 from irrun.errors import OpError, ShapeError, UnsupportedError
-from irrun.etypes import element_type
+from irrun.ir.etypes import element_type
 from irrun.opkit.problems import collect_warnings, stop_collecting
 from irrun.opkit import balanced_ranges
 from irrun.ops.sparse import EmbeddingSegmentsSum3
-from irrun.shapes import DYNAMIC, Dim, TensorSpec
+from irrun.ir.shapes import DYNAMIC, Dim, TensorSpec
 from shipped import run_cli
 
 MODEL_DIR = os.path.join(os.path.dirname(__file__), "..", "models", "ess_spec")

@@ -25,7 +25,7 @@ def _fresh(code: str) -> dict:
 def test_the_index_is_what_the_kernels_register():
     # Every module imported, the registrations turned into the index's text: the same as the
     # file (tools/sync_readme.py rewrites it after an op is added or removed).
-    text = _fresh("import json; from irrun.registry import REGISTRY, index_source; "
+    text = _fresh("import json; from irrun.ir.registry import REGISTRY, index_source; "
                   "print(json.dumps(index_source(REGISTRY)))")
     with open(os.path.join(ROOT, "ops", "_index.py")) as f:
         assert f.read() == text, "ops/_index.py is stale: run python3 tools/sync_readme.py"
@@ -33,7 +33,7 @@ def test_the_index_is_what_the_kernels_register():
 
 def _after_cli(args) -> dict:
     code = ("import json, sys, io, contextlib\n"
-            "from irrun.cli import cli\n"
+            "from irrun.ui.cli import cli\n"
             "buf = io.StringIO()\n"
             "with contextlib.redirect_stdout(buf):\n"
             f"    try: cli.main(args={args!r}, prog_name='irrun', standalone_mode=False)\n"
@@ -53,8 +53,8 @@ def test_help_and_ops_import_no_numpy_and_no_kernel(args):
 
 def test_ops_lists_the_same_table_with_every_kernel_imported():
     listed = _after_cli(["ops"])["out"]
-    loaded = _fresh("import json; from irrun.registry import all_ops; all_ops(); "
-                    "from irrun.cli import ops_table; print(json.dumps(ops_table()))")
+    loaded = _fresh("import json; from irrun.ir.registry import all_ops; all_ops(); "
+                    "from irrun.ui.cli import ops_table; print(json.dumps(ops_table()))")
     assert listed.strip() == loaded.strip()
 
 
@@ -72,7 +72,7 @@ def test_a_small_validate_imports_only_its_kernels():
 
 
 def test_a_lookup_imports_the_module_of_its_type_only():
-    seen = _fresh("import json, sys; from irrun.registry import lookup; "
+    seen = _fresh("import json, sys; from irrun.ir.registry import lookup; "
                   "op = lookup('Bucketize', 'opset3'); "
                   "print(json.dumps([op.label, sorted(m for m in sys.modules "
                   "if m.startswith('irrun.ops.'))]))")
@@ -80,7 +80,7 @@ def test_a_lookup_imports_the_module_of_its_type_only():
 
 
 def test_an_unknown_type_still_names_every_registered_type():
-    from irrun.registry import LookupFailure, lookup
+    from irrun.ir.registry import LookupFailure, lookup
 
     with pytest.raises(LookupFailure, match=r"unknown op type 'Bucketise'; did you mean Bucketize"):
         lookup("Bucketise", "opset3")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from irrun.errors import OpError, ShapeError
 from irrun.opkit.problems import collect_warnings, stop_collecting
 from irrun.ops.condition import Bucketize3, BucketizeAttrs, SearchSorted15, SearchSortedAttrs
-from irrun.shapes import DYNAMIC, Dim, TensorSpec
+from irrun.ir.shapes import DYNAMIC, Dim, TensorSpec
 
 LEFT, RIGHT = SearchSortedAttrs(False), SearchSortedAttrs(True)
 

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
 from irrun.ops.sparse import SegmentMax16, SegmentMaxAttrs, SparseFillEmptyRows16
-from irrun.registry import parse_attrs
-from irrun.shapes import DYNAMIC, Dim, TensorSpec
+from irrun.ir.registry import parse_attrs
+from irrun.ir.shapes import DYNAMIC, Dim, TensorSpec
 
 ZERO, LOWEST = SegmentMaxAttrs("ZERO"), SegmentMaxAttrs("LOWEST")
 DATA = np.array([1, 5, 2, 8, 3], np.float32)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import irrun
 from irrun import config as irrun_config
-from irrun.cli import cli
+from irrun.ui.cli import cli
 from irrun.opkit import parallel
 
 OPS = Path(__file__).resolve().parent.parent / "ops"
@@ -103,7 +103,7 @@ def test_pool_runs_every_range_and_survives_fork():
 
 
 def test_python_bug_in_a_shape_rule_is_an_internal_error(tmp_path):
-    from irrun import registry
+    from irrun.ir import registry
     from irrun.opkit import TensorSpec, register
 
     @register("ZzBuggy", version="extension")
@@ -129,7 +129,7 @@ def test_python_bug_in_a_shape_rule_is_an_internal_error(tmp_path):
 
 
 def test_fail_is_an_op_error_at_run_time_and_a_located_shape_error_at_load(tmp_path):
-    from irrun import registry
+    from irrun.ir import registry
     from irrun.opkit import TensorSpec, fail, register
 
     @register("ZzBuggy", version="extension")

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from irrun.errors import ShapeError
-from irrun.shapes import TensorSpec, format_shape
+from irrun.ir.shapes import TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov

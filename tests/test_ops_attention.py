@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from irrun.errors import OpProblem, ShapeError
-from irrun.shapes import Dim, TensorSpec, format_shape
+from irrun.ir.shapes import Dim, TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
@@ -209,8 +209,8 @@ def test_type_and_mask_errors():
     # causal=true ignores the mask's shape, as OpenVINO does
     (spec,) = infer("ScaledDotProductAttention", {"causal": "true"}, q, k, v, S("f32", [2, 7]), opset=13)
     assert format_shape(spec.shape) == "[1,3,2]"
-    import irrun.registry as R
-    from irrun.registry import lookup
+    import irrun.ir.registry as R
+    from irrun.ir.registry import lookup
     _, problems, _ = R.parse_attrs(lookup("ScaledDotProductAttention", "opset13").attrs, {})
     assert any("causal" in p[0] for p in problems)       # causal is required
 

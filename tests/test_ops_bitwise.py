@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError, UnsupportedError
-from irrun.shapes import TensorSpec, format_shape
+from irrun.ir.shapes import TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov

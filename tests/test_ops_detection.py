@@ -48,7 +48,7 @@ from irrun.ops.detection import (
     ROIPooling2,
     ROIPoolingAttrs,
 )
-from irrun.shapes import Dim, TensorSpec
+from irrun.ir.shapes import Dim, TensorSpec
 
 F32 = np.float32
 

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 import irrun
 from irrun.errors import OpError, ShapeError, UnsupportedError
-from irrun.etypes import from_dtype
-from irrun.registry import lookup
-from irrun.shapes import Dim, TensorSpec, format_shape
+from irrun.ir.etypes import from_dtype
+from irrun.ir.registry import lookup
+from irrun.ir.shapes import Dim, TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
@@ -192,7 +192,7 @@ def test_unary_integer_matches_openvino(tmp_path_factory, shape, etype, seed):
 
 def run_op(type_, attrs, *arrays, opset=1):
     op = lookup(type_, f"opset{opset}")
-    import irrun.registry as R
+    import irrun.ir.registry as R
     a, problems, _ = R.parse_attrs(op.attrs, attrs)
     assert not problems, problems
     specs = [TensorSpec.of_value(x, from_dtype(x.dtype)) for x in arrays]
@@ -308,7 +308,7 @@ def test_unary_integer_results_not_representable_are_errors():
 # ------------------------------------------------------------------ shape and type inference
 
 def infer(type_, attrs, *specs, opset=1):
-    import irrun.registry as R
+    import irrun.ir.registry as R
     op = lookup(type_, f"opset{opset}")
     a, problems, _ = R.parse_attrs(op.attrs, attrs)
     assert not problems, problems
@@ -384,7 +384,7 @@ def test_select_inference():
 
 
 def test_attribute_schema_reports_bad_values():
-    import irrun.registry as R
+    import irrun.ir.registry as R
     op = lookup("Divide", "opset1")
     _, problems, _ = R.parse_attrs(op.attrs, {"m_pythondiv": "maybe", "auto_broadcast": "numpy"})
     assert problems and "m_pythondiv='maybe'" in problems[0][1]
@@ -556,7 +556,7 @@ def test_round_edge_cases():
     bf = np.array([2.5, -3.5], ml_dtypes.bfloat16)
     (y,) = run_op("Round", {}, bf, opset=5)
     assert y.dtype == bf.dtype and y.astype(np.float32).tolist() == [2.0, -4.0]
-    import irrun.registry as R
+    import irrun.ir.registry as R
     _, problems, _ = R.parse_attrs(lookup("Round", "opset5").attrs, {"mode": "half_up"})
     assert problems and "mode='half_up'" in problems[0][1]
     with pytest.raises(ShapeError, match="Round does not accept element type boolean"):

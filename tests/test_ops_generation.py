@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import irrun.registry as R
+import irrun.ir.registry as R
 from irrun.errors import OpError, ShapeError
-from irrun.etypes import from_dtype
+from irrun.ir.etypes import from_dtype
 from irrun.opkit.llvm import cpu_flags
-from irrun.registry import lookup
-from irrun.shapes import TensorSpec, format_shape
+from irrun.ir.registry import lookup
+from irrun.ir.shapes import TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
@@ -332,7 +332,7 @@ def test_layers_after_a_random_draw_are_not_folded_to_one_draw():
     """RandomUniform of constant inputs, times 2: the product is computed at every run from
     that run's draw (it was once folded at load from a draw of its own, so with seeds 0/0
     it stayed the same and was not twice the draw it came from)."""
-    from irrun.builder import GraphBuilder
+    from irrun.tools.builder import GraphBuilder
 
     g = GraphBuilder("draws")
     r = g.op("RandomUniform", [g.constant(np.array([16], np.int64)),

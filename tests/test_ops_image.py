@@ -7,7 +7,7 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from irrun.errors import ShapeError
-from irrun.shapes import Dim, TensorSpec, format_shape
+from irrun.ir.shapes import Dim, TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov

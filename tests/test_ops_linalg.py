@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
-from irrun.shapes import Dim, TensorSpec, format_shape
+from irrun.ir.shapes import Dim, TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
@@ -177,9 +177,9 @@ def test_inverse_errors():
         infer("Inverse", {}, S("i32", [3, 3]), opset=14)
     singular = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 2.0], [2.0, 4.0]]], np.float32)
     with pytest.raises(OpError, match=r"the matrix at batch position \[1\] is singular"):
-        import irrun.registry as R
+        import irrun.ir.registry as R
         from irrun.errors import OpProblem
-        from irrun.registry import lookup
+        from irrun.ir.registry import lookup
         op = lookup("Inverse", "opset14")
         attrs, _, _ = R.parse_attrs(op.attrs, {})
         try:

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from irrun.errors import OpError, ShapeError
-from irrun.shapes import Dim, TensorSpec, format_shape
+from irrun.ir.shapes import Dim, TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
@@ -245,7 +245,7 @@ def test_topk_shape_inference():
         infer("TopK", {**attrs, "sort": "none", "stable": "true"}, data, k3, opset=11)
     with pytest.raises(ShapeError, match="rank >= 1"):
         infer("TopK", attrs, S("f32", []), k3, opset=3)
-    import irrun.registry as R
-    from irrun.registry import lookup
+    import irrun.ir.registry as R
+    from irrun.ir.registry import lookup
     _, problems, _ = R.parse_attrs(lookup("TopK", "opset11").attrs, {"axis": "0", "mode": "max"})
     assert any("sort" in p[1] for p in problems)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import irrun
 from irrun.errors import IrrunError, ModelError, OpError
-from irrun.shapes import Dim, TensorSpec, shape_of
+from irrun.ir.shapes import Dim, TensorSpec, shape_of
 from irrun.ops.movement import Gather, StridedSlice1, StridedSliceAttrs
 
 oracle = pytest.importorskip("oracle")

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import irrun.registry as R
+import irrun.ir.registry as R
 from irrun.errors import OpError, ShapeError
-from irrun.etypes import from_dtype
-from irrun.registry import lookup
-from irrun.shapes import Dim, TensorSpec, format_shape
+from irrun.ir.etypes import from_dtype
+from irrun.ir.registry import lookup
+from irrun.ir.shapes import Dim, TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov

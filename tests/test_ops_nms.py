@@ -28,7 +28,7 @@ from irrun.ops.nms import (
     NonMaxSuppression5,
     TopKROIsAttrs,
 )
-from irrun.shapes import DYNAMIC, Dim, TensorSpec
+from irrun.ir.shapes import DYNAMIC, Dim, TensorSpec
 
 F32 = np.float32
 ATTRS = {1: NMS1Attrs, 3: NMS3Attrs, 4: NMS4Attrs, 5: NMS5Attrs, 9: NMS9Attrs}

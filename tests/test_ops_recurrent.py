@@ -379,7 +379,7 @@ def test_lstm_cell1_warns_where_the_cpu_plugin_differs(tmp_path):
                     .replace('weights_format="fico"', 'weights_format="icof"'))
     from click.testing import CliRunner
 
-    from irrun.cli import cli
+    from irrun.ui.cli import cli
     result = CliRunner().invoke(cli, ["validate", xml])
     assert "input_forget=true" in result.output and "weights_format=icof" in result.output
 

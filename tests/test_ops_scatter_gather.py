@@ -31,7 +31,7 @@ from irrun.ops.scatter_gather import (
     ScatterNDUpdateAttrs,
     ScatterUpdate3,
 )
-from irrun.registry import NoAttrs
+from irrun.ir.registry import NoAttrs
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov

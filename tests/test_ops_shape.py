@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import irrun
 from irrun.errors import IrrunError, ModelError, OpError, ResourceError
-from irrun.shapes import DYNAMIC, Dim, TensorSpec, shape_of
+from irrun.ir.shapes import DYNAMIC, Dim, TensorSpec, shape_of
 from irrun.ops.shape import Reshape1, Squeeze1, reshape_dims
 
 oracle = pytest.importorskip("oracle")
@@ -334,7 +334,7 @@ def test_range1_needs_one_element_type(tmp_path):
     text = open(xml).read()
     assert 'type="Range" version="opset1"' in text
     from irrun.ops.shape import Range1
-    from irrun.shapes import TensorSpec
+    from irrun.ir.shapes import TensorSpec
     with pytest.raises(irrun.errors.ShapeError, match="same element type, got i32, i64 and i32"):
         Range1.infer(None, TensorSpec.make("i32", []), TensorSpec.make("i64", []),
                      TensorSpec.make("i32", []))

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from irrun.errors import ShapeError
-from irrun.etypes import from_dtype
-from irrun.registry import lookup
-from irrun.shapes import TensorSpec, format_shape
+from irrun.ir.etypes import from_dtype
+from irrun.ir.registry import lookup
+from irrun.ir.shapes import TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
@@ -18,7 +18,7 @@ import openvino.opset9 as o9
 import openvino.opset15 as o15
 import openvino.opset16 as o16
 
-from irrun.registry import NoAttrs, parse_attrs
+from irrun.ir.registry import NoAttrs, parse_attrs
 
 
 def op(type_, opset):

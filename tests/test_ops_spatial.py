@@ -7,7 +7,7 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from irrun.errors import ShapeError
-from irrun.shapes import TensorSpec, format_shape
+from irrun.ir.shapes import TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
@@ -108,7 +108,7 @@ def test_pad_errors():
 def test_pad_kernel_checks_values_and_allocation():
     from irrun.errors import IrrunError
     from irrun.opkit import ResourceError
-    from irrun.registry import lookup, parse_attrs
+    from irrun.ir.registry import lookup, parse_attrs
     op = lookup("Pad", "opset12")
     a, _, _ = parse_attrs(op.attrs, {"pad_mode": "reflect"})
     with pytest.raises(IrrunError, match="reflect padding needs pads below the dim: axis 0 has size 3 and pads 3,0"):

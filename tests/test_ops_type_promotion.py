@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import irrun.registry as R
+import irrun.ir.registry as R
 from irrun.errors import ShapeError
-from irrun.etypes import element_type
-from irrun.registry import lookup
-from irrun.shapes import TensorSpec, format_shape
+from irrun.ir.etypes import element_type
+from irrun.ir.registry import lookup
+from irrun.ir.shapes import TensorSpec, format_shape
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov

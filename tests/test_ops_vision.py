@@ -10,8 +10,8 @@ import pytest
 from hypothesis import assume, given, strategies as st
 
 import irrun
-from irrun.registry import lookup, parse_attrs
-from irrun.shapes import Dim, TensorSpec
+from irrun.ir.registry import lookup, parse_attrs
+from irrun.ir.shapes import Dim, TensorSpec
 
 import irrun.ops  # noqa: F401  (registers the kernels)
 
@@ -697,7 +697,7 @@ def test_pool14_16_spec_shapes(type_, opset, data, expected):
 
 
 def test_ceil_torch_only_from_v14():
-    from irrun.registry import lookup, parse_attrs
+    from irrun.ir.registry import lookup, parse_attrs
     _, problems, _ = parse_attrs(lookup("MaxPool", "opset8").attrs,
                                  {"strides": "1", "kernel": "1", "rounding_type": "ceil_torch"})
     assert problems

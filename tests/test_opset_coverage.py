@@ -2,9 +2,9 @@
 version must be owned by an open issue, named here; `irrun ops --coverage` counts them."""
 from click.testing import CliRunner
 
-from irrun.cli import cli
-from irrun.opset_table import OPSET_VERSIONS, TOTAL, all_versions, coverage
-from irrun.registry import all_ops
+from irrun.ui.cli import cli
+from irrun.ir.opset_table import OPSET_VERSIONS, TOTAL, all_versions, coverage
+from irrun.ir.registry import all_ops
 
 # Op versions other open issues build: allowed to be missing until those issues land.
 ALLOWED_MISSING = {

@@ -1,4 +1,4 @@
-"""irrun.plugin_int8: OpenVINO's CPU plugin's int8 sums on CPUs without VNNI, which `irrun
+"""irrun.tools.plugin_int8: OpenVINO's CPU plugin's int8 sums on CPUs without VNNI, which `irrun
 compare` uses to explain int8 layers that differ there."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import irrun
-from irrun import plugin_int8
+from irrun.tools import plugin_int8
 
 
 def _int8_conv(tmp_path, x_low, channels=64, seed=0, wq=None):

@@ -2,7 +2,7 @@
 import os
 import re
 
-from irrun.cli import ops_table
+from irrun.ui.cli import ops_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

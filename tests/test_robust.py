@@ -20,11 +20,11 @@ from click.testing import CliRunner
 from lxml import etree
 
 import irrun
-from irrun import weights as irrun_weights
-from irrun.cli import cli
+from irrun.ir import weights as irrun_weights
+from irrun.ui.cli import cli
 from irrun.errors import (FeedError, IrrunError, ModelError, OpError, ReadError, ResourceError)
-from irrun.etypes import element_type
-from irrun.reader import hardened_parser
+from irrun.ir.etypes import element_type
+from irrun.ir.reader import hardened_parser
 
 ATTACKS = Path(__file__).parent / "attacks"
 SECRET = "irrun-secret-7f3a9c"
@@ -188,7 +188,7 @@ _CHILD = textwrap.dedent("""
     import json, resource, sys, time
     from lxml import etree
     import irrun
-    from irrun.reader import hardened_parser
+    from irrun.ir.reader import hardened_parser
     irrun.validate(sys.argv[2])          # warm up: import the ops, the registry, ...
     content = open(sys.argv[1], "rb").read()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -232,7 +232,7 @@ def test_fifo_target_is_never_opened(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     path = instantiate("xxe_local_file.xml.in", fifo.as_uri(), tmp_path)
-    code = ("import sys, irrun\nfrom lxml import etree\nfrom irrun.reader import hardened_parser\n"
+    code = ("import sys, irrun\nfrom lxml import etree\nfrom irrun.ir.reader import hardened_parser\n"
             "print([d.code for d in irrun.validate(sys.argv[1])])\n"
             "try:\n    etree.fromstring(open(sys.argv[1], 'rb').read(), hardened_parser())\n"
             "except etree.XMLSyntaxError:\n    pass\nprint('done')\n")
@@ -653,9 +653,9 @@ def test_parameter_with_a_huge_shape_is_refused_at_load_time(tmp_path, shape, di
 EXTENSION = '''
 """Test ops for tests/test_robust.py: a kernel bug, and a Range-like op with a value-dependent size."""
 import numpy as np
-from irrun.registry import register
-from irrun.shapes import TensorSpec
-from irrun.weights import check_alloc
+from irrun.ir.registry import register
+from irrun.ir.shapes import TensorSpec
+from irrun.ir.weights import check_alloc
 
 CALLS = []
 
@@ -694,7 +694,7 @@ class Alloc1:
 def test_ops(tmp_path_factory):
     path = tmp_path_factory.mktemp("ext") / "robust_test_ops.py"
     path.write_text(EXTENSION)
-    from irrun.registry import load_extension, registered_versions, unregister
+    from irrun.ir.registry import load_extension, registered_versions, unregister
     loaded = not registered_versions("IrrunTestAlloc")
     if loaded:
         load_extension(path)
@@ -754,7 +754,7 @@ def test_traceback_flag_shows_the_stack(tmp_path, test_ops):
 
 def test_value_dependent_size_refused_at_run_time(tmp_path, test_ops, monkeypatch):
     monkeypatch.setenv("IRRUN_MAX_BYTES", "1M")
-    from irrun.registry import registered_versions
+    from irrun.ir.registry import registered_versions
     calls = sys.modules[registered_versions("IrrunTestAlloc")[0].impl.__module__].CALLS
     xml = chain(tmp_path, parameter(0, "n", "i64", "", ()), "IrrunTestAlloc", "I64", (), (-1,))
     m = irrun.read_model(xml)

@@ -4,9 +4,9 @@ from typing import Literal
 
 import pytest
 
-from irrun.registry import (LookupFailure, NoAttrs, lookup, parse_attrs, register,
+from irrun.ir.registry import (LookupFailure, NoAttrs, lookup, parse_attrs, register,
                             unregister)
-from irrun.shapes import DYNAMIC, Dim, format_shape, parse_partial_shape, shape_matches
+from irrun.ir.shapes import DYNAMIC, Dim, format_shape, parse_partial_shape, shape_matches
 
 import irrun.ops  # noqa: F401
 

@@ -1,14 +1,14 @@
-"""Plans for one input signature (irrun.specialize): a model with dynamic inputs fed the
+"""Plans for one input signature (irrun.run.specialize): a model with dynamic inputs fed the
 same shapes again runs a plan whose shapes are static where they follow from the input
 shapes, with the same results as the general plan, and keeps checking what depends on
 input values."""
 import numpy as np
 import pytest
 
-from irrun import specialize
-from irrun.builder import GraphBuilder
+from irrun.run import specialize
+from irrun.tools.builder import GraphBuilder
 from irrun.errors import OpError
-from irrun.executor import Plan
+from irrun.run.executor import Plan
 
 
 def _shape_chain():

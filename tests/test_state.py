@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import irrun
-from irrun.cli import cli
+from irrun.ui.cli import cli
 from irrun.opkit import TensorSpec, element_type, parse_partial_shape
 from irrun.ops.control import Assign, ReadValue, ReadValueAttrsV6
 

@@ -8,11 +8,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import irrun
-from irrun.cli import cli
+from irrun.ui.cli import cli
 from irrun.errors import FeedError, OpError, ShapeError
-from irrun.etypes import decode_strings, element_type, encode, from_dtype
-from irrun.registry import NoAttrs, lookup
-from irrun.shapes import DYNAMIC, Dim, TensorSpec, format_shape
+from irrun.ir.etypes import decode_strings, element_type, encode, from_dtype
+from irrun.ir.registry import NoAttrs, lookup
+from irrun.ir.shapes import DYNAMIC, Dim, TensorSpec, format_shape
 
 from irfiles import IRBuilder
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from irrun.builder import GraphBuilder
-from irrun.inspect import Profiler, Progress, Tracer, chain
+from irrun.tools.builder import GraphBuilder
+from irrun.run.inspect import Profiler, Progress, Tracer, chain
 from irrun.ops.pooling import MaxPool8
 
 POOL = dict(strides=[2, 2], kernel=[3, 3], pads_begin=[1, 1], pads_end=[1, 1],

@@ -329,7 +329,7 @@ def test_unknown_type_suggests_a_near_spelling(base, tmp_path, spelling):
 
 def test_unknown_relux_suggests_relu(base, tmp_path):
     import irrun.ops  # noqa: F401  (registers the kernels)
-    from irrun import registry
+    from irrun.ir import registry
     assert registry.registered_versions("ReLU")
     ir = corrupt(base, tmp_path, in_layer("to_i32", 'type="Convert"', 'type="ReLUX"'))
     d = only(ir.diags(), "unknown-op")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from irrun.cli import cli
+from irrun.ui.cli import cli
 
 MODELS = sorted((Path(__file__).resolve().parent.parent / "models").glob("*/model.xml"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from lxml import etree
 
 import irrun
-from irrun.builder import GraphBuilder
-from irrun.cli import cli
-from irrun.writer import encode
+from irrun.tools.builder import GraphBuilder
+from irrun.ui.cli import cli
+from irrun.ir.writer import encode
 
 ov = pytest.importorskip("openvino")
 

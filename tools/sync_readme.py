@@ -4,8 +4,8 @@ check them). Run it after adding or removing an op version."""
 import os
 import re
 
-from irrun.cli import ops_table
-from irrun.registry import REGISTRY, index_source
+from irrun.ui.cli import ops_table
+from irrun.ir.registry import REGISTRY, index_source
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 with open(os.path.join(root, "ops", "_index.py"), "w") as f:

@@ -64,9 +64,9 @@ from __future__ import annotations
 import dataclasses
 
 from irrun.errors import OpProblem, ResourceError, UnsupportedError
-from irrun.etypes import ElementType, element_type, from_dtype
-from irrun.registry import ElementTypeName, NoAttrs, PartialShapeText, register
-from irrun.shapes import (
+from irrun.ir.etypes import ElementType, element_type, from_dtype
+from irrun.ir.registry import ElementTypeName, NoAttrs, PartialShapeText, register
+from irrun.ir.shapes import (
     DYNAMIC,
     Dim,
     TensorSpec,
@@ -76,7 +76,7 @@ from irrun.shapes import (
     shape_of,
     static_values,
 )
-from irrun.weights import check_alloc, max_tensor_bytes
+from irrun.ir.weights import check_alloc, max_tensor_bytes
 
 from .broadcast import (
     broadcast_dim,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from irrun.errors import UnsupportedError
-from irrun.shapes import Dim, TensorSpec, format_shape
+from irrun.ir.shapes import Dim, TensorSpec, format_shape
 
 from .problems import fail
 

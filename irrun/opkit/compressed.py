@@ -6,7 +6,7 @@ each. Folded at load, every weight is written again in f32: twice the memory, mo
 load (ResNet-18: 47 MB of f32 pages to fault in and fill), and twice the bytes a
 memory-bound product reads at every run. A kernel whose op lists an input port in its
 class's COMPRESSED_INPUTS takes a CompressedWeights there, and the loader keeps a Convert
-compressed (irrun.decompress.compressed_source) when every layer it feeds takes it so, it
+compressed (irrun.run.decompress.compressed_source) when every layer it feeds takes it so, it
 is large (COMPRESSED_MIN_ELEMENTS), and the process has LLVM loaded already (the kernels
 that read halves are compiled by it; loading it for them would cost more than they save).
 
@@ -67,7 +67,7 @@ class CompressedWeights:
     def _convert(self) -> np.ndarray:
         """A new f32 array of the values, within the memory limit: the loader did not
         allocate it, so the limit is asked here (the executor names the layer)."""
-        from irrun.weights import check_alloc
+        from irrun.ir.weights import check_alloc
 
         from .numeric import convert_array
 

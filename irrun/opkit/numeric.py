@@ -6,7 +6,7 @@ from typing import Callable
 
 import numpy as np
 
-from irrun.etypes import ELEMENT_TYPES, convert_into, element_type, from_dtype
+from irrun.ir.etypes import ELEMENT_TYPES, convert_into, element_type, from_dtype
 
 from .problems import fail
 
@@ -74,7 +74,7 @@ def float_unary(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, what: str
     return y if type(y) is np.ndarray and y.dtype == x.dtype else as_dtype(y, x.dtype)
 
 
-# Destination types converted by irrun.etypes.convert_into (rounding or packing rules of
+# Destination types converted by irrun.ir.etypes.convert_into (rounding or packing rules of
 # their own rather than C++ casts).
 _COMPRESSED = frozenset(("u2", "u3", "u6", "nf4", "f4e2m1", "f8e4m3", "f8e5m2", "f8e8m0"))
 

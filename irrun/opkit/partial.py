@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from irrun.etypes import element_type
-from irrun.shapes import Dim, TensorSpec, format_shape, static_values
+from irrun.ir.etypes import element_type
+from irrun.ir.shapes import Dim, TensorSpec, format_shape, static_values
 
 from .problems import fail
 

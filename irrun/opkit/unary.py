@@ -6,8 +6,8 @@ from typing import Callable
 
 import numpy as np
 
-from irrun.registry import NoAttrs, register
-from irrun.shapes import TensorSpec
+from irrun.ir.registry import NoAttrs, register
+from irrun.ir.shapes import TensorSpec
 
 from .numeric import as_dtype, float_unary
 from .problems import fail

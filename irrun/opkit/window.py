@@ -5,7 +5,7 @@ from typing import Literal
 
 import numpy as np
 
-from irrun.shapes import Dim, TensorSpec
+from irrun.ir.shapes import Dim, TensorSpec
 
 from .problems import fail
 

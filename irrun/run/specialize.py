@@ -22,10 +22,10 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .errors import Collector
+from ..errors import Collector
 from .infer import infer_node
 from .program import NEVER_FOLD
-from .shapes import TensorSpec, shape_of
+from ..ir.shapes import TensorSpec, shape_of
 
 
 def specialize(program, feeds: dict[str, np.ndarray]) -> dict[str, list[TensorSpec]] | None:

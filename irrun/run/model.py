@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import Diagnostic, FeedError, ModelError, ReadError
+from ..errors import Diagnostic, FeedError, ModelError, ReadError
 from .executor import Plan, State, execute
-from .graph import ancestors_and_self
+from ..ir.graph import ancestors_and_self
 from .feed import cast_input
 from .program import Program, gc_paused, load_program
-from .shapes import format_shape
+from ..ir.shapes import format_shape
 from .specialize import SignaturePlans
 
 
@@ -183,7 +183,7 @@ class Model:
 
     def _plan(self, targets, sinks=(), every_output: bool = True, feeds=None) -> Plan:
         """The plan for these outputs; with `feeds`, from the second run with the same
-        input types and shapes on, a plan for exactly those (irrun.specialize)."""
+        input types and shapes on, a plan for exactly those (irrun.run.specialize)."""
         key = (tuple(targets), tuple(sinks), every_output)
         plan = self._plans.get(key)
         if plan is None:
@@ -206,7 +206,7 @@ class Model:
 
     def save(self, xml_path, bin_path=None) -> tuple[str, str]:
         """Write the model as IR v11 (xml and .bin); see irrun.save_model."""
-        from .writer import save_model
+        from ..ir.writer import save_model
 
         return save_model(self, xml_path, bin_path)
 
@@ -412,7 +412,7 @@ def read_model(xml, weights=None, *, mmap: bool = True, fold: bool | None = None
     The .bin is memory-mapped, and each run first checks that it has not changed (a
     ReadError if it has); mmap=False reads it into a private copy instead, as OpenVINO's
     ov::enable_mmap(false) does. fold=False computes every layer at each run instead of
-    folding the all-Const ones once here (default: IRRUN_FOLD, on; irrun.program.fold_node).
+    folding the all-Const ones once here (default: IRRUN_FOLD, on; irrun.run.program.fold_node).
     """
     path = os.fspath(xml)
     if not os.path.exists(path):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import plugin_int8
-from .errors import FeedError, IrrunError, UnsupportedError
+from ..errors import FeedError, IrrunError, UnsupportedError
 
 # Default (rtol, atol) per element type. f32: a few thousand ulp of relative slack, for
 # reductions summed in another order (OpenVINO's kernels block and vectorise their loops);
@@ -176,7 +176,7 @@ class CompareResult:
     def explained(self) -> list[TensorResult]:
         """Tensors that differ as the other side's own arithmetic does (`cause`), which
         irrun reproduces when it computes that way: OpenVINO's int8 sums on CPUs without
-        VNNI (irrun.plugin_int8)."""
+        VNNI (irrun.tools.plugin_int8)."""
         return [t for t in self.tensors if t.status == "explained"]
 
     @property
@@ -472,7 +472,7 @@ def generated_inputs(model, seed: int = GENERATED_SEED, shapes: dict | None = No
             for d in info.shape:
                 n = max(d.lo, 1)
                 dims.append(n if d.hi is None or n <= d.hi else d.hi)
-        from .etypes import element_type
+        from ..ir.etypes import element_type
         et = element_type(info.element_type)
         if et.kind == "bool":
             v = rng.integers(0, 2, dims).astype(bool)
@@ -494,7 +494,7 @@ def generated_inputs(model, seed: int = GENERATED_SEED, shapes: dict | None = No
 
 def _resolve_feed(model, feed, model_path):
     if feed is None:
-        from .cli import sample_inputs_for
+        from ..run.feed import sample_inputs_for
         found = sample_inputs_for(model_path)
         if found is None:
             if not model.inputs:
@@ -502,7 +502,7 @@ def _resolve_feed(model, feed, model_path):
             return generated_inputs(model)
         feed = found
     if isinstance(feed, (str, os.PathLike)):
-        from .feed import load_npz
+        from ..run.feed import load_npz
         return load_npz(os.fspath(feed)), os.fspath(feed)
     return feed, "given by the caller"
 
@@ -576,7 +576,7 @@ def _ov_input(ov, value: np.ndarray):
         return t
     if value.dtype == object:
         # A string tensor (object array of str) goes in as the bytes irrun's strings stand
-        # for (see irrun.etypes.decode_strings); NumPy's 'S' drops trailing NULs.
+        # for (see irrun.ir.etypes.decode_strings); NumPy's 'S' drops trailing NULs.
         parts = [v.encode("utf-8", "surrogateescape") for v in value.reshape(-1).tolist()]
         return np.array(parts, dtype="S").reshape(value.shape) if parts else \
             np.zeros(value.shape, dtype="S1")
@@ -853,7 +853,7 @@ def compare(model_path, feed=None, *, reference=None, device: str = "CPU", layer
     outputs). rtol/atol override the per-type defaults (DEFAULT_TOLERANCES) for float tensors.
     precision: "f32" (INFERENCE_PRECISION_HINT f32) or "as-compiled" (the device's default).
     """
-    from .model import read_model
+    from ..run.model import read_model
 
     if precision not in ("f32", "as-compiled"):
         raise ValueError(f"precision must be 'f32' or 'as-compiled', got {precision!r}")
@@ -873,7 +873,7 @@ def compare(model_path, feed=None, *, reference=None, device: str = "CPU", layer
     computed_in = None
     if reference is not None:
         if isinstance(reference, (str, os.PathLike)):
-            from .feed import load_npz
+            from ..run.feed import load_npz
             other_desc = f"reference {os.fspath(reference)}"
             reference = load_npz(os.fspath(reference))
         else:
@@ -958,7 +958,7 @@ def _tensor_result(node, port, a, b, rtol, atol, computed_in, other: str) -> Ten
 
 
 def _dtype_name(a: np.ndarray) -> str:
-    from .etypes import from_dtype
+    from ..ir.etypes import from_dtype
     try:
         return from_dtype(a.dtype).name
     except Exception:          # noqa: BLE001 - any dtype irrun has no name for
@@ -1019,8 +1019,8 @@ def _isolate(program, t: TensorResult, keeper_values: dict, feeds_by_id: dict, o
     with the other side's output: the statistics, {"error": ...}, or None when an input has
     no value on the other side. With `saturating` (OpenVINO's CPU plugin on a CPU without
     VNNI), an int8 Convolution or MatMul that differs is also computed with the plugin's
-    sums (irrun.plugin_int8); the statistics then say `plugin_int8` when those agree."""
-    from .executor import check_inputs
+    sums (irrun.tools.plugin_int8); the statistics then say `plugin_int8` when those agree."""
+    from ..run.executor import check_inputs
 
     node = program.nodes[t.layer_id]
     if node.kind != "op" or node.layer.type in STATEFUL_OPS or node.op is None:

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from .errors import Diagnostic, FeedError, IrrunError, ModelError
+from ..errors import Diagnostic, FeedError, IrrunError, ModelError
 
 # NumPy, the feeds (.npz reading and writing) and the model machinery are imported inside
 # the commands that use them: `irrun --help` and `irrun ops` need none of them.
@@ -101,8 +101,8 @@ def cli(ctx, traceback, extensions):
 
 def _check_config():
     """A bad IRRUN_* setting is one usage error (exit 2), not an error at every layer."""
-    from .config import config
-    from .errors import ConfigError
+    from ..config import config
+    from ..errors import ConfigError
 
     try:
         config()
@@ -111,7 +111,7 @@ def _check_config():
 
 
 def _load_extensions(ctx, paths):
-    from .registry import load_extension
+    from ..ir.registry import load_extension
 
     for path in paths:
         _guard(ctx, load_extension, path)
@@ -145,15 +145,6 @@ def _ordinary_error(e: Exception) -> str | None:
             "array is too big" in str(e) or "Maximum allowed size exceeded" in str(e))):
         return (f"error: out of memory ({e}); IRRUN_MAX_BYTES sets the budget irrun checks "
                 "before allocating") if str(e) else "error: out of memory"
-    return None
-
-
-def sample_inputs_for(model_path: str) -> str | None:
-    """The sample inputs shipped beside a model: <stem>.inputs.npz or inputs.npz."""
-    stem = os.path.splitext(model_path)[0]
-    for candidate in (stem + ".inputs.npz", os.path.join(os.path.dirname(model_path), "inputs.npz")):
-        if os.path.exists(candidate):
-            return candidate
     return None
 
 
@@ -215,9 +206,9 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, w
 
     import numpy as np
 
-    from . import inspect
-    from .feed import check_output_path, load_npy, load_npz, output_clashes, save_npz
-    from .model import read_model
+    from ..run import inspect
+    from ..run.feed import check_output_path, load_npy, load_npz, output_clashes, save_npz
+    from ..run.model import read_model
 
     if dump_patterns and not dump_dir:
         raise click.UsageError("--dump-layers needs --dump DIR")
@@ -261,9 +252,11 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, w
                 if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
                     raise FeedError(f"--dump-layers '{pattern}' matches no layer"
                                     f"{m._nearest(pattern)}", file=model)
+        from ..run.feed import sample_inputs_for
+
         path = None if random_inputs else inputs_path or sample_inputs_for(model)
         if random_inputs:
-            from .comparing import generated_inputs
+            from ..tools.comparing import generated_inputs
 
             if None in shape_of_input:
                 if len(m.inputs) != 1:
@@ -363,7 +356,7 @@ def _run_session(m, feed, steps, pairs, listener, output_path, progress):
     """--steps: N runs of one session; each step's outputs printed, or all of them saved."""
     import numpy as np
 
-    from .feed import save_npz
+    from ..run.feed import save_npz
 
     try:
         results = m.create_session().run_sequence(feed, steps, pairs, listener)
@@ -416,7 +409,7 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights, inputs_path,
 
     An invalid model is drawn as far as it can be read.
     """
-    from . import drawing
+    from ..tools import drawing
 
     if fmt is None:
         suffix = os.path.splitext(output_path)[1].lower() if output_path else ".dot"
@@ -431,19 +424,19 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights, inputs_path,
     def go():
         program = drawing.load_for_drawing(model, weights)
         if fmt == "html":
-            # The interactive viewer (irrun/viewer.py); its own layout, whatever --layout.
+            # The interactive viewer (irrun/ui/viewer.py); its own layout, whatever --layout.
             from .viewer import run_stats, to_viewer_html
 
             run = None
             if inputs_path:
-                from .feed import load_npz
-                from .model import read_model
+                from ..run.feed import load_npz
+                from ..run.model import read_model
 
                 m = read_model(model, weights)
                 run = run_stats(m, load_npz(inputs_path, m.inputs))
             agreement = None
             if with_compare:
-                from .comparing import compare
+                from ..tools.comparing import compare
                 from .viewer import agreement_of
 
                 agreement = agreement_of(compare(model, inputs_path, weights=weights))
@@ -499,7 +492,7 @@ def compare_cmd(ctx, model, inputs_path, device, layers, rtol, atol, precision, 
 
     Exit 0 when every compared tensor agrees, 1 when one does not (or on an error).
     """
-    from .comparing import compare
+    from ..tools.comparing import compare
 
     def go():
         result = compare(model, inputs_path, reference=reference_path, device=device,
@@ -540,9 +533,9 @@ def _split_list(values) -> list[str]:
 @click.pass_context
 def extract_cmd(ctx, model, outputs, cuts, inputs_data, output_path):
     """Write the subgraph of MODEL that computes --outputs from --inputs as a new IR."""
-    from .feed import load_npz, save_npz
-    from .model import read_model
-    from .surgery import extract
+    from ..run.feed import load_npz, save_npz
+    from ..run.model import read_model
+    from ..tools.surgery import extract
 
     def go():
         m = read_model(model)
@@ -577,13 +570,15 @@ def extract_cmd(ctx, model, outputs, cuts, inputs_data, output_path):
 @click.pass_context
 def reduce_cmd(ctx, model, inputs_path, until, command, out_dir, rtol, atol, quiet):
     """Shrink MODEL to a small subgraph that still shows a problem, and write a reproducer."""
-    from .feed import load_npz
-    from .model import read_model
-    from .surgery import Condition, reduce, write_repro
+    from ..run.feed import load_npz
+    from ..run.model import read_model
+    from ..tools.surgery import Condition, reduce, write_repro
 
     if (until is None) == (command is None):
         raise click.UsageError("give exactly one of --until diverges|openvino-fails and "
                                "--command 'CMD {model}'")
+    from ..run.feed import sample_inputs_for
+
     inputs_path = inputs_path or sample_inputs_for(model)
     if inputs_path is None:
         raise click.UsageError("no --inputs and no inputs.npz beside the model")
@@ -637,7 +632,7 @@ def batch_cmd(ctx, model, shards, out_dir, scheduler, workers, batch_axis, retri
     status, time and input digest. Run the same command again to finish an interrupted batch:
     shards already done with the same digest are skipped. Exit 1 when a shard failed.
     """
-    from .batching import batch
+    from ..tools.batching import batch
 
     mapping = {}
     for item in segment_ids:
@@ -685,7 +680,7 @@ def _diag_counts(diags):
 @click.pass_context
 def validate_cmd(ctx, files, strict, fmt, weights):
     """Report every problem in each IR FILE as FILE:LINE: severity: message."""
-    from .model import validate
+    from ..run.model import validate
 
     if weights and len(files) > 1:
         raise click.UsageError("--weights goes with a single model file")
@@ -727,9 +722,9 @@ def info_cmd(ctx, model):
 
 
     def go():
-        from .drawing import load_for_drawing
-        from .model import _input_info, _output_info, output_names_of
-        from .program import all_nodes
+        from ..tools.drawing import load_for_drawing
+        from ..run.model import _input_info, _output_info, output_names_of
+        from ..run.program import all_nodes
 
         # Everything that can be read is shown, even for a model read_model refuses (an
         # unregistered op, a missing .bin); the problems are flagged after it.
@@ -745,7 +740,7 @@ def info_cmd(ctx, model):
                 return str(info_of(node))
             except (IndexError, TypeError, KeyError, AttributeError):
                 # Not inferred: the name and what the file declares.
-                from .drawing import _declared
+                from ..tools.drawing import _declared
 
                 if node.kind == "result":
                     name = output_names_of(program, node)[0]
@@ -791,8 +786,8 @@ def ops_cmd(markdown, coverage):
 
 
 def coverage_report() -> str:
-    from .opset_table import TOTAL, coverage
-    from .registry import REGISTRY
+    from ..ir.opset_table import TOTAL, coverage
+    from ..ir.registry import REGISTRY
 
     have, missing = coverage({label for _, _, labels in REGISTRY.listing() for label in labels})
     lines = [f"{have} of {TOTAL} op versions of opsets 1-16"]
@@ -803,7 +798,7 @@ def coverage_report() -> str:
 
 
 def ops_table(markdown: bool = False) -> str:
-    from .registry import REGISTRY
+    from ..ir.registry import REGISTRY
 
     lines = []
     if markdown:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import Collector
+from ..errors import Collector
 from .reader import IRDocument
 
 

@@ -1,5 +1,5 @@
 """Writing IR v11 (model.xml + model.bin): from a model irrun read, a subgraph cut from one, or
-a network built in Python (irrun.builder).
+a network built in Python (irrun.tools.builder).
 
 The writer works on a neutral description, `Net`: layers with their `<data>` attributes as
 text, their ports (precision, dims, tensor names) and, for a Const, its bytes. A model read
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from lxml import etree
 
-from .errors import IrrunError
+from ..errors import IrrunError
 from .etypes import element_type
 
 ALIGN = 64

@@ -14,16 +14,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import checks, decompress, registry, subgraph
-from .errors import Collector, IrrunError, UnsupportedError
-from .etypes import element_type, nbytes
-from .graph import PortGraph, build_graph
-from .config import config, pinned
+from . import bodies, decompress
+from ..ir import checks, registry
+from ..errors import Collector, IrrunError, UnsupportedError
+from ..ir.etypes import element_type, nbytes
+from ..ir.graph import PortGraph, build_graph
+from ..config import config, pinned
 from .infer import FOLD_MAX_ELEMENTS, check_declared_inputs, check_declared_outputs, infer_node
-from .opkit.compressed import CompressedWeights
-from .reader import IRDocument, Layer, read_document
-from .shapes import TensorSpec, is_static, parse_partial_shape, static_values
-from .weights import Weights, check_alloc, const_value, reuse_memory
+from ..opkit.compressed import CompressedWeights
+from ..ir.reader import IRDocument, Layer, read_document
+from ..ir.shapes import TensorSpec, is_static, parse_partial_shape, static_values
+from ..ir.weights import Weights, check_alloc, const_value, reuse_memory
 
 
 class _WeakReferable:
@@ -54,7 +55,7 @@ class Node(_WeakReferable):
     specs: list[TensorSpec] | None = None                        # inferred outputs
     const_value: object = None     # a Const's data: a view of the .bin's memory map
     bodies: list[Program] = field(default_factory=list)   # a Loop/TensorIterator/If's networks
-    views: tuple = ()               # their port-map views (subgraph.BodyView), even if broken
+    views: tuple = ()               # their port-map views (bodies.BodyView), even if broken
     folded: tuple | None = None     # outputs computed once at load (constant folding)
     fold_seconds: float = 0.0       # what computing them took
     _program: object = field(default=None, repr=False, compare=False)
@@ -241,7 +242,7 @@ def gc_paused():
 def load_program(xml_path, weights=None, *, mmap: bool = True, fold: bool | None = None) -> Program:
     """Run every loading stage; problems are in Program.diagnostics (never raises for a bad file).
 
-    mmap=False reads the .bin into a private copy instead of mapping it (irrun.weights).
+    mmap=False reads the .bin into a private copy instead of mapping it (irrun.ir.weights).
     fold=False keeps every layer for run time (default: IRRUN_FOLD, on; see fold_node)."""
     with gc_paused(), pinned():
         reuse_memory()     # folding allocates the weights: a later load reuses freed ones
@@ -300,7 +301,7 @@ def _prepare(doc: IRDocument, path: str, diag: Collector, owner: Node | None = N
         _bind(node, diag, node.id in unused, cache)
         if node.layer.bodies or (node.op is not None and getattr(node.op.impl, "BODIES", None)):
             node.bodies = [_prepare(sub.doc, path, diag, node) for sub in node.layer.bodies]
-            subgraph.attach(node, diag)
+            bodies.attach(node, diag, infer_network)
     order = derived.order
     if order is None:
         # Infer everything outside a cycle (already reported); layers fed by one are skipped.
@@ -350,7 +351,7 @@ def _check_variables(program: Program, diag: Collector) -> None:
         elif got.shape is not None and want.shape is not None and (
                 len(got.shape) != len(want.shape) or
                 not all(a.compatible(b) for a, b in zip(got.shape, want.shape))):
-            from .shapes import format_shape
+            from ..ir.shapes import format_shape
             diag.error("variable", f"writes shape {format_shape(got.shape)} to variable '{vid}', "
                        f"which ReadValue '{rv.layer.name}' gives as {format_shape(want.shape)}",
                        layer=node.layer)
@@ -362,6 +363,30 @@ def all_nodes(program: Program):
         yield node
         for body in node.bodies:
             yield from all_nodes(body)
+
+
+def _check_bodies_alone(node, input_specs, diag: Collector, only_uninferred: bool = False) -> None:
+    """Check the bodies of a layer that cannot be inferred (a broken port map, bad inputs)
+    as far as possible: the port map's element types, then each body on its own, from its
+    Parameters' declarations, so that its problems are found in the same pass."""
+    checked = set()
+    for view in node.views:
+        body = view.body
+        if only_uninferred and body.inferred:
+            checked.add(id(body.program))
+            continue
+        declared = body.parameters
+        for rule in view.inputs:
+            s = input_specs[rule.position] if rule.position < len(input_specs) else None
+            d = declared[rule.parameter]
+            if s is not None and d is not None and d.etype.name != "dynamic" and s.etype != d.etype:
+                pnode = body.program.parameters[rule.parameter]
+                diag.error("body-type", f"the body Parameter is {d.etype.name}, but layer "
+                           f"'{node.layer.name}' ({node.layer.op_label}) feeds it {s.etype.name}",
+                           line=pnode.layer.data_line or pnode.layer.line, layer=pnode.layer)
+    for prog in node.bodies:
+        if id(prog) not in checked:
+            infer_network(prog, diag)
 
 
 def infer_network(program: Program, diag: Collector,
@@ -401,7 +426,7 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
         if node.op is None or node.attrs is None:
             node.specs = None
             if node.bodies:
-                subgraph.check_alone(node, input_specs, diag)
+                _check_bodies_alone(node, input_specs, diag)
             continue
         if len(node.inputs) != len(node.layer.inputs) or None in node.inputs:
             continue   # an unconnected input is already reported
@@ -430,7 +455,7 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
             if known is not None:
                 known[lid] = value.nbytes
         elif kind == "parameter" and given is not None:
-            node.specs = subgraph.body_parameter_spec(node, given.get(lid), diag)
+            node.specs = bodies.body_parameter_spec(node, given.get(lid), diag)
         else:
             t0 = time.perf_counter()
             node.specs = infer_node(node, input_specs, diag,
@@ -438,9 +463,9 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
             if known is not None and kind == "op" and node.specs is not None:
                 fold_node(node, input_specs, known, time.perf_counter() - t0, ahead)
             if node.bodies:
-                subgraph.flush(node, diag)
+                bodies.flush(node, diag)
                 if node.specs is None:
-                    subgraph.check_alone(node, input_specs, diag, only_uninferred=True)
+                    _check_bodies_alone(node, input_specs, diag, only_uninferred=True)
         for i, s in enumerate(node.specs or []):
             specs[(lid, i)] = s
 
@@ -457,7 +482,7 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
 # kernel fails here (the run reports that failure where it happens). Off with
 # read_model(..., fold=False) or IRRUN_FOLD=0. A large decompression Convert whose every
 # consumer reads f16 weights itself is folded to its source instead, kept compressed
-# (irrun.decompress.compressed_source).
+# (irrun.run.decompress.compressed_source).
 FOLD_MAX_RATIO = 4
 NEVER_FOLD = frozenset(("Result", "ReadValue", "Assign", "RandomUniform", "Multinomial"))
 
@@ -465,7 +490,7 @@ NEVER_FOLD = frozenset(("Result", "ReadValue", "Assign", "RandomUniform", "Multi
 def fold_node(node: Node, input_specs, known: dict[str, int], seconds: float,
               ahead: decompress.Ahead | None = None) -> None:
     """Fold `node` when its outputs are constant and within the budget (see above); a
-    decompression Convert of `ahead` takes the output the batch writes (irrun.decompress)."""
+    decompression Convert of `ahead` takes the output the batch writes (irrun.run.decompress)."""
     if (node.op.type in NEVER_FOLD or node.bodies or getattr(node.op.impl, "NO_FOLD", False)
             or not node.specs):
         node.folded = None

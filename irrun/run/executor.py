@@ -12,12 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import pinned
-from .errors import IrrunError, OpError, OpProblem, ResourceError, ShapeError
+from ..config import pinned
+from ..errors import IrrunError, OpError, OpProblem, ResourceError, ShapeError
 from .infer import FOLD_MAX_ELEMENTS, _where
-from .opkit.compressed import CompressedWeights, plain
-from .subgraph import current_listener, current_state
-from .shapes import (
+from .specialize import SignaturePlans
+from ..opkit.compressed import CompressedWeights, plain
+from .bodies import RunContext, current_run
+from ..ir.shapes import (
     TensorSpec,
     format_shape,
     is_static,
@@ -25,7 +26,7 @@ from .shapes import (
     shape_of,
     static_values,
 )
-from .weights import LiveBudget, check_alloc, max_tensor_bytes, reuse_memory
+from ..ir.weights import LiveBudget, check_alloc, max_tensor_bytes, reuse_memory
 
 
 @dataclass
@@ -69,7 +70,7 @@ class Plan:
                  every_output: bool = True, specs: dict | None = None,
                  known: dict | None = None):
         # specs: every node's output specs, when they are not the program's own (a plan for
-        # one input signature: irrun.specialize); known: the outputs of the layers those
+        # one input signature: irrun.run.specialize); known: the outputs of the layers those
         # specs give as values, handed out as folded layers' are.
         known = known or {}
         if specs is None:
@@ -93,7 +94,7 @@ class Plan:
             step.seen = (None,) * len(outs)
             step.specs = node_specs
             if folded is not None:
-                # Computed once at load (irrun.program.fold_node), or known from this
+                # Computed once at load (irrun.run.program.fold_node), or known from this
                 # signature's shapes: its inputs do not run.
                 step.kind, step.args, step.counted, step.values = "folded", (), False, folded
                 step.compressed = any(isinstance(v, CompressedWeights) for v in folded)
@@ -269,8 +270,7 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
     """
     values: list = [None] * plan.n_slots
     clock = time.perf_counter
-    token = current_listener.set(listener)
-    state_token = current_state.set(state)
+    token = current_run.set(RunContext(listener, state, run_body))
     # Overflow to inf and NaN from 0/0 are what IR semantics compute, not a reason for NumPy
     # to print warnings mid-run (--check-nan finds them); set once here, not per kernel.
     try:
@@ -287,8 +287,7 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
             finally:
                 _running.reset(running)
     finally:
-        current_state.reset(state_token)
-        current_listener.reset(token)
+        current_run.reset(token)
     result = [plain(values[t]) for t in plan.targets]
     if keep_all:
         return result, [plain(v) for v in values]
@@ -431,3 +430,28 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                 values[s] = None
                 if track:
                     budget.release(s)
+
+
+def run_body(body, arrays) -> list:
+    """Run a Loop's, TensorIterator's or If's body on its Parameters' values (by index): the
+    body runner that execute() hands the control-flow kernels through bodies.current_run.
+    A body's plan is built once and reused for every iteration."""
+    if body.plans is None:
+        program = body.program
+        # A body's Assigns always run: in a session they write its variables.
+        sinks = [n.id for n in program.nodes.values() if n.layer.type.lower() == "assign"]
+        targets = [tuple(program.nodes[r].inputs[0]) for r in body.result_ids]
+        # Iterations mostly feed the body the same shapes: from the second, a plan for
+        # them (irrun.run.specialize). New specs (the layer inferred again) drop the old.
+        body.plans = (Plan(program, targets, sinks), SignaturePlans(program),
+                      lambda specs, known: Plan(program, targets, sinks, True, specs, known))
+    general, signature_plans, make_plan = body.plans
+    feeds = dict(zip(body.parameter_ids, arrays))
+    plan = signature_plans.plan(general, (), feeds, make_plan)
+    # A listener that follows bodies (the -vv trace) says so with `for_body(program)`,
+    # which gives the listener for this body's layers; the others (the profile) see the
+    # whole body's time as the layer's.
+    context = current_run.get()
+    for_body = getattr(context.listener, "for_body", None)
+    return execute(body.program, plan, feeds, for_body(body.program) if for_body else None,
+                   state=context.state)

@@ -1,7 +1,7 @@
 """Building IR in Python without OpenVINO: parameters, constants, ops by type and attributes,
-results; written with irrun.writer, shapes and types filled in by irrun's own inference.
+results; written with irrun.ir.writer, shapes and types filled in by irrun's own inference.
 
-    from irrun.builder import GraphBuilder
+    from irrun.tools.builder import GraphBuilder
 
     g = GraphBuilder("tiny")
     x = g.parameter("x", "f32", [None, 4])              # None: a dynamic dim
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import IrrunError
-from .etypes import element_type, from_dtype
-from .writer import Net, WEdge, WLayer, WPort, encode, port_dims, precision_of, write_net
+from ..errors import IrrunError
+from ..ir.etypes import element_type, from_dtype
+from ..ir.writer import Net, WEdge, WLayer, WPort, encode, port_dims, precision_of, write_net
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class GraphBuilder:
 
     def net(self) -> Net:
         """The Net, with every port's precision and dims from irrun's inference."""
-        from .model import read_model
+        from ..run.model import read_model
 
         net = Net(self.name, self._layers, self._edges)
         with tempfile.TemporaryDirectory() as tmp:
@@ -128,7 +128,7 @@ class GraphBuilder:
 
     def model(self):
         """The network as an irrun.Model (written to a private temporary directory)."""
-        from .model import read_model
+        from ..run.model import read_model
 
         tmp = tempfile.mkdtemp(prefix="irrun-builder-")
         xml, _ = self.save(os.path.join(tmp, f"{self.name}.xml"))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from .errors import UnsupportedError
+from ..errors import UnsupportedError
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Cutting a subgraph out of a model (`irrun extract`) and shrinking a failing model to a
-minimal reproducer (`irrun reduce`), both written as IR with irrun.writer.
+minimal reproducer (`irrun reduce`), both written as IR with irrun.ir.writer.
 
 A tensor is named `LAYER[:PORT]`: a layer name (or id) and the position of one of its output
 ports (default 0), or a tensor name from a port's `names`. Cuts and outputs are top-level
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import IrrunError
-from .writer import Net, WEdge, WLayer, WPort, format_dims, net_from_program, port_dims, \
+from ..errors import IrrunError
+from ..ir.writer import Net, WEdge, WLayer, WPort, format_dims, net_from_program, port_dims, \
     precision_of, write_net
 
 
@@ -287,7 +287,7 @@ def reduce(model, feed, condition: Condition, out_dir: str, log=None) -> Reduced
     the smallest d where the condition holds, then each remaining producer is cut alone
     while that keeps the condition. Each candidate is written and tested once.
     """
-    from .feed import save_npz
+    from ..run.feed import save_npz
 
     program = model.program
     os.makedirs(out_dir, exist_ok=True)
@@ -374,8 +374,8 @@ def _distances(program, outputs) -> dict[str, int]:
 
 def write_repro(model_dir: str, reduced: Reduced, command: str) -> None:
     """irrun's and OpenVINO's outputs and a README.txt beside the reduced model."""
-    from .feed import save_npz
-    from .model import read_model
+    from ..run.feed import save_npz
+    from ..run.model import read_model
 
     feed = dict(np.load(reduced.inputs))
     m = read_model(reduced.xml)

@@ -8,8 +8,8 @@ import stat
 
 import numpy as np
 
-from .config import config
-from .errors import ConfigError, ReadError, ResourceError, UnsupportedError
+from ..config import config
+from ..errors import ConfigError, ReadError, ResourceError, UnsupportedError
 from .etypes import ElementType, decode, element_type, nbytes
 
 INT64_MAX = (1 << 63) - 1

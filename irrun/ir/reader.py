@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
-from .errors import Collector
+from ..errors import Collector
 from .etypes import is_known, normalize_precision
 
 SUPPORTED_VERSIONS = (10, 11)

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import IrrunError, ReadError
-from .etypes import element_type
+from ..errors import IrrunError, ReadError
+from ..ir.etypes import element_type
 
 MANIFEST = "manifest.json"
 MANIFEST_EVERY = 0.5     # seconds between manifest rewrites while shards finish
@@ -124,8 +124,8 @@ _models_lock = threading.Lock()
 
 def _model_on_this_worker(model_path: str, extensions: tuple[str, ...]):
     """The model, read once per worker process (keyed by the files' identity)."""
-    from .model import read_model
-    from .registry import load_extension
+    from ..run.model import read_model
+    from ..ir.registry import load_extension
 
     for ext in extensions:
         load_extension(ext)
@@ -149,7 +149,7 @@ def run_shard(model_path: str, shard_path: str, out_path: str, extensions=(), ba
 
     Raises on failure (Dask retries the task, then the batch records the error).
     """
-    from .feed import load_npz, save_npz
+    from ..run.feed import load_npz, save_npz
 
     t0 = time.perf_counter()
     model = _model_on_this_worker(model_path, tuple(extensions))

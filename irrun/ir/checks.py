@@ -1,12 +1,12 @@
 """Whole-model checks that no single layer can make: input names shared by two Parameters."""
 from __future__ import annotations
 
-from .errors import Collector
+from ..errors import Collector
 
 
 def parameter_names(layer) -> list[str]:
     """The names a feed may use for a Parameter: its tensor names, else its layer name
-    (irrun.model keys inputs the same way)."""
+    (irrun.run.model keys inputs the same way)."""
     port = layer.outputs[0] if layer.outputs else None
     return list(port.names) if port is not None and port.names else [layer.name]
 

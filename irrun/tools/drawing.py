@@ -13,9 +13,9 @@ import subprocess
 import zlib
 from dataclasses import dataclass, field
 
-from .errors import ModelError
-from .etypes import normalize_precision
-from .shapes import format_shape
+from ..errors import ModelError
+from ..ir.etypes import normalize_precision
+from ..ir.shapes import format_shape
 
 # Fill colours by op category (the spec's categories, lower-cased); others get a palette colour.
 CATEGORY_COLORS = {
@@ -424,7 +424,7 @@ def render(program, fmt: str, layout_engine: str = "auto") -> str:
 
 def load_for_drawing(xml, weights=None):
     """The Program of a model, even an invalid one; ModelError only when nothing can be read."""
-    from .program import load_program
+    from ..run.program import load_program
 
     program = load_program(os.fspath(xml), weights)
     if program.doc is None:

@@ -10,10 +10,10 @@ import zlib
 import ml_dtypes
 import numpy as np
 
-from .errors import FeedError, ReadError, ResourceError
-from .etypes import ElementType
-from .shapes import format_shape, shape_matches
-from .weights import max_tensor_bytes
+from ..errors import FeedError, ReadError, ResourceError
+from ..ir.etypes import ElementType
+from ..ir.shapes import format_shape, shape_matches
+from ..ir.weights import max_tensor_bytes
 
 
 def _value_kind(dtype: np.dtype) -> str:
@@ -301,7 +301,7 @@ def output_clashes(names) -> list[str]:
 
 def check_output_path(path: str) -> None:
     """Refuse, before the model runs, an output path that cannot be written."""
-    from .errors import IrrunError
+    from ..errors import IrrunError
 
     def fail(problem):
         raise IrrunError(f"cannot write the outputs: {problem}", file=path, code="write")
@@ -326,7 +326,7 @@ def save_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
     """
     import tempfile
 
-    from .errors import IrrunError
+    from ..errors import IrrunError
 
     path = os.fspath(path)
     parent = os.path.dirname(os.path.abspath(path))
@@ -364,7 +364,7 @@ def save_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
 def load_npy(path: str, inputs) -> dict[str, np.ndarray]:
     """A single `.npy` array as the feed of a model with one input (its header's shape and
     dtype checked against the memory budget before the data is read; never unpickles)."""
-    from .weights import check_alloc
+    from ..ir.weights import check_alloc
 
     path = str(path)
     if len(inputs) != 1:
@@ -388,3 +388,12 @@ def load_npy(path: str, inputs) -> dict[str, np.ndarray]:
     except OSError as e:
         raise ReadError(f"cannot read the inputs file: {e.strerror or e}", file=path) from None
     return {inputs[0].name: value}
+
+
+def sample_inputs_for(model_path: str) -> str | None:
+    """The sample inputs shipped beside a model: <stem>.inputs.npz or inputs.npz."""
+    stem = os.path.splitext(model_path)[0]
+    for candidate in (stem + ".inputs.npz", os.path.join(os.path.dirname(model_path), "inputs.npz")):
+        if os.path.exists(candidate):
+            return candidate
+    return None

@@ -5,16 +5,22 @@ The kernels see plain records only: `ControlAttrs.bodies` holds one `BodyView` p
 (a Loop's or TensorIterator's `body`; an If's `then_body` and `else_body`), whose rules name
 the layer's inputs and outputs by position and the body's Parameters and Results by index
 (document order). `Body.infer(specs)` and `Body.run(arrays)` map the Parameters' specs or
-values to the Results' ones; a body's plan is built once and reused for every iteration.
+values to the Results' ones.
+
+This module sits below the loader and the executor and imports neither: a Body is handed
+what it needs. The loader gives it the network inference pass (`attach(..., infer_network)`);
+the run in progress gives it the body runner (`RunContext.run_body`, set by the executor),
+as torch.fx's Interpreter hands each node to `run_node`.
 """
 from __future__ import annotations
 
 import contextvars
 import weakref
 from dataclasses import dataclass
+from typing import Callable
 
-from .errors import Collector, IrrunError
-from .shapes import TensorSpec
+from ..errors import Collector, IrrunError
+from ..ir.shapes import TensorSpec, format_shape
 
 
 @dataclass(frozen=True)
@@ -71,26 +77,33 @@ class BodyFailed(IrrunError):
     code = "body"
 
 
-# The listener of the run in progress (trace, profile), so that a body's layers can be
-# reported too when the listener asks for them (`for_body`).
-current_listener: contextvars.ContextVar = contextvars.ContextVar("irrun_listener", default=None)
-# The session state of the run in progress: a body's ReadValue/Assign use the same variables.
-current_state: contextvars.ContextVar = contextvars.ContextVar("irrun_state", default=None)
+@dataclass(frozen=True)
+class RunContext:
+    """What a body running inside a layer takes from the run in progress."""
+
+    listener: object            # trace/profile: a body's layers are reported through its
+                                # `for_body(program)` when it has one
+    state: object               # the session's variables: a body's ReadValue/Assign share them
+    run_body: Callable          # run_body(body, arrays) -> the body's Results' values
+
+
+current_run: contextvars.ContextVar = contextvars.ContextVar("irrun_run", default=None)
 
 
 class Body:
     """One body network of a layer, ready to be inferred and run by the layer's kernel."""
 
-    def __init__(self, owner, program, back_edges=()):
+    def __init__(self, owner, program, infer_network, back_edges=()):
         self._owner = weakref.ref(owner)         # the Loop/TensorIterator/If node (weak:
                                                  # the node holds this body, see Node.program)
         self.program = program
+        self._infer_network = infer_network
         self.parameter_ids = [n.id for n in program.parameters]
         self.result_ids = [n.id for n in program.results]
         self._back_edges = back_edges            # (Result id, Parameter id, line)
         self.diagnostics: list = []              # of the last infer()
         self.inferred = False                    # infer() ran at least once
-        self._plan = None
+        self.plans = None                        # the body runner's plans, made on first run
 
     @property
     def owner(self):
@@ -113,12 +126,10 @@ class Body:
         Problems are kept for the layer to report (only the last call's: a Loop infers its
         body until the shapes settle); BodyFailed when there are errors.
         """
-        from .program import infer_network
-
         self.inferred = True
         diag = Collector(file=self.program.path)
         given = {pid: s for pid, s in zip(self.parameter_ids, specs) if s is not None}
-        infer_network(self.program, diag, given)
+        self._infer_network(self.program, diag, given)
         nodes = self.program.nodes
         out = [self._result_spec(rid) for rid in self.result_ids]
         for rid, pid, line in self._back_edges:
@@ -132,7 +143,6 @@ class Body:
                            f"(id {pid}), which is {p.etype.name}", line=line,
                            layer=self.owner.layer)
             elif not _shapes_compatible(r.shape, _declared_shape(nodes[pid])):
-                from .shapes import format_shape
                 diag.error("body-shape", f"back edge from Result '{nodes[rid].layer.name}' (id "
                            f"{rid}) brings shape {format_shape(r.shape)} to Parameter "
                            f"'{nodes[pid].layer.name}' (id {pid}), which declares "
@@ -145,7 +155,7 @@ class Body:
             raise BodyFailed(f"its {self.program.doc.name.rsplit('/', 1)[-1]} has "
                              f"{len(errors) or 'uninferred'} error{'s' if len(errors) != 1 else ''}"
                              + (f" (at line {lines})" if lines else ""))
-        self._plan = None    # the specs changed: plan again at the next run
+        self.plans = None    # the specs changed: plan again at the next run
         return out
 
     @property
@@ -162,31 +172,13 @@ class Body:
         return made[out] if made is not None and out < len(made) else None
 
     def run(self, arrays) -> list:
-        """The Results' values for the Parameters' values (by index)."""
-        from .executor import Plan, execute
-        from .specialize import SignaturePlans
-
-        if self._plan is None:
-            # A body's Assigns always run: in a session they write its variables.
-            sinks = [n.id for n in self.program.nodes.values() if n.layer.type.lower() == "assign"]
-            targets = [tuple(self.program.nodes[r].inputs[0]) for r in self.result_ids]
-            self._plan = Plan(self.program, targets, sinks)
-            # Iterations mostly feed the body the same shapes: from the second, a plan for
-            # them (irrun.specialize). New specs (the layer inferred again) drop the old.
-            self._signature_plans = SignaturePlans(self.program)
-            program = self.program      # not self: a lambda holding the body is a cycle
-            self._make_plan = lambda specs, known: Plan(program, targets, sinks, True,
-                                                        specs, known)
-        feeds = dict(zip(self.parameter_ids, arrays))
-        plan = self._signature_plans.plan(self._plan, (), feeds, self._make_plan)
-        # A listener that follows bodies (the -vv trace) says so with `for_body(program)`,
-        # which gives the listener for this body's layers; the others (the profile) see the
-        # whole body's time as the layer's.
-        listener = current_listener.get()
-        for_body = getattr(listener, "for_body", None)
+        """The Results' values for the Parameters' values (by index), run by the run in
+        progress (a body runs only inside its layer's kernel)."""
+        context = current_run.get()
+        if context is None:
+            raise RuntimeError("a body runs only inside a run (no run context is set)")
         try:
-            return execute(self.program, plan, feeds, for_body(self.program) if for_body
-                           else None, state=current_state.get())
+            return context.run_body(self, arrays)
         except IrrunError as e:
             # Located at the body's layer; say which layer's body it is (once per level).
             owner = self.owner.layer
@@ -231,32 +223,6 @@ def body_parameter_spec(node, given: TensorSpec | None, diag: Collector):
     return [given]
 
 
-def check_alone(node, input_specs, diag: Collector, only_uninferred: bool = False) -> None:
-    """Check the bodies of a layer that cannot be inferred (a broken port map, bad inputs)
-    as far as possible: the port map's element types, then each body on its own, from its
-    Parameters' declarations, so that its problems are found in the same pass."""
-    from .program import infer_network
-
-    checked = set()
-    for view in node.views:
-        body = view.body
-        if only_uninferred and body.inferred:
-            checked.add(id(body.program))
-            continue
-        declared = body.parameters
-        for rule in view.inputs:
-            s = input_specs[rule.position] if rule.position < len(input_specs) else None
-            d = declared[rule.parameter]
-            if s is not None and d is not None and d.etype.name != "dynamic" and s.etype != d.etype:
-                pnode = body.program.parameters[rule.parameter]
-                diag.error("body-type", f"the body Parameter is {d.etype.name}, but layer "
-                           f"'{node.layer.name}' ({node.layer.op_label}) feeds it {s.etype.name}",
-                           line=pnode.layer.data_line or pnode.layer.line, layer=pnode.layer)
-    for prog in node.bodies:
-        if id(prog) not in checked:
-            infer_network(prog, diag)
-
-
 def flush(node, diag: Collector) -> None:
     """Report the problems of the last inference of each of the node's bodies."""
     attrs = node.attrs
@@ -272,9 +238,10 @@ def flush(node, diag: Collector) -> None:
 _RESERVED = {"loop": 2, "if": 1}
 
 
-def attach(node, diag: Collector) -> None:
+def attach(node, diag: Collector, infer_network: Callable) -> None:
     """Check the layer's port maps and back edges against its bodies; give the kernel its
-    ControlAttrs, or unbind the op (node.op = None) after reporting the problems."""
+    ControlAttrs, or unbind the op (node.op = None) after reporting the problems.
+    `infer_network(program, diag, given)` is what the bodies infer with."""
     layer = node.layer
     op = node.op
     expected = getattr(op.impl, "BODIES", ()) if op is not None else ()
@@ -296,7 +263,7 @@ def attach(node, diag: Collector) -> None:
     covered: list[set[int]] = []
     for role in expected:
         sub, prog = present[role]
-        view, fine, outs = _view(node, role, sub, prog, reserved, diag)
+        view, fine, outs = _view(node, role, sub, prog, reserved, diag, infer_network)
         ok &= fine
         views.append(view)
         covered.append(outs)
@@ -317,7 +284,7 @@ def _ids(table) -> str:
     return ", ".join(table) or "none"
 
 
-def _view(node, role, sub, prog, reserved, diag):
+def _view(node, role, sub, prog, reserved, diag, infer_network):
     layer = node.layer
     params = {n.id: i for i, n in enumerate(prog.parameters)}
     results = {n.id: i for i, n in enumerate(prog.results)}
@@ -437,6 +404,6 @@ def _view(node, role, sub, prog, reserved, diag):
         targets[p] = b.line
         back.append((results[b.from_layer], p))
         back_ids.append((b.from_layer, b.to_layer, b.line))
-    body = Body(node, prog, tuple(back_ids))
+    body = Body(node, prog, infer_network, tuple(back_ids))
     view = BodyView(body, tuple(inputs), tuple(outputs), tuple(back), cur, cond)
     return view, ok, set(out_seen)

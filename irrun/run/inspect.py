@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import IrrunError, OpError
+from ..errors import IrrunError, OpError
 
 
 # ---------------------------------------------------------------- tensor summaries
@@ -228,7 +228,7 @@ class Profiler:
     """
 
     # It times the run as it is without a listener, outputs nothing reads left uncomputed
-    # (MaxPool's indices): see irrun.executor.Plan.
+    # (MaxPool's indices): see irrun.run.executor.Plan.
     every_output = False
 
     def __init__(self, per_body: bool = False):

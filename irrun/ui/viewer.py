@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .drawing import ERROR_COLOR, WARNING_COLOR, category_color
-from .shapes import format_shape
+from ..tools.drawing import ERROR_COLOR, WARNING_COLOR, category_color
+from ..ir.shapes import format_shape
 
 ROW_GAP = 56          # vertical space between two rows of boxes (the edges' band)
 COL_GAP = 24          # horizontal space between two boxes of a row
@@ -65,7 +65,7 @@ def _value_preview(value) -> str:
 
 def _output_names(program) -> dict[str, str]:
     """Result layer id -> the model output name it stands for."""
-    from .model import output_names_of
+    from ..run.model import output_names_of
 
     return {r.layer.id: output_names_of(program, r)[0] for r in program.results}
 

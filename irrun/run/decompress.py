@@ -28,11 +28,11 @@ import time
 
 import numpy as np
 
-from .config import config
-from .errors import Collector, IrrunError
-from .opkit.compressed import COMPRESSED_MIN_ELEMENTS
-from .opkit.numeric import COMPILED_CAST_ELEMENTS
-from .weights import check_alloc
+from ..config import config
+from ..errors import Collector, IrrunError
+from ..opkit.compressed import COMPRESSED_MIN_ELEMENTS
+from ..opkit.numeric import COMPILED_CAST_ELEMENTS
+from ..ir.weights import check_alloc
 
 
 class _Part:
@@ -138,7 +138,7 @@ def compressed_source(node, source) -> np.ndarray | None:
         ports = getattr(taker.op.impl, "COMPRESSED_INPUTS", ()) if taker.op else ()
         if taker.attrs is None or any(position not in ports for position in edges):
             return None
-    from .opkit.llvm import host_has
+    from ..opkit.llvm import host_has
 
     return source if host_has("f16c") else None
 
@@ -146,8 +146,8 @@ def compressed_source(node, source) -> np.ndarray | None:
 def start(program, load_const) -> Ahead | None:
     """Start the batch for `program`'s decompression Converts (None: none, or not worth
     it: see the module's docstring). load_const(node) is a Const node's value or None."""
-    from .opkit import f16c
-    from .opkit.pool import submit
+    from ..opkit import f16c
+    from ..opkit.pool import submit
 
     loops = f16c.loop()
     if loops is None or config().threads < 2:
