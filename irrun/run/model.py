@@ -295,11 +295,11 @@ class Model:
         return profiler.rows()
 
     def run_order(self, until: str | None = None, ops_only: bool = False) -> list[str]:
-        """The names of the layers a run executes, in order; with ops_only, only the layers
-        that run a kernel (what the progress bar counts)."""
+        """The names of the layers a run executes, in order; with ops_only, only its op layers,
+        folded ones included (what the progress bar counts, as the listener sees them)."""
         plan = self._plan(self._targets(until)[0])
         return [step.node.layer.name for step in plan.steps
-                if not ops_only or step.kind == "op"]
+                if not ops_only or step.node.kind == "op"]
 
 
 class Outputs(dict):
