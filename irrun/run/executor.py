@@ -16,7 +16,7 @@ from ..config import pinned
 from ..errors import IrrunError, OpError, OpProblem, ResourceError, ShapeError
 from .infer import FOLD_MAX_ELEMENTS, _where
 from .specialize import SignaturePlans
-from ..opkit.compressed import CompressedWeights, plain
+from ..opkit.compressed import plain
 from .bodies import RunContext, current_run
 from ..ir.shapes import (
     TensorSpec,
@@ -29,35 +29,46 @@ from ..ir.shapes import (
 from ..ir.weights import LiveBudget, check_alloc, max_tensor_bytes, reuse_memory
 
 
+class Recheck:
+    """A layer whose shapes were not all known when the plan was made: its shape rule runs
+    again on the real inputs, unless they are the ones it accepted last time."""
+
+    __slots__ = ("etypes", "accepted", "shapes")
+
+    def __init__(self, etypes: tuple, outputs: int):
+        self.etypes = etypes                 # the inputs' element types
+        self.accepted = None                 # the inputs (see _input_key) the rule last accepted
+        self.shapes = (None,) * outputs      # the output shapes check_output last accepted
+
+
 @dataclass
 class Step:
+    """One layer of a plan. `kind` says how it runs: "parameter", "const", "result",
+    "folded" (its outputs are `values`), "run" (a kernel with nothing to check at run time
+    but its outputs), "op" (a kernel whose shapes are rechecked), or "readvalue"/"assign"
+    (a kernel that reads or writes a session variable: see State)."""
+
     node: object
     kind: str
     args: tuple[int, ...]        # input slots
     outs: tuple[int, ...]        # output slots
     free: tuple[int, ...]        # slots whose last use is this step
-    recheck: tuple | None = None  # input element types, when shapes must be checked at run time
+    specs: list | None = None    # the output specs the plan promises (check_output's)
     expect: tuple = ()           # per output: (NumPy dtype, shape tuple if static else None)
-    reads: str | None = None     # ReadValue: the variable it reads in a session
-    writes: str | None = None    # Assign: the variable it writes in a session
-    run: object = None           # kind "run" (an op with nothing to check at run time but its
-    attrs: object = None         # outputs): the kernel and attributes, bound once
-    need: int = 0                # the bytes of its static outputs (the live budget's check)
-    single: tuple | None = None  # kind "run" with one output: its (dtype, shape) in `expect`
-    checked: tuple | None = None  # the inputs (see _input_key) the rule last accepted
-    seen: tuple = ()             # per output: the last shape check_output accepted
     counted: bool = True         # whether the live budget counts its outputs: a Const's or
                                  # a folded layer's are the model's, not the run's
-    first_only: object = None    # the op's run_first, when no one reads its other outputs
-    fast: tuple | None = None    # kind "run", one output: (run, attrs, args, out slot, dtype,
-                                 # shape), what a run without listener or live count needs
-    specs: list | None = None    # the output specs the plan promises (check_output's)
     values: tuple | None = None  # kind "folded": the outputs
-    compressed: bool = False     # kind "folded": an output is a CompressedWeights, which
-                                 # only its consumers' kernels see (others get plain arrays)
+    call: object = None          # kinds "run" and "op": the kernel, run(attrs, *arrays) (the
+                                 # op's run_first where nobody reads its other outputs)
+    need: int = 0                # kind "run": the bytes of its outputs (the budget's check)
+    recheck: Recheck | None = None   # kind "op": see Recheck
+    variable: str | None = None  # ReadValue/Assign: the session variable it reads or writes
+    fast: tuple | None = None    # kind "run", one output: (call, attrs, args, out slot, dtype,
+                                 # shape), all the shortest path reads, in one tuple
 
-
-_STATE_OPS = {"readvalue": "reads", "assign": "writes"}
+    @property
+    def runs_kernel(self) -> bool:
+        return self.kind in ("run", "op", "readvalue", "assign")
 
 
 class Plan:
@@ -90,32 +101,26 @@ class Plan:
             for a in args:
                 last_use[a] = position
             outs = tuple(slot_of[(lid, i)] for i in range(len(node_specs or ())))
-            step = Step(node, node.kind, args, outs, ())
-            step.seen = (None,) * len(outs)
-            step.specs = node_specs
+            step = Step(node, node.kind, args, outs, (), node_specs)
             if folded is not None:
                 # Computed once at load (irrun.run.program.fold_node), or known from this
                 # signature's shapes: its inputs do not run.
                 step.kind, step.args, step.counted, step.values = "folded", (), False, folded
-                step.compressed = any(isinstance(v, CompressedWeights) for v in folded)
             elif node.kind == "const":
                 step.counted = False
             elif node.kind == "op":
                 in_specs = [specs[src][out] for src, out in node.inputs]
-                if not all(is_static(s.shape) for s in list(in_specs) + list(node_specs)):
-                    step.recheck = tuple(s.etype for s in in_specs)
                 step.expect = tuple((s.etype.dtype, static_values(s.shape) if is_static(s.shape)
                                      else None) for s in node_specs)
-                role = _STATE_OPS.get(node.layer.type.lower())
-                if role is not None:
-                    setattr(step, role, node.attrs.variable_id)
-                elif step.recheck is None:
+                step.call = node.op.run
+                if node.layer.type.lower() in ("readvalue", "assign"):
+                    step.kind, step.variable = node.layer.type.lower(), node.attrs.variable_id
+                if not all(is_static(s.shape) for s in list(in_specs) + list(node_specs)):
+                    step.recheck = Recheck(tuple(s.etype for s in in_specs), len(outs))
+                elif step.variable is None:
                     # The interpreter's fast path: no state, no shape rule to run again.
-                    step.kind, step.run, step.attrs = "run", node.op.impl.run, node.attrs
-                    step.need = sum(dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-                                    for dtype, shape in step.expect if shape is not None)
-                    if len(step.expect) == 1:
-                        step.single = step.expect[0]
+                    step.kind, step.call = "run", node.op.impl.run
+                    step.need = _nbytes(step.expect)
             steps.append(step)
         self.targets = [slot_of[t] for t in targets]
         keep = set(self.targets)
@@ -129,8 +134,8 @@ class Plan:
             for step in steps:
                 _first_output_only(step, last_use, keep)
         for step in steps:
-            if step.kind == "run" and step.single is not None:
-                step.fast = (step.run, step.attrs, step.args, step.outs[0]) + step.single
+            if step.kind == "run" and len(step.expect) == 1:
+                step.fast = (step.call, step.node.attrs, step.args, step.outs[0]) + step.expect[0]
         self.max_need = max((step.need for step in steps), default=0)
         self.steps = steps
         self.n_slots = len(slot_of)
@@ -146,17 +151,22 @@ def _first_output_only(step, last_use, keep) -> None:
     """Run a layer whose outputs after the first nobody reads by its op's `run_first`, when
     it has one: MaxPool's indices cost four times its values (ResNet-18's one MaxPool took
     12% of the whole run computing indices nothing read). Its unread slots stay empty."""
-    if step.kind not in ("run", "op") or step.reads or step.writes or len(step.outs) < 2:
+    if not step.runs_kernel or step.variable is not None or len(step.outs) < 2:
         return
     first = getattr(step.node.op.impl, "run_first", None)
     if first is None or any(s in last_use or s in keep for s in step.outs[1:]):
         return
-    step.first_only, step.outs, step.expect = first, step.outs[:1], step.expect[:1]
-    step.seen = step.seen[:1]
+    step.call, step.outs, step.expect = first, step.outs[:1], step.expect[:1]
+    if step.recheck is not None:
+        step.recheck.shapes = step.recheck.shapes[:1]
     if step.kind == "run":
-        step.run, step.single = first, step.expect[0]
-        dtype, shape = step.single
-        step.need = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        step.need = _nbytes(step.expect)
+
+
+def _nbytes(expect) -> int:
+    """The bytes of the outputs whose shapes are static."""
+    return sum(dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+               for dtype, shape in expect if shape is not None)
 
 
 def _most_bytes(steps) -> int | None:
@@ -332,18 +342,19 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
             if kind == "run":
                 if step.need and budget.live + step.need > limit:
                     budget.before(step.expect)       # refuses, wording the limit
-                args = step.args
+                args, attrs = step.args, node.attrs
                 if len(args) == 1:
-                    outputs = step.run(step.attrs, values[args[0]])
+                    outputs = step.call(attrs, values[args[0]])
                 elif len(args) == 2:
-                    outputs = step.run(step.attrs, values[args[0]], values[args[1]])
+                    outputs = step.call(attrs, values[args[0]], values[args[1]])
                 else:
-                    outputs = step.run(step.attrs, *[values[a] for a in args])
-                one = step.single
-                if one is not None and len(outputs) == 1:
+                    outputs = step.call(attrs, *[values[a] for a in args])
+                expect = step.expect
+                if len(outputs) == 1 == len(expect):
+                    dtype, shape = expect[0]
                     v = outputs[0]
-                    if type(v) is not ndarray or (v.dtype is not one[0] and v.dtype != one[0]) \
-                            or v.shape != one[1]:
+                    if type(v) is not ndarray or (v.dtype is not dtype and v.dtype != dtype) \
+                            or v.shape != shape:
                         check_output(node, 0, v, step.specs)    # see below
                 else:
                     if len(outputs) != len(step.outs):
@@ -360,30 +371,28 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                 outputs = (node.const_value,)
             elif kind == "result":
                 outputs = ()
-            elif step.reads is not None and state is not None and (
-                    step.reads in state.pending or step.reads in state.values):
+            elif kind == "readvalue" and state is not None and (
+                    step.variable in state.pending or step.variable in state.values):
                 # A write earlier in this run (a Loop body's previous iteration) is seen,
                 # as in OpenVINO; otherwise the value the last run left.
-                outputs = (state.pending.get(step.reads, state.values.get(step.reads)),)
+                outputs = (state.pending.get(step.variable, state.values.get(step.variable)),)
             else:
                 args = [values[a] for a in step.args]
-                if step.recheck is not None:
+                recheck = step.recheck
+                if recheck is not None:
                     # The rule is a pure function of the input types, shapes and (small)
                     # values: the same inputs as the last run need not be checked again.
                     key = _input_key(args)
-                    if key is None or key != step.checked:
-                        step.checked = None
-                        check_inputs(node, step.recheck, args)
-                        step.checked = key
+                    if key is None or key != recheck.accepted:
+                        recheck.accepted = None
+                        check_inputs(node, recheck.etypes, args)
+                        recheck.accepted = key
                 budget.before(step.expect)
-                if step.first_only is None:
-                    outputs = node.op.run(node.attrs, *args)
-                else:
-                    outputs = step.first_only(node.attrs, *args)
+                outputs = step.call(node.attrs, *args)
                 if len(outputs) != len(step.outs):
                     raise OpError(f"internal error: the kernel returned {len(outputs)} outputs, "
                                   f"inference promised {len(step.outs)}")
-                seen = step.seen
+                seen = recheck.shapes if recheck is not None else (None,) * len(outputs)
                 for i, (v, (dtype, shape)) in enumerate(zip(outputs, step.expect)):
                     # The common case costs two comparisons; anything else (a dynamic
                     # shape, a mismatch, an ndarray subclass) takes the full check, which
@@ -392,10 +401,10 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                     if type(v) is not np.ndarray or v.dtype != dtype or (
                             v.shape != shape and v.shape != seen[i]):
                         check_output(node, i, v, step.specs)
-                if step.recheck is not None:
-                    step.seen = tuple(v.shape for v in outputs)
-                if step.writes is not None and state is not None:
-                    state.pending[step.writes] = outputs[0]
+                if recheck is not None:
+                    recheck.shapes = tuple(v.shape for v in outputs)
+                if kind == "assign" and state is not None:
+                    state.pending[step.variable] = outputs[0]
             if track and step.counted:
                 budget.hold(step.outs, outputs)
         except OpProblem as e:
@@ -422,7 +431,7 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
         for s, v in zip(step.outs, outputs):
             values[s] = v
         if listener is not None:
-            if step.compressed:
+            if kind == "folded":   # a folded weight kept compressed: only kernels see it so
                 outputs = tuple(plain(v) for v in outputs)
             listener(node, outputs, clock() - t0)
         if not keep_all:
