@@ -8,7 +8,7 @@ on 1 thread and on 2, and no change to it moved that (prefetch distance, unrolli
 checks). This loop does the same work in the same order, so its sums are bit for bit
 irrun's: a row of 64 floats as four <16 x float> accumulators, fmul then fadd (no FMA unless
 `--fma`), the rows 16 lookups ahead prefetched line by line (five lines: NumPy's rows start
-16 bytes into a line). Measured on 2026-12-01: 1.02-1.04x PyTorch (median of 25 pairs),
+16 bytes into a line). Measured on an AMD EPYC: 1.02-1.04x PyTorch (median of 25 pairs),
 with FMA 1.00-1.04x (then equal to PyTorch's sums bit for bit). So most of the gap is
 numba's code, not the memory; the rest is on the edge of the ``<= 1.0x`` target.
 

@@ -48,9 +48,8 @@ from irrun.opkit.llvm import compile_ir, host_has
 # two: a prefetch into L1 holds one of the core's few L1 miss buffers until its line comes
 # from memory, so however far ahead the loop asks, only that many lines are on the way;
 # L2 keeps many more misses under way. Measured in alternating turns against PyTorch on
-# an AMD EPYC (Zen 4, 2026-12-02; bench/run.py's case, 2 threads, bit-identical sums), one
-# stage into L1 (12 KiB ahead: 48 lookups of 64 f32, as session 11 had tuned it on Zen 5)
-# against these two: EmbeddingSegmentsSum with rows of 64 f32 1.07x -> 0.46-0.56x, of
+# an AMD EPYC (Zen 4; bench/run.py's case, 2 threads, bit-identical sums), one stage into
+# L1 (12 KiB ahead: 48 lookups of 64 f32, the best single stage on Zen 5) against these two: EmbeddingSegmentsSum with rows of 64 f32 1.07x -> 0.46-0.56x, of
 # 64 f16 1.27x -> 0.55-0.77x; the bag loop 1.01x -> 0.59x; rows of 16 f32 1.17x -> 0.71x,
 # of 128 f32 0.55x -> 0.40x; a 5 MB table 1.02x -> 0.81x (such tables now keep the near
 # stage only: FAR_TABLE_BYTES, measured after). One stage
@@ -439,10 +438,9 @@ segment:
 scan:
   ; The segment's end: the first lookup from %pos on whose id is not %s, one at a time.
   ; (Sixteen i32 ids at a time, so that a segment of up to 15 lookups cost one
-  ; well-predicted branch here and not a mispredicted loop exit, was 5% faster on the
-  ; Intel machine of session 9 and 11.5% slower on an AMD EPYC (Zen 5, 2026-12-02, in
-  ; alternating turns in one process); for i64 ids it had been 5-17% slower on the Intel
-  ; machine too. One loop for both, the simpler one.)
+  ; well-predicted branch here and not a mispredicted loop exit, was 5% faster on an
+  ; Intel Xeon and 11.5% slower on an AMD EPYC (Zen 5, in alternating turns in one
+  ; process); for i64 ids it was 5-17% slower on the Intel machine too. One loop for both, the simpler one.)
   %pos = phi i64 [%start, %segment], [%pos_1, %same]
   %inside = icmp ult i64 %pos, %hi
   br i1 %inside, label %scan_id, label %scanned

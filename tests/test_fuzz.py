@@ -1,9 +1,9 @@
-"""Fuzzing the loader, the validator and the executor with mutated IR files (issue 7).
+"""Fuzzing the loader, the validator and the executor with mutated IR files.
 
 Seed models are written by OpenVINO's ov.save_model (plus every model in models/). Each
 case applies 1-3 seeded random mutations: delete, duplicate, swap or truncate lines, change
 a number or an attribute value, corrupt the .bin; one case in five also sets a size-driving
-attribute (num_splits, kernel, pads, strides, ...) to a huge value (issue 21). Then:
+attribute (num_splits, kernel, pads, strides, ...) to a huge value. Then:
 
 - irrun.validate() never raises and returns Diagnostics, none of them an "internal" error;
 - irrun.read_model() either returns a Model or raises an IrrunError, exactly when
@@ -225,8 +225,8 @@ def _mutate_text(text: str, rng: random.Random, log: list) -> str:
     return "\n".join(lines)
 
 
-# Attributes that set how much work or memory a layer takes (issue 21: a 955-byte file with
-# num_splits=10000000 took 124 s and 6 GB). Set to huge values, they must be refused against
+# Attributes that set how much work or memory a layer takes (a 955-byte file with
+# num_splits=10000000 once took 124 s and 6 GB). Set to huge values, they must be refused against
 # the memory budget, or run within the time bound.
 SIZE_ATTRIBUTES = ("num_splits", "kernel", "pads_begin", "pads_end", "strides", "dilations",
                    "axis", "group", "k", "depth", "output_padding", "shape")

@@ -1,4 +1,4 @@
-"""Hostile and broken input, round two (issue 21): no crash, no unbounded work, nothing lost.
+"""Hostile and broken input: no crash, no unbounded work, nothing lost.
 
 Output and dump files written safely, weights changed under a loaded model, duplicate input
 names, npz bombs, the whole-run memory budget, huge counts from tiny files, and errors that

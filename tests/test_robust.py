@@ -1,4 +1,4 @@
-"""Hostile and broken input (issue 7): XML attacks, memory bombs, bad feeds, bad values.
+"""Hostile and broken input: XML attacks, memory bombs, bad feeds, bad values.
 
 Every case ends in one of irrun's documented error types, located where possible; nothing
 reads a local file or the network, nothing allocates without bound, nothing crashes.

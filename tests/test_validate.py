@@ -1,4 +1,4 @@
-"""irrun.validate: every check of issue 4, each on a corrupted copy of a file written by
+"""irrun.validate: every check it makes, each on a corrupted copy of a file written by
 ov.save_model, asserting the exact line and the layer named in the message.
 
 The expected line is looked up in the corrupted text itself (never hard-coded), so a test
