@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import irrun
 from irrun.ir import registry
 from irrun.ui.cli import cli
 
-# The README's example, verbatim (keep the two in step).
+# docs/ops.md's example, verbatim (test_the_ops_page_shows_this_example keeps the two in step).
 MY_OPS = '''\
 """my_ops.py: a kernel for the custom layer type ScaledTanh (version="extension")."""
 from dataclasses import dataclass
@@ -101,6 +102,11 @@ def expected():
 
 
 # ---------------------------------------------------------------- Python API
+
+def test_the_ops_page_shows_this_example():
+    page = (Path(__file__).resolve().parent.parent / "docs" / "ops.md").read_text()
+    assert f"```python\n{MY_OPS}```" in page, "docs/ops.md's my_ops.py differs from MY_OPS"
+
 
 def test_decorator_registers_a_custom_op(files):
     from dataclasses import dataclass

@@ -346,7 +346,7 @@ import openvino.opset15 as o15
 
 # The CPU plugin computes f32, i32, i8 and u8 tables (f16 / bf16 through f32, kept out of
 # exact comparisons). Its region: every offset below the number of indices (it refuses an
-# offset equal to it, see README), indices_per_bag >= 1 for the packed ops (with 0 it reads
+# offset equal to it, see docs/ops.md), indices_per_bag >= 1 for the packed ops (with 0 it reads
 # indices[0] of an empty bag).
 _ORACLE_TYPES = {"f32": np.float32, "i32": np.int32, "i8": np.int8, "u8": np.uint8}
 

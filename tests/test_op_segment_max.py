@@ -219,7 +219,7 @@ import openvino.opset16 as o16
 @given(st.data())
 def test_oracle_segment_max(data):
     # The region: finite data (the plugin turns -inf and all-NaN segments into `lowest`,
-    # see README), sorted non-negative ids.
+    # see docs/ops.md), sorted non-negative ids.
     etype = data.draw(st.sampled_from(["f32", "i32", "i64", "u8"]), label="data type")
     itype = data.draw(st.sampled_from(["i32", "i64"]), label="ids type")
     n, width = data.draw(st.integers(1, 12)), data.draw(st.integers(1, 3))

@@ -159,7 +159,7 @@ def test_mvn_values_and_eps_modes():
     np.testing.assert_allclose(inside, d / np.sqrt(var + 0.5), rtol=1e-6)
     np.testing.assert_allclose(outside, d / (np.sqrt(var) + 0.5), rtol=1e-6)
     np.testing.assert_array_equal(centred, d)
-    # Empty axes: x - ReduceMean(x, []) is 0 (the CPU plugin returns x; see README).
+    # Empty axes: x - ReduceMean(x, []) is 0 (the CPU plugin returns x; see docs/ops.md).
     (empty,) = run_op("MVN", {"eps": "0.5", "eps_mode": "inside_sqrt", "normalize_variance": "true"},
                       x, np.array([], np.int64), opset=6)
     assert not empty.any() and empty.shape == x.shape

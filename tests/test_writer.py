@@ -179,7 +179,7 @@ def test_extract_names_a_missing_layer_with_a_suggestion(tmp_path):
 def ess_behind_matmul_and_gather(directory: Path) -> Path:
     """x -> MatMul -> Gather -> EmbeddingSegmentsSum (unsorted segment ids) -> ReLU -> Multiply.
 
-    OpenVINO's CPU plugin gets EmbeddingSegmentsSum wrong for unsorted segment_ids (README);
+    OpenVINO's CPU plugin gets EmbeddingSegmentsSum wrong for unsorted segment_ids (docs/ops.md);
     everything else agrees, so the reproducer is the ESS layer alone.
     """
     import openvino.opset8 as o
