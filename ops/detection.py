@@ -7,7 +7,7 @@ GenerateProposalsSingleImage-6 and DetectionOutput-6 ops.
 The pages give the idea, not the arithmetic; irrun computes what OpenVINO's reference does
 (PriorBox's usually runs in OpenVINO's constant folding), in f32 with the same operation
 order, and follows the CPU plugin where the two disagree on defined inputs (each place says
-so; README, "Where irrun chooses a rule"). Grids and samples are broadcasts; the loops left
+so; docs/ops.md, "Where irrun chooses a rule"). Grids and samples are broadcasts; the loops left
 are over ROIs, pooled bins and selected boxes, never over tensor elements.
 """
 from __future__ import annotations

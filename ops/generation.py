@@ -12,7 +12,7 @@ seeds (with INFERENCE_PRECISION_HINT f32), bit for bit where the plugin is deter
   generator; the spec leaves the generator open), one f32 sample per output element.
 
 Where the plugin's arithmetic differs from the spec's description it is followed, and
-README.md ("Where irrun chooses a rule") says so: f16/f64 outputs are drawn as f32 and
+docs/ops.md ("Where irrun chooses a rule") says so: f16/f64 outputs are drawn as f32 and
 converted, i64 outputs whose bounds fit i32 are drawn as i32, and Philox results are
 fused multiply-adds (one rounding). Each run draws the op's first sequence: irrun keeps no
 state between runs (the plugin continues its sequence in later inferences of one compiled

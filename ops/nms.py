@@ -8,7 +8,7 @@ soft_nms_sigma > 0) the rest by their IoU with it: a Python loop over the *selec
 (at most max_output_boxes_per_class per class), each step one vectorised IoU against all
 remaining candidates. Arithmetic is f32, with the operation order of OpenVINO's CPU plugin.
 
-Where the spec is silent or loose, irrun follows OpenVINO (see README, "Where irrun chooses a
+Where the spec is silent or loose, irrun follows OpenVINO (see docs/ops.md, "Where irrun chooses a
 rule"):
 - a candidate needs score > score_threshold (strictly; the spec text says "greater or equal",
   the reference and the CPU plugin both use >), so NaN scores are never selected;

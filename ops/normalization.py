@@ -18,7 +18,7 @@ spec: "each element is divided by itself"), as OpenVINO's reference kernel does.
 
 LRN: the window along each axis covers [i - (size - 1) // 2, i + (size - 1) // 2], clipped to
 the tensor: `size` elements for odd sizes, one fewer for even ones (the spec's pseudo-code
-would take size + 1); OpenVINO's reference kernel and CPU plugin do this. See README.
+would take size + 1); OpenVINO's reference kernel and CPU plugin do this. See docs/ops.md.
 """
 from __future__ import annotations
 

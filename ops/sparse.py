@@ -565,7 +565,7 @@ def _offsets_run(reduction, emb_table, indices, offsets, default_index, weights)
     # Bag b is indices[offsets[b]:offsets[b+1]], the last one up to the end. Offsets must
     # not go backwards and must lie within [0, n]: an offset equal to n makes an empty bag
     # at the end (the spec: "cannot be greater than the length of indices"; the CPU plugin
-    # refuses it, see README). Lookups before offsets[0] belong to no bag (the spec's code).
+    # refuses it, see docs/ops.md). Lookups before offsets[0] belong to no bag (the spec's code).
     default = -1 if default_index is None else int(default_index.reshape(()))
     out = _own_bags_ir(reduction, emb_table, indices, offsets, weights, default)
     if out is not None:
@@ -818,7 +818,7 @@ class SegmentMax16:
             rows = _rows(out)
         # A compiled loop, the segments split over the shared pool: NumPy's reduceat along
         # axis 0 is ~5x slower (measured). fmax: a NaN is passed over unless the whole
-        # segment is NaN, and -inf is a value like any other (see README: the CPU plugin
+        # segment is NaN, and -inf is a value like any other (see docs/ops.md: the CPU plugin
         # starts from `lowest`, so it returns lowest for a segment of -inf or NaN).
         parallel(lambda first, last: segment_max(rows, values, bounds, first, last),
                  balanced_ranges(bounds, _workers(used * values.shape[1] // 16)))

@@ -123,7 +123,7 @@ class Weights:
     A mapped file that is truncated later would kill the process with SIGBUS when a Const is
     read, and one rewritten in place would silently change the results: `check()`, called
     at the start of every run, compares the file with what was mapped and raises a ReadError
-    instead. A change during a run is not seen (README: "Reading IR files").
+    instead. A change during a run is not seen (docs/errors.md: "Reading IR files").
     """
 
     def __init__(self, path: str, mmap: bool = True):
