@@ -21,7 +21,7 @@ _LAZY = {
     "Outputs": "run.model", "read_model": "run.model", "validate": "run.model",
     "save_model": "ir.writer", "extract": "tools.surgery", "reduce": "tools.surgery",
     "batch": "tools.batching", "map_blocks": "tools.batching",
-    "GraphBuilder": "tools.builder",
+    "GraphBuilder": "tools.builder", "generate": "tools.genai",
 }
 
 # Where the modules of irrun's earlier flat layout live now: `import irrun.registry` and
@@ -81,6 +81,6 @@ def __dir__():
 __all__ = [
     "CompareResult", "Diagnostic", "Dim", "FeedError", "GraphBuilder", "IrrunError", "Model", "ModelError",
     "OpError", "Outputs", "PortInfo", "ReadError", "ResourceError", "Session", "ShapeError",
-    "TensorSpec", "UnsupportedError", "batch", "compare", "extract", "map_blocks", "read_model",
-    "reduce", "register", "save_model", "validate",
+    "TensorSpec", "UnsupportedError", "batch", "compare", "extract", "generate", "map_blocks",
+    "read_model", "reduce", "register", "save_model", "validate",
 ]

@@ -91,6 +91,8 @@ def cli(ctx, traceback, extensions):
     irrun batch MODEL.xml SHARD... --out DIR [--scheduler threads|processes|ADDRESS]
     irrun extract MODEL.xml --outputs L[:PORT] [--inputs L[:PORT]] -o sub.xml
     irrun reduce MODEL.xml -i x.npz --until diverges|openvino-fails -o repro/
+    irrun generate FOLDER "prompt" [--max-new-tokens N]     (an OpenVINO GenAI LLM folder)
+    irrun tokenize FOLDER "text" / irrun detokenize FOLDER IDS...
     """
     ctx.ensure_object(dict)
     ctx.obj["traceback"] = traceback
@@ -772,6 +774,88 @@ def info_cmd(ctx, model):
                 _echo(f"  {d}")
             if len(errors) > 5:
                 _echo(f"  ... and {len(errors) - 5} more")
+
+    _guard(ctx, go)
+
+
+@cli.command("generate")
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.argument("prompt")
+@click.option("--max-new-tokens", "-n", type=click.IntRange(min=0), default=None,
+              help="Tokens to generate at most (default: generation_config.json's, else 20).")
+@click.option("--prompt-ids", is_flag=True,
+              help="PROMPT is token ids (`1 309 379` or `1,309,379`), not text.")
+@click.option("--ids", "show_ids", is_flag=True,
+              help="After the text, print the generated ids and why generation stopped.")
+@click.option("--sample", is_flag=True,
+              help="Sample instead of greedy decoding (irrun's sampler: not GenAI's tokens).")
+@click.option("--temperature", type=float, default=None, help="With --sample.")
+@click.option("--top-k", type=click.IntRange(min=0), default=None, help="With --sample.")
+@click.option("--top-p", type=float, default=None, help="With --sample.")
+@click.option("--seed", type=int, default=0, show_default=True, help="With --sample.")
+@click.option("--no-chat-template", is_flag=True,
+              help="Tokenize the prompt as it is when the folder has a chat template.")
+@click.pass_context
+def generate_cmd(ctx, folder, prompt, max_new_tokens, prompt_ids, show_ids, sample, temperature,
+                 top_k, top_p, seed, no_chat_template):
+    """Generate text with an OpenVINO GenAI LLM folder (optimum-intel's export:
+    openvino_model.xml, openvino_tokenizer.xml, openvino_detokenizer.xml, config.json), the
+    text streamed to stdout as it comes. Greedy by default, as openvino_genai.LLMPipeline."""
+    def go():
+        from ..tools.genai import LLMPipeline
+
+        options = {"seed": seed}
+        if sample:
+            options["do_sample"] = True
+        for name, value in (("temperature", temperature), ("top_k", top_k), ("top_p", top_p)):
+            if value is not None:
+                options[name] = value
+        if prompt_ids:
+            text = prompt.replace(",", " ").split()
+            if not text or not all(t.lstrip("-").isdigit() for t in text):
+                raise click.BadParameter(f"'{prompt}' is not a list of token ids",
+                                         param_hint="PROMPT")
+            source = [int(t) for t in text]
+        else:
+            source = prompt
+        pipe = LLMPipeline(folder)
+        result = pipe.generate(source, max_new_tokens,
+                               streamer=lambda piece: _echo(piece, nl=False),
+                               apply_chat_template=False if no_chat_template else None,
+                               **options)
+        _echo()
+        if show_ids:
+            _echo(f"ids: {' '.join(map(str, result.ids))} ({result.finish_reason})")
+
+    _guard(ctx, go)
+
+
+@cli.command("tokenize")
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.argument("text")
+@click.pass_context
+def tokenize_cmd(ctx, folder, text):
+    """Print the token ids of TEXT with FOLDER's openvino_tokenizer.xml (special tokens
+    added as the tokenizer says)."""
+    def go():
+        from ..tools.genai import LLMPipeline
+
+        _echo(" ".join(map(str, LLMPipeline(folder).tokenize(text).tolist())))
+
+    _guard(ctx, go)
+
+
+@cli.command("detokenize")
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.argument("ids", nargs=-1, required=True, type=int)
+@click.pass_context
+def detokenize_cmd(ctx, folder, ids):
+    """Print the text of token IDS with FOLDER's openvino_detokenizer.xml (special tokens
+    skipped; bytes that are not UTF-8 shown as U+FFFD)."""
+    def go():
+        from ..tools.genai import LLMPipeline
+
+        _echo(LLMPipeline(folder).detokenize(ids))
 
     _guard(ctx, go)
 
