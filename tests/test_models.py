@@ -36,7 +36,8 @@ SCALED = {"mobilenet_v3_small": (1e-4, 1e-4), "tiny_unet": (1e-4, 1e-4),
           "ssdlite_detector": (1e-4, 1e-4), "mobilenet_v3_small_int8": (0.6, 0.25),
           "torch_lraspp": (1e-4, 1e-4),
           "tflite_int8_cnn": (0.6, 0.25),
-          "raft_small": (1e-4, 1e-4)}
+          "raft_small": (1e-4, 1e-4),
+          "detr_tiny": (1e-4, 1e-4)}
 
 # Folders allowed more than 1 MB (up to these many bytes): real converted models whose
 # smallest faithful form is larger (see models/README.md).
@@ -207,7 +208,8 @@ FRESH = {"dlrm": _dlrm_feeds, "mobilenet_v3_small": _image_feeds, "mobilenet_v3_
          "tiny_wav2vec2_ctc": _wav2vec2_feeds, "keras_mha_block": _keras_mha_feeds,
          "torch_lraspp": _image_feeds,
          "tflite_int8_cnn": _image_feeds,
-         "raft_small": _image_feeds}
+         "raft_small": _image_feeds,
+         "detr_tiny": _image_feeds}
 
 
 @pytest.mark.oracle
