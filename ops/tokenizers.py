@@ -126,9 +126,9 @@ def _regex():
 
 
 def _translate(pattern: str) -> str:
-    """PCRE2 syntax -> the `regex` package's: `\\x{HHHH}` is `\\U0000HHHH` there; the rest of
-    what openvino_tokenizers writes (\\p{..}, lookarounds, possessive and atomic groups,
-    (?| ...) branch reset) reads the same."""
+    """PCRE2 syntax -> the `regex` package's: `\\x{HHHH}` is `\\U0000HHHH` there, a script
+    \\p{Name} is \\p{scx=Name} (see _property); the rest of what openvino_tokenizers
+    writes (lookarounds, possessive and atomic groups, (?| ...) branch reset) reads the same."""
     out, i, n = [], 0, len(pattern)
     while i < n:
         c = pattern[i]
@@ -144,12 +144,32 @@ def _translate(pattern: str) -> str:
                         out.append(f"\\U{code:08X}")
                         i = close + 1
                         continue
+            if pattern[i + 1] in "pP" and i + 2 < n and pattern[i + 2] == "{":
+                close = pattern.find("}", i + 3)
+                if close > 0:
+                    out.append(pattern[i:i + 3] + _property(pattern[i + 3:close]) + "}")
+                    i = close + 1
+                    continue
             out.append(pattern[i:i + 2])
             i += 2
             continue
         out.append(c)
         i += 1
     return "".join(out)
+
+
+# General categories and the properties both libraries read alike; any other \p{Name} is a
+# script, which PCRE2 (10.40 on) matches by Script_Extensions: \p{Han} takes U+3280 (㊀).
+_CATEGORIES = {"L", "Lu", "Ll", "Lt", "Lm", "Lo", "LC", "L&", "M", "Mn", "Mc", "Me", "N", "Nd",
+               "Nl", "No", "P", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "S", "Sm", "Sc", "Sk",
+               "So", "Z", "Zs", "Zl", "Zp", "C", "Cc", "Cf", "Cs", "Co", "Cn", "Any"}
+
+
+def _property(name: str) -> str:
+    bare = name[1:] if name.startswith("^") else name
+    if bare in _CATEGORIES or ":" in bare or "=" in bare:
+        return name
+    return ("^" if name.startswith("^") else "") + "scx=" + bare
 
 
 def _compile(pattern: bytes):
@@ -191,56 +211,52 @@ def _byte_offsets(text: str, data: bytes) -> np.ndarray | None:
     return out
 
 
-def _timed(what: str, call, *args, **kwargs):
-    regex = _regex()
-    try:
-        return call(*args, timeout=REGEX_TIMEOUT, **kwargs)
-    except TimeoutError:
-        fail(f"the regular expression took over {REGEX_TIMEOUT:g} s on a string of "
-             f"{len(args[0]) if args else '?'} characters ({what}); a pattern with "
-             "catastrophic backtracking?", code="resource")
-    except regex.error as e:     # pragma: no cover - compile errors are caught earlier
-        fail(f"regular expression error ({what}): {e}")
-
-
 def _matches(pattern, data: bytes, with_group: bool = False):
     """Byte spans of the successive matches PCRE2's match loop in openvino_tokenizers finds:
     search from the end of the previous match, stop at the first empty match or at no
-    match. Invalid UTF-8 makes pcre2_match (UTF mode, checking) fail: no match at all.
-    With `with_group`, each item is (match span, group span) where the group is the last
-    capturing group that took part inside the match (SpecialTokensSplit's rule)."""
+    match (finditer, cut at its first empty match, finds the same). openvino_tokenizers
+    matches with PCRE2's JIT, which does not check UTF-8: invalid bytes are read as
+    _unchecked says. With `with_group`, each item is (match span, group span) where the
+    group is the last capturing group that took part inside the match (SpecialTokensSplit's
+    rule)."""
     text, valid = _decode(data)
+    offsets = _byte_offsets(text, data) if valid else None
     if not valid:
-        return []
-    offsets = _byte_offsets(text, data)
-
-    def to_bytes(i):
-        return i if offsets is None else int(offsets[i])
-
-    found, pos = [], 0
-    while True:
-        m = _timed("search", pattern.search, text, pos)
-        if m is None or m.end() == m.start():
-            break
-        span = (to_bytes(m.start()), to_bytes(m.end()))
-        if with_group:
-            group = None
-            for g in range(1, (pattern.groups or 0) + 1):
-                s, e = m.span(g)
-                if s >= 0 and m.start() <= s and e <= m.end():
-                    group = (to_bytes(s), to_bytes(e))
-            found.append((span, group))
-        else:
-            found.append(span)
-        pos = m.end()
-    return found
+        text, offsets = _unchecked(data)
+    spans, groups = [], []
+    ngroups = pattern.groups or 0
+    regex = _regex()
+    try:
+        for m in pattern.finditer(text, timeout=REGEX_TIMEOUT):
+            s, e = m.span()
+            if s == e:
+                break
+            spans.append((s, e))
+            if with_group:
+                group = None
+                for g in range(1, ngroups + 1):
+                    gs, ge = m.span(g)
+                    if gs >= 0 and s <= gs and ge <= e:
+                        group = (gs, ge)
+                groups.append(group)
+    except TimeoutError:
+        fail(f"the regular expression took over {REGEX_TIMEOUT:g} s on a string of "
+             f"{len(text)} characters; a pattern with catastrophic backtracking?",
+             code="resource")
+    except regex.error as e:     # pragma: no cover - compile errors are caught earlier
+        fail(f"regular expression error: {e}")
+    if offsets is not None and spans:
+        spans = [tuple(p) for p in offsets[np.array(spans)].tolist()]
+        groups = [None if g is None else (int(offsets[g[0]]), int(offsets[g[1]]))
+                  for g in groups]
+    return list(zip(spans, groups)) if with_group else spans
 
 
 def _replacement(template: str):
     """PCRE2 substitute's replacement: `$n`, `${n}`, `${name}`, `$$`; openvino_tokenizers
     first rewrites `\\1`..`\\9` to `$1`..`$9`. A reference to a group that did not take
     part makes pcre2_substitute fail (PCRE2_ERROR_UNSET): the string is then returned
-    unchanged, signalled here by _Unset."""
+    unchanged (see _substitute)."""
     for d in "123456789":
         template = template.replace("\\" + d, "$" + d)
     parts: list = []       # str literals and group references (int or name)
@@ -275,34 +291,69 @@ def _replacement(template: str):
     return parts
 
 
-class _Unset(Exception):
-    pass
+def _unchecked(data: bytes) -> tuple[str, np.ndarray]:
+    """The characters PCRE2 reads from `data` when it does not check UTF-8 (its JIT, and
+    pcre2_substitute with PCRE2_NO_UTF_CHECK, as openvino_tokenizers runs them): a byte
+    below 0xC0 is the code point of its value (a stray continuation byte included:
+    OpenVINO's outputs agree); a lead byte 0xC0..0xF7 takes the next 1..3 bytes whatever
+    they are, their low six bits the code point's (PCRE2's GETCHARINC); 0xF8..0xFF stand
+    alone. For a cut sequence what OpenVINO computes is undefined (it depends on the
+    pattern's compiled form) and differs from this in places. Returns the text (code points
+    past U+10FFFF or in the surrogates become U+FFFD) and the byte offset of each character
+    (len + 1 values)."""
+    chars, starts, i, n = [], [], 0, len(data)
+    while i < n:
+        c = data[i]
+        starts.append(i)
+        extra = 0 if c < 0xC0 or c >= 0xF8 else 1 if c < 0xE0 else 2 if c < 0xF0 else 3
+        cp = c if not extra else c & (0x3F >> extra)
+        for k in range(1, extra + 1):
+            cp = (cp << 6) | ((data[i + k] if i + k < n else 0) & 0x3F)
+        chars.append(chr(cp) if cp <= 0x10FFFF and not 0xD800 <= cp <= 0xDFFF else "\ufffd")
+        i = min(n, i + 1 + extra)
+    return "".join(chars), np.array(starts + [n], dtype=np.int64)
 
 
 def _substitute(pattern, parts, data: bytes, global_replace: bool) -> bytes:
-    text, _ = _decode(data)
+    """pcre2_substitute as openvino_tokenizers calls it, byte for byte. It passes
+    PCRE2_NO_UTF_CHECK, so PCRE2 reads invalid UTF-8 as it comes (see _unchecked): a
+    stray continuation byte 0x80..0xBF is U+0080..U+00BF, which patterns may match."""
+    text, valid = _decode(data)
+    if valid:
+        offsets = _byte_offsets(text, data)
+    else:
+        text, offsets = _unchecked(data)
 
-    def expand(m):
-        out = []
-        for p in parts:
-            if isinstance(p, str):
-                out.append(p)
-            else:
-                try:
-                    value = m.group(p)
-                except (IndexError, _regex().error):
-                    fail(f"the replacement refers to group {p!r}, which the pattern lacks")
-                if value is None:
-                    raise _Unset()
-                out.append(value)
-        return "".join(out)
+    def at(i: int) -> int:
+        return i if offsets is None else int(offsets[i])
 
+    out, last, regex = [], 0, _regex()
     try:
-        result = _timed("substitute", pattern.sub, expand, text, count=0 if global_replace
-                        else 1)
-    except _Unset:
-        return data
-    return result.encode("utf-8", "surrogateescape")
+        for m in pattern.finditer(text, timeout=REGEX_TIMEOUT):
+            piece = []
+            for p in parts:
+                if isinstance(p, str):
+                    piece.append(p.encode("utf-8"))
+                    continue
+                try:
+                    gs, ge = m.span(p)
+                except (IndexError, regex.error):
+                    fail(f"the replacement refers to group {p!r}, which the pattern lacks")
+                if gs < 0:
+                    # PCRE2_ERROR_UNSET: openvino_tokenizers returns the string unchanged.
+                    return data
+                piece.append(data[at(gs):at(ge)])
+            s, e = m.span()
+            out += [data[at(last):at(s)], b"".join(piece)]
+            last = e
+            if not global_replace:
+                break
+    except TimeoutError:
+        fail(f"the regular expression took over {REGEX_TIMEOUT:g} s on a string of "
+             f"{len(text)} characters; a pattern with catastrophic backtracking?",
+             code="resource")
+    out.append(data[at(last):])
+    return b"".join(out)
 
 
 # ---------------------------------------------------------------- normalization
@@ -530,6 +581,9 @@ class RegexSplit:
         if attrs.max_splits != -1 and attrs.max_splits <= 0:
             fail(f"expected max_splits > 0 or -1, got {attrs.max_splits}")
         out = _ragged_split_infer(attrs, 5, rb, re_, begins, ends, chars)
+        # With no characters at all the rows become one (see run): their count is dynamic.
+        rows = None if rb.shape is None else (DYNAMIC,) * len(rb.shape)
+        out[0], out[1] = TensorSpec.make("i32", rows), TensorSpec.make("i32", rows)
         if len(rest) == 2:
             out.append(_spec("boolean"))
         return out
