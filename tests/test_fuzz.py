@@ -311,6 +311,9 @@ def _feed(model, rng: random.Random, independent: bool = False) -> dict:
         et = irrun.ir.etypes.element_type(info.element_type)
         if et.kind == "bool":
             value = np_rng.random(dims) < 0.5
+        elif et.kind == "string":      # a tokenizer's text: short words from a few letters
+            words = np.array(["", "a", "ab c", "the cat", "\u00e9t\u00e9 1"], dtype=object)
+            value = np.asarray(words[np_rng.integers(0, len(words), size=dims)], dtype=object)
         elif et.is_float:
             value = np_rng.standard_normal(dims).astype(np.float32)
         else:
