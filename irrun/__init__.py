@@ -4,8 +4,17 @@ import importlib.abc
 import importlib.machinery
 import sys
 
-from .errors import (Diagnostic, FeedError, IrrunError, ModelError, OpError, ReadError,
-                     ResourceError, ShapeError, UnsupportedError)
+from .errors import (
+    Diagnostic,
+    FeedError,
+    IrrunError,
+    ModelError,
+    OpError,
+    ReadError,
+    ResourceError,
+    ShapeError,
+    UnsupportedError,
+)
 from .ir.registry import register
 
 __version__ = "0.1.0"

@@ -30,9 +30,9 @@ import numpy as np
 
 from ..config import config
 from ..errors import Collector, IrrunError
+from ..ir.weights import check_alloc
 from ..opkit.compressed import COMPRESSED_MIN_ELEMENTS
 from ..opkit.numeric import COMPILED_CAST_ELEMENTS
-from ..ir.weights import check_alloc
 
 
 class _Part:

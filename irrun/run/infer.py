@@ -12,10 +12,10 @@ import numpy as np
 from ..errors import IrrunError, OpProblem
 from ..ir.etypes import normalize_precision
 from ..ir.shapes import TensorSpec, format_shape
+from ..ir.weights import check_alloc
 from ..opkit.problems import collect_warnings, stop_collecting
 from ..opkit.problems import fail as _kit_fail
 from ..opkit.problems import warn as _kit_warn
-from ..ir.weights import check_alloc
 
 # Fold an op at load time only when its inputs are small: big Consts (weights) stay memory
 # mapped, and load time stays proportional to the file, not to the work.

@@ -17,7 +17,6 @@ import numpy as np
 
 from ..errors import IrrunError, OpError
 
-
 # ---------------------------------------------------------------- tensor summaries
 
 def _shape_text(a: np.ndarray) -> str:

@@ -23,9 +23,9 @@ from collections import OrderedDict
 import numpy as np
 
 from ..errors import Collector
+from ..ir.shapes import TensorSpec, shape_of
 from .infer import infer_node
 from .program import NEVER_FOLD
-from ..ir.shapes import TensorSpec, shape_of
 
 
 def specialize(program, feeds: dict[str, np.ndarray]) -> dict[str, list[TensorSpec]] | None:

@@ -124,8 +124,8 @@ _models_lock = threading.Lock()
 
 def _model_on_this_worker(model_path: str, extensions: tuple[str, ...]):
     """The model, read once per worker process (keyed by the files' identity)."""
-    from ..run.model import read_model
     from ..ir.registry import load_extension
+    from ..run.model import read_model
 
     for ext in extensions:
         load_extension(ext)

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import plugin_int8
 from ..errors import FeedError, IrrunError, UnsupportedError
+from . import plugin_int8
 
 # Default (rtol, atol) per element type. f32: a few thousand ulp of relative slack, for
 # reductions summed in another order (OpenVINO's kernels block and vectorise their loops);

@@ -16,8 +16,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import IrrunError
-from ..ir.writer import Net, WEdge, WLayer, WPort, format_dims, net_from_program, port_dims, \
-    precision_of, write_net
+from ..ir.writer import (
+    Net,
+    WEdge,
+    WLayer,
+    WPort,
+    format_dims,
+    net_from_program,
+    port_dims,
+    precision_of,
+    write_net,
+)
 
 
 class ExtractError(IrrunError):

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..tools.drawing import ERROR_COLOR, WARNING_COLOR, category_color
 from ..ir.shapes import format_shape
+from ..tools.drawing import ERROR_COLOR, WARNING_COLOR, category_color
 
 ROW_GAP = 56          # vertical space between two rows of boxes (the edges' band)
 COL_GAP = 24          # horizontal space between two boxes of a row
