@@ -1,9 +1,16 @@
 """Whole models: irrun beside OpenVINO's CPU plugin, onnxruntime, onnx's ReferenceEvaluator
-and PyTorch eager, in one process, taking turns (bench/run.py's best_of_each).
+and PyTorch eager, in one process, taking turns (bench/run.py's best_of_each); and irrun at
+its default settings beside `--threads 1`, on an idle machine and with a busy process on
+every CPU.
 
     /work/buildenv/bin/python bench/models.py               # every model
     /work/buildenv/bin/python bench/models.py --only resnet18,tiny_bert --repeat 5
     /work/buildenv/bin/python bench/models.py --write bench/results.md
+
+The thread columns: irrun's median call at its default thread count (the CPUs it may use)
+and with read_model(threads=1), taking turns; "busy" is the same with one spinning process
+per CPU started for the model's turns (OpenVINO too, at its 2 threads). irrun's default
+should never be much slower than one thread: "default/1" above 1.1 is a finding.
 
 The models: every models/*/ folder with inputs.npz (converted by their build.py), plus
 torchvision's ResNet-18 at 64x64 (random seeded weights, built here in a temporary folder
@@ -23,15 +30,11 @@ import importlib.util
 import math
 import os
 import platform
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
-
-if "--blas-threads" in sys.argv:
-    # Before NumPy loads OpenBLAS: on a 2-core machine shared with other jobs, OpenBLAS's
-    # own threads spin against them (ResNet-18's convolutions: 22 ms with 1 thread, 370 ms
-    # with 2, measured side by side); --blas-threads 1 shows irrun without that.
-    os.environ["OPENBLAS_NUM_THREADS"] = sys.argv[sys.argv.index("--blas-threads") + 1]
 
 import numpy as np
 
@@ -41,6 +44,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
 import irrun  # noqa: E402
+from irrun.config import config as irrun_config  # noqa: E402
 from run import best_of_each  # noqa: E402
 
 import openvino as ov  # noqa: E402
@@ -191,7 +195,46 @@ def bench_model(name, xml, feed, tm, repeat, tmp):
             print(f"  {name}: no ONNX export ({type(e).__name__}: {str(e)[:100]})")
     times = best_of_each(list(fns.values()), repeat, rounds=3)
     row.update(dict(zip(fns, times)))
+    serial = irrun.read_model(xml, threads=1)
+    pair = {"default": lambda: m.infer(feed), "serial": lambda: serial.infer(feed),
+            "openvino": lambda: request.infer(ov_feed)}
+    row.update({f"idle_{k}": v for k, v in medians(pair, repeat).items()})
+    with busy_cpus():
+        row.update({f"busy_{k}": v for k, v in medians(pair, repeat).items()})
     return row
+
+
+def medians(fns: dict, repeat: int, rounds: int = 3) -> dict:
+    """The median call of each fn, taking turns (a median: on a busy machine the best call
+    is luck, the median what a user waits)."""
+    for fn in fns.values():
+        fn()
+    calls = {k: [] for k in fns}
+    for r in range(rounds):
+        for k in (list(fns) if r % 2 == 0 else reversed(list(fns))):
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                fns[k]()
+                calls[k].append(time.perf_counter() - t0)
+            time.sleep(0.05)
+    return {k: statistics.median(v) for k, v in calls.items()}
+
+
+class busy_cpus:
+    """One process spinning on each CPU this process may use, for the block."""
+
+    def __enter__(self):
+        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                      for _ in range(n or 1)]
+        time.sleep(0.2)
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
 
 
 def table(rows) -> str:
@@ -209,10 +252,47 @@ def table(rows) -> str:
                      f"{ratio('onnx_ref')} | {r['irrun_load'] / r['ov_load']:.2f} | "
                      f"{r['irrun_first'] / r['ov_first']:.2f} | "
                      f"{'yes' if r['match'] else 'NO'} |")
-    g = math.exp(sum(math.log(r["irrun"] / r["openvino"]) for r in rows) / len(rows))
+    g = geomean([r["irrun"] / r["openvino"] for r in rows])
+    worst = max(rows, key=lambda r: r["irrun"] / r["openvino"])
     lines.append("")
-    lines.append(f"geometric mean of irrun / OpenVINO over {len(rows)} models: {g:.2f}×")
+    lines.append(f"geometric mean of irrun / OpenVINO over {len(rows)} models: {g:.2f}×; "
+                 f"highest {worst['irrun'] / worst['openvino']:.2f}× ({worst['model']})")
+    lines.append("")
+    head = ("| model | idle: default ms | --threads 1 ms | default/1 | ×OV | busy: default ms | "
+            "--threads 1 ms | default/1 | ×OV |")
+    lines += [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        cells = []
+        for phase in ("idle", "busy"):
+            d, s, o = (r[f"{phase}_{k}"] for k in ("default", "serial", "openvino"))
+            cells.append(f"{d * 1e3:.2f} | {s * 1e3:.2f} | {d / s:.2f} | {d / o:.2f}")
+        lines.append(f"| {r['model']} | {cells[0]} | {cells[1]} |")
+    lines.append("")
+    for phase in ("idle", "busy"):
+        over = [r["model"] for r in rows if r[f"{phase}_default"] > 1.1 * r[f"{phase}_serial"]]
+        lines.append(
+            f"{phase}: geometric mean default/--threads 1 "
+            f"{geomean([r[f'{phase}_default'] / r[f'{phase}_serial'] for r in rows]):.2f}, "
+            f"highest {max(r[f'{phase}_default'] / r[f'{phase}_serial'] for r in rows):.2f}; "
+            f"irrun/OpenVINO (medians) "
+            f"{geomean([r[f'{phase}_default'] / r[f'{phase}_openvino'] for r in rows]):.2f}×; "
+            f"default above 1.1× one thread: {', '.join(over) or 'none'}")
     return "\n".join(lines)
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def geomean(values) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def main(argv=None):
@@ -220,7 +300,6 @@ def main(argv=None):
     ap.add_argument("--only", default="", help="comma-separated model names")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--write", help="append the table to this Markdown file")
-    ap.add_argument("--blas-threads", help="OPENBLAS_NUM_THREADS for NumPy (set before import)")
     args = ap.parse_args(argv)
     only = set(filter(None, args.only.split(",")))
     rows = []
@@ -235,15 +314,16 @@ def main(argv=None):
                 continue
             rows.append(row)
             print(f"  {name}: irrun {row['irrun'] * 1e3:.2f} ms, OpenVINO "
-                  f"{row['openvino'] * 1e3:.2f} ms, match={row['match']}", flush=True)
+                  f"{row['openvino'] * 1e3:.2f} ms, match={row['match']}; default/--threads 1 "
+                  f"idle {row['idle_default'] / row['idle_serial']:.2f}, busy "
+                  f"{row['busy_default'] / row['busy_serial']:.2f}", flush=True)
     text = table(rows)
     load_after = os.getloadavg()
     note = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-            f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
-            f"{load[0]:.1f} before / {load_after[0]:.1f} after (other agents running); best of "
+            f"{cpu_name()}, {os.cpu_count()} cores, load average "
+            f"{load[0]:.1f} before / {load_after[0]:.1f} after; best of "
             f"{args.repeat} calls x 3 alternating rounds, loads best of {LOAD_ROUNDS}; "
-            f"OPENBLAS_NUM_THREADS="
-            f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
+            f"irrun's default threads: {irrun_config().threads}")
     print(text)
     print(note)
     if args.write:

@@ -2,7 +2,8 @@
 
     IRRUN_MAX_BYTES   the memory budget: the largest tensor irrun allocates (`1000000`, `512M`,
                       `4G`); default half of the machine's (or the cgroup's) memory
-    IRRUN_THREADS     the most threads one kernel uses (default: the usable cores, at most 4)
+    IRRUN_THREADS     the most threads irrun runs at once, BLAS's included (default: the CPUs
+                      this process may use: its affinity mask and its cgroup's CPU quota)
     IRRUN_FOLD        `0` turns off constant folding at load (irrun.run.program); default `1`
     IRRUN_REUSE_MEMORY  `0` leaves glibc's malloc settings alone (irrun.ir.weights.reuse_memory);
                       default `1`
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import math
 import os
@@ -27,15 +29,10 @@ from .errors import ConfigError
 
 _SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
-# Kernels split work over a few threads at most: they are bound by memory bandwidth,
-# which two to four cores saturate.
-MAX_THREADS = 4
-
-
 @dataclass(frozen=True)
 class Config:
     max_bytes: int     # the largest tensor irrun may allocate
-    threads: int       # the most threads one kernel may use
+    threads: int       # the most threads at work at once (irrun.opkit.pool)
     fold: bool = True  # fold all-Const subgraphs when a model is read
     reuse_memory: bool = True   # keep freed run buffers for the next allocations
     keep_compressed: str = "auto"   # "auto", "1" or "0": see compressed_source
@@ -59,10 +56,35 @@ def _memory_available() -> int:
     return total
 
 
-def _usable_cores() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+@functools.cache
+def usable_cpus() -> int:
+    """The CPUs this process may use: its affinity mask, and no more than its cgroup's CPU
+    quota (read once)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    quota = None
+    for path in ("/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"):
+        try:
+            with open(path) as f:
+                text = f.read()
+            if path.endswith("cfs_quota_us"):          # cgroup v1: quota and period apart
+                with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
+                    text += " " + f.read()
+        except OSError:
+            continue
+        quota = quota_cpus(text)
+        break
+    return max(1, min(cpus or 1, quota or cpus or 1))
+
+
+def quota_cpus(text: str) -> int | None:
+    """The whole CPUs a cgroup CPU quota allows ("QUOTA PERIOD" in microseconds, as
+    cpu.max holds them; "max" or -1 for none): a container given 1.5 CPUs gets 1, since a
+    second thread would only be throttled; at least 1."""
+    fields = text.split()
+    if len(fields) < 2 or not fields[0].isdigit() or not fields[1].isdigit():
+        return None
+    quota, period = int(fields[0]), int(fields[1])
+    return max(1, quota // period) if period > 0 else None
 
 
 def parse_bytes(text: str) -> int:
@@ -95,7 +117,7 @@ def _parse(max_bytes_text: str, threads_text: str, fold_text: str = "",
                               "(a whole number from 1)")
         threads = int(threads_text)
     else:
-        threads = min(MAX_THREADS, _usable_cores())
+        threads = usable_cpus()
     for name, text in (("IRRUN_FOLD", fold_text), ("IRRUN_REUSE_MEMORY", reuse_text)):
         if text not in ("", "0", "1"):
             raise ConfigError(f"{name}='{text}' is not 0 or 1")
@@ -135,15 +157,18 @@ def _parse_raw(values: tuple, decode) -> Config:
 
 
 @contextlib.contextmanager
-def pinned():
+def pinned(threads: int | None = None):
     """The settings read once for a whole load or run: the loader, the kernels and the
     executor ask for them at every layer, and reading three environment variables each
     time cost a tenth of a small model's run (and most of a check_alloc on a file of a
-    million layers). A ContextVar: loads and runs in other threads keep their own."""
+    million layers). A ContextVar: loads and runs in other threads keep their own.
+    `threads` overrides IRRUN_THREADS for the block (a model read with threads=N)."""
     try:
         settings = config()
     except ConfigError:
         settings = None       # not pinned: each reader raises the error as it would
+    if threads is not None and settings is not None and settings.threads != threads:
+        settings = dataclasses.replace(settings, threads=threads)
     token = _PINNED.set(settings)
     try:
         yield

@@ -11,6 +11,7 @@ from typing import Literal
 import numpy as np
 
 from irrun.opkit import (
+    matmul,
     DYNAMIC, AutoPad, CompressedWeights, Dim, TensorSpec, check_alloc, check_integer,
     check_spatial_rank, format_shape, check_window_attrs, compute_dtype, dilated, elements, fail,
     fixed_pads, numeric, register, resolve_pads, tap_slices, window_count, window_dim,
@@ -115,7 +116,7 @@ def _conv_run(attrs, x: np.ndarray, w: np.ndarray) -> np.ndarray:
         offsets = [t * d for t, d in zip(tap, attrs.dilations)]
         view = xp[(slice(None), slice(None)) + tap_slices(offsets, attrs.strides, counts)]
         w_tap = wt[(slice(None), slice(None)) + tap]              # [G, Og, Cg]
-        acc += np.matmul(view.reshape(g, acc.shape[1], cg), np.swapaxes(w_tap, 1, 2))
+        acc += matmul(view.reshape(g, acc.shape[1], cg), np.swapaxes(w_tap, 1, 2))
     out = acc.reshape((g, n) + tuple(counts) + (og,))
     out = np.moveaxis(out, (0, -1), (1, 2)).reshape((n, g * og) + tuple(counts))
     # Integer results wrap like the C++ types; f16/bf16 are rounded once here.
@@ -263,8 +264,8 @@ def _product(wm, patches):
     """wm [O, K] @ patches [N, K, P] -> [N, O, P], as _conv_im2col explains."""
     o, p = wm.shape[0], patches.shape[2]
     if o < _IM2COL_MIN_ROWS and p > o:
-        return np.ascontiguousarray(np.matmul(patches.transpose(0, 2, 1), wm.T).transpose(0, 2, 1))
-    return np.matmul(wm, patches)
+        return np.ascontiguousarray(matmul(patches.transpose(0, 2, 1), wm.T).transpose(0, 2, 1))
+    return matmul(wm, patches)
 
 
 # A stride-1 2-D convolution whose padded rows are at most this much wider than its
@@ -324,7 +325,7 @@ def _conv_depthwise(attrs, x, w, pb, pe, counts):
                              tuple(attrs.dilations), tuple(pb), tuple(counts))
         patches = _gather(x.reshape(n * c, math.prod(x.shape[2:])), index).reshape(
             n, c, taps, positions)
-        out = np.matmul(wc.reshape(c, 1, taps), patches)
+        out = matmul(wc.reshape(c, 1, taps), patches)
         return out.reshape((n, c) + tuple(counts))
     xp = _zero_pad(x, pb, pe)
     acc = np.zeros((n, c) + tuple(counts), dtype=x.dtype)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from irrun.opkit import (
+    matmul,
     Dim, TensorSpec, as_dtype, broadcast_shapes, fail, format_shape, register, same_etype,
 )
 
@@ -74,6 +75,6 @@ class MatMul1:
                  f"{list(b.shape)}")
         if a.dtype.kind in "fV" and a.dtype.itemsize == 2:
             # f16/bf16 accumulate in f32 and round once, as the CPU plugin does.
-            return (as_dtype(np.matmul(x.astype(np.float32), y.astype(np.float32)), a.dtype),)
+            return (as_dtype(matmul(x.astype(np.float32), y.astype(np.float32)), a.dtype),)
         with np.errstate(all="ignore"):   # integer products wrap like C++
-            return (as_dtype(np.matmul(x, y), a.dtype),)
+            return (as_dtype(matmul(x, y), a.dtype),)

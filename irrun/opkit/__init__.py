@@ -48,7 +48,8 @@ What is here, by concern:
   `tap_slices`, `compute_dtype`, `check_spatial_rank`, `numeric`;
 - resources: `check_alloc` (the one allocation guard: call it before allocating anything
   whose size comes from input values or attributes), `max_tensor_bytes`, and the one
-  shared, fork-safe worker pool: `parallel`, `workers`, `even_ranges`, `balanced_ranges`;
+  shared, fork-safe worker pool: `parallel`, `workers`, `even_ranges`, `balanced_ranges`,
+  and `matmul` (np.matmul split over it when large; BLAS itself stays at one thread);
 - compressed weights: `CompressedWeights`, what a kernel gets at an input port its op
   lists in COMPRESSED_INPUTS when the loader kept an f16 Const's decompression Convert
   compressed (its `source` halves, or `decompressed()`: the f32 values, made once).
@@ -86,6 +87,7 @@ from .broadcast import (
     same_etype,
     same_shapes,
 )
+from .compressed import CompressedWeights
 from .numeric import (
     as_dtype,
     convert_array,
@@ -111,8 +113,7 @@ from .partial import (
     shape_dims,
     slice_index,
 )
-from .compressed import CompressedWeights
-from .pool import balanced_ranges, even_ranges, parallel, workers
+from .pool import balanced_ranges, even_ranges, matmul, parallel, workers
 from .problems import fail, warn
 from .unary import ARITH, make_unary, unary_apply
 from .window import (
@@ -147,7 +148,7 @@ __all__ = [
     "element_type", "elements", "erf", "etype_name", "even_ranges", "exact", "fail",
     "first_position", "fixed_pads", "known_int_vector", "slice_index", "float_to_int", "float_unary", "format_shape",
     "from_dtype", "int_spec", "ir_name", "is_static", "known_ints", "length", "make_unary",
-    "max_tensor_bytes", "normalize_axis", "numeric", "output_shape", "parallel",
+    "matmul", "max_tensor_bytes", "normalize_axis", "numeric", "output_shape", "parallel",
     "pass_elements", "register", "resolve_pads", "same_etype", "same_pads", "same_shapes",
     "parse_partial_shape", "shape_dims", "shape_of", "static_values", "tap_slices",
     "unary_apply", "warn", "widened",

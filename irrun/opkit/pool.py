@@ -1,4 +1,13 @@
-"""The one worker pool kernels share: a few threads for work that releases the GIL.
+"""irrun's thread policy: the one worker pool kernels share, and BLAS kept to one thread.
+
+At most `config().threads` threads work at any moment (IRRUN_THREADS, `--threads`,
+`read_model(threads=N)`; by default the CPUs this process may use). BLAS (OpenBLAS under
+NumPy) never starts threads of its own during a run: `serial_blas()` sets it to one thread
+for the run, through threadpoolctl. A product large enough to gain from more threads is
+split by `matmul` over this pool instead, each part one single-threaded BLAS call. Two
+pools never wait on each other (OpenBLAS's threads spin after each product, taking the core
+the next layer's work needs), and the split adapts to a busy machine, where a static one does
+not: see `parallel`.
 
 Fork-safe: a forked child (multiprocessing, Dask's process workers) would inherit a pool
 whose threads do not exist in it and hang on its first job, so the pool belongs to the
@@ -6,14 +15,17 @@ process that made it and a child makes its own.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from irrun.config import config
 
-_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool: tuple[int, int, ThreadPoolExecutor] | None = None
 _lock = threading.Lock()
 
 
@@ -25,26 +37,47 @@ def workers(items: int, min_per_worker: int) -> int:
 
 def _executor() -> ThreadPoolExecutor:
     global _pool
+    size = max(1, config().threads - 1)
     with _lock:
-        if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=max(1, config().threads - 1),
-                                                     thread_name_prefix="irrun-kernel"))
-        return _pool[1]
+        if _pool is None or _pool[0] != os.getpid() or _pool[1] < size:
+            # A larger thread count than the pool was made for (read_model(threads=8) after
+            # a default run): a new pool; the old one's idle threads end with it.
+            _pool = (os.getpid(), size, ThreadPoolExecutor(max_workers=size,
+                                                           thread_name_prefix="irrun-kernel"))
+        return _pool[2]
 
 
 def parallel(fn, ranges: list[tuple]) -> list:
-    """[fn(*r) for r in ranges], the calling thread running the first one, the pool the rest.
+    """[fn(*r) for r in ranges], the calling thread and at most threads - 1 pool threads
+    taking the ranges in order, each the next one not yet taken.
 
-    fn should release the GIL (NumPy on large arrays, a nogil numba loop) to gain anything.
+    The calling thread works too, and when it runs out of ranges it takes back the pool
+    threads' turns that have not started (a busy machine may not run a woken thread for
+    milliseconds): a run never waits for a thread that has not begun, only for ranges
+    already under way. fn should release the GIL (NumPy on large arrays, a nogil numba
+    loop) to gain anything.
     """
-    if len(ranges) <= 1:
+    if len(ranges) <= 1 or config().threads < 2:
         return [fn(*r) for r in ranges]
-    futures = [_executor().submit(fn, *r) for r in ranges[1:]]
+    results: list = [None] * len(ranges)
+    taken = itertools.count()       # next() on a count is atomic under the GIL
+
+    def take() -> None:
+        while (i := next(taken)) < len(ranges):
+            results[i] = fn(*ranges[i])
+
+    helpers = min(config().threads, len(ranges)) - 1
+    futures = [_executor().submit(take) for _ in range(helpers)]
     try:
-        first = fn(*ranges[0])
+        take()
     finally:
-        rest = [f.result() for f in futures]
-    return [first, *rest]
+        for f in futures:
+            f.cancel()          # not started: nothing left for it; started: runs to its end
+        errors = [f.exception() for f in futures if not f.cancelled()]
+    for e in errors:
+        if e is not None:
+            raise e
+    return results
 
 
 def submit(fn, *args):
@@ -74,3 +107,93 @@ def balanced_ranges(bounds, parts: int) -> list[tuple[int, int]]:
     cuts = np.searchsorted(bounds, aims, side="right") - 1
     cuts = np.unique(cuts[(cuts > 0) & (cuts < items)]).tolist()
     return list(itertools.pairwise([0, *cuts, items]))
+
+
+# ---------------------------------------------------------------- BLAS
+
+@functools.cache
+def _blas_libraries() -> tuple:
+    """threadpoolctl's handles on the BLAS libraries loaded now (NumPy's OpenBLAS), found
+    once: looking them up walks every loaded library (milliseconds), setting a count through
+    a handle is one C call (a microsecond)."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:       # not installed (a broken environment): leave BLAS as it is
+        return ()
+    return tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
+
+
+_serial_depth = threading.local()
+
+
+@contextlib.contextmanager
+def serial_blas():
+    """BLAS at one thread for the block (a load or a run), then as it was: the thread count
+    a user gave NumPy outside irrun is theirs. Nested blocks and other threads' runs
+    inside one keep it at one."""
+    libraries = _blas_libraries()
+    depth = getattr(_serial_depth, "n", 0)
+    if depth or not libraries:
+        _serial_depth.n = depth + 1
+        try:
+            yield
+        finally:
+            _serial_depth.n = depth
+        return
+    before = [lib.get_num_threads() for lib in libraries]
+    for lib, n in zip(libraries, before):
+        if n != 1:
+            lib.set_num_threads(1)
+    _serial_depth.n = 1
+    try:
+        yield
+    finally:
+        _serial_depth.n = 0
+        for lib, n in zip(libraries, before):
+            if n != 1:
+                lib.set_num_threads(n)
+
+
+# A product gains from more threads from about this many multiply-adds: below it, waking a
+# pool thread (tens of microseconds on a VM) costs what the second core saves.
+PARALLEL_MATMUL_MACS = 4_000_000
+
+
+def matmul(a, b):
+    """np.matmul(a, b), split over the pool when both are f32 or f64 matrices (rank >= 2)
+    and the product is large: over the output's leading batch dim, else its rows, else its
+    columns, each part one BLAS call writing its slice of the output. Each output element is
+    the same dot product; BLAS may sum a part's in another order than the whole's (it picks
+    its kernel by size), so the last bits may differ from one np.matmul call."""
+    import numpy as np
+
+    if (a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype.kind != "f"
+            or a.dtype.itemsize < 4):
+        return np.matmul(a, b)
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    macs = math.prod(batch) * m * k * n
+    threads = config().threads
+    if threads < 2 or macs < 2 * PARALLEL_MATMUL_MACS:
+        return np.matmul(a, b)
+    out = np.empty(batch + (m, n), a.dtype)
+    parts = min(2 * threads, macs // PARALLEL_MATMUL_MACS)
+    if batch and batch[0] >= parts:
+        # The leading batch dim: an operand with that dim (not broadcast) is cut with it.
+        rank = len(batch) + 2
+        cut_a = a.ndim == rank and a.shape[0] == batch[0]
+        cut_b = b.ndim == rank and b.shape[0] == batch[0]
+
+        def part(lo, hi):
+            np.matmul(a[lo:hi] if cut_a else a, b[lo:hi] if cut_b else b, out=out[lo:hi])
+        ranges = even_ranges(batch[0], parts)
+    elif m >= parts:
+        def part(lo, hi):
+            np.matmul(a[..., lo:hi, :], b, out=out[..., lo:hi, :])
+        ranges = even_ranges(m, parts)
+    else:
+        def part(lo, hi):
+            np.matmul(a, b[..., lo:hi], out=out[..., lo:hi])
+        ranges = even_ranges(n, parts)
+    parallel(part, ranges)
+    return out

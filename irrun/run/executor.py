@@ -14,19 +14,13 @@ import numpy as np
 
 from ..config import pinned
 from ..errors import IrrunError, OpError, OpProblem, ResourceError, ShapeError
+from ..ir.shapes import TensorSpec, format_shape, is_static, shape_matches, shape_of, static_values
+from ..ir.weights import LiveBudget, check_alloc, max_tensor_bytes, reuse_memory
+from ..opkit.compressed import plain
+from ..opkit.pool import serial_blas
+from .bodies import RunContext, current_run
 from .infer import FOLD_MAX_ELEMENTS, _where
 from .specialize import SignaturePlans
-from ..opkit.compressed import plain
-from .bodies import RunContext, current_run
-from ..ir.shapes import (
-    TensorSpec,
-    format_shape,
-    is_static,
-    shape_matches,
-    shape_of,
-    static_values,
-)
-from ..ir.weights import LiveBudget, check_alloc, max_tensor_bytes, reuse_memory
 
 
 class Recheck:
@@ -292,7 +286,7 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
             running = _running.set(True)
             reuse_memory()
             try:
-                with np.errstate(all="ignore"), pinned():
+                with np.errstate(all="ignore"), pinned(), serial_blas():
                     _run_steps(program, plan, feeds, listener, keep_all, values, clock, state)
             finally:
                 _running.reset(running)

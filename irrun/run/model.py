@@ -6,12 +6,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import Diagnostic, FeedError, ModelError, ReadError
-from .executor import Plan, State, execute
+from ..config import pinned
+from ..errors import ConfigError, Diagnostic, FeedError, ModelError, ReadError
 from ..ir.graph import ancestors_and_self
+from ..ir.shapes import format_shape
+from .executor import Plan, State, execute
 from .feed import cast_input
 from .program import Program, gc_paused, load_program
-from ..ir.shapes import format_shape
 from .specialize import SignaturePlans
 
 
@@ -68,8 +69,9 @@ class Model:
     >>> m.infer({"data": x})["out"]
     """
 
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, threads: int | None = None):
         self.program = program
+        self.threads = threads          # None: IRRUN_THREADS, else the CPUs it may use
         self.path = program.path
         self.inputs = [_input_info(p) for p in program.parameters]
         self.outputs = [_output_info(program, r) for r in program.results]
@@ -264,11 +266,12 @@ class Model:
         # a plain run skips the outputs nothing reads where an op can (see Plan).
         every = intermediate or getattr(listener, "every_output", listener is not None)
         plan = self._plan(targets, sinks, every, feeds)
-        if intermediate:
-            outs, values = execute(self.program, plan, feeds, listener, keep_all=True,
-                                   state=state)
-        else:
-            outs = execute(self.program, plan, feeds, listener, state=state)
+        with pinned(self.threads):
+            if intermediate:
+                outs, values = execute(self.program, plan, feeds, listener, keep_all=True,
+                                       state=state)
+            else:
+                outs = execute(self.program, plan, feeds, listener, state=state)
         result = Outputs(zip(names, outs), order)
         if intermediate:
             for (lid, index), slot in plan.slot_of.items():
@@ -406,8 +409,12 @@ class Session:
         return dict(self._state.values)
 
 
-def read_model(xml, weights=None, *, mmap: bool = True, fold: bool | None = None) -> Model:
+def read_model(xml, weights=None, *, mmap: bool = True, fold: bool | None = None,
+               threads: int | None = None) -> Model:
     """Read, check and prepare an IR model. Raises ModelError listing every problem.
+
+    threads=N runs its loads and runs on at most N threads (1: fully serial), as OpenVINO's
+    INFERENCE_NUM_THREADS; None takes IRRUN_THREADS, else the CPUs this process may use.
 
     The .bin is memory-mapped, and each run first checks that it has not changed (a
     ReadError if it has); mmap=False reads it into a private copy instead, as OpenVINO's
@@ -415,13 +422,17 @@ def read_model(xml, weights=None, *, mmap: bool = True, fold: bool | None = None
     folding the all-Const ones once here (default: IRRUN_FOLD, on; irrun.run.program.fold_node).
     """
     path = os.fspath(xml)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise ConfigError(f"threads={threads!r} is not a thread count (a whole number from 1)")
     if not os.path.exists(path):
         raise ReadError(f"no such model file: '{path}'", file=path)
-    with gc_paused():    # as load_program: the collector would walk every layer's objects
-        return _read_model(path, weights, mmap, fold)
+    # As load_program: the collector would walk every layer's objects.
+    with gc_paused(), pinned(threads):
+        return _read_model(path, weights, mmap, fold, threads)
 
 
-def _read_model(path, weights, mmap, fold) -> Model:
+def _read_model(path, weights, mmap, fold, threads=None) -> Model:
     program = load_program(path, weights, mmap=mmap, fold=fold)
     if not program.ok:
         raise ModelError(program.diagnostics)
@@ -433,7 +444,7 @@ def _read_model(path, weights, mmap, fold) -> Model:
                                      "outputs, though no problem was reported", "error",
                                      "internal", path, layer.line, layer.id, layer.name,
                                      layer.op_label) for layer in unknown])
-    return Model(program)
+    return Model(program, threads)
 
 
 def _uninferred(program: Program) -> list:

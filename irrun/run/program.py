@@ -14,17 +14,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import bodies, decompress
-from ..ir import checks, registry
+from ..config import config, pinned
 from ..errors import Collector, IrrunError, UnsupportedError
+from ..ir import checks, registry
 from ..ir.etypes import element_type, nbytes
 from ..ir.graph import PortGraph, build_graph
-from ..config import config, pinned
-from .infer import FOLD_MAX_ELEMENTS, check_declared_inputs, check_declared_outputs, infer_node
-from ..opkit.compressed import CompressedWeights
 from ..ir.reader import IRDocument, Layer, read_document
 from ..ir.shapes import TensorSpec, is_static, parse_partial_shape, static_values
 from ..ir.weights import Weights, check_alloc, const_value, reuse_memory
+from ..opkit.compressed import CompressedWeights
+from ..opkit.pool import serial_blas
+from . import bodies, decompress
+from .infer import FOLD_MAX_ELEMENTS, check_declared_inputs, check_declared_outputs, infer_node
 
 
 class _WeakReferable:
@@ -244,7 +245,7 @@ def load_program(xml_path, weights=None, *, mmap: bool = True, fold: bool | None
 
     mmap=False reads the .bin into a private copy instead of mapping it (irrun.ir.weights).
     fold=False keeps every layer for run time (default: IRRUN_FOLD, on; see fold_node)."""
-    with gc_paused(), pinned():
+    with gc_paused(), pinned(), serial_blas():
         reuse_memory()     # folding allocates the weights: a later load reuses freed ones
         return _load_program(xml_path, weights, mmap, config().fold if fold is None else fold)
 
@@ -305,7 +306,7 @@ def _prepare(doc: IRDocument, path: str, diag: Collector, owner: Node | None = N
     order = derived.order
     if order is None:
         # Infer everything outside a cycle (already reported); layers fed by one are skipped.
-        import networkx as nx   # only for a broken file: not imported to load a good one
+        import networkx as nx  # only for a broken file: not imported to load a good one
 
         cycle, ng = derived.cycle, graph.to_networkx()
         order = list(nx.topological_sort(ng.subgraph(n for n in ng if n not in cycle)))

@@ -72,11 +72,30 @@ class RunByDefault(click.Group):
         return super().parse_args(ctx, rest)
 
 
+def _set_threads(ctx, param, value):
+    # IRRUN_THREADS is irrun's own setting, read when a load or run starts (config.pinned):
+    # the option sets it for this process, and for the processes it starts (Dask workers).
+    if value is not None:
+        os.environ["IRRUN_THREADS"] = str(value)
+    return value
+
+
+def threads_option(f):
+    """--threads N, on the group and on every command that runs a model."""
+    return click.option("--threads", type=click.IntRange(min=1), metavar="N",
+                        expose_value=False, callback=_set_threads, is_eager=True,
+                        help="Use at most N threads at once, BLAS's included (1: fully serial;"
+                             " default: IRRUN_THREADS, else the CPUs this process may use)."
+                        )(f)
+
+
+
 @click.group(cls=RunByDefault, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="irrun")
 @click.option("--traceback", is_flag=True, help="Show the Python stack on errors (debugging).")
 @click.option("--extension", "extensions", multiple=True, type=click.Path(dir_okay=False),
               help="Import a Python file of custom ops (@irrun.register) first; repeatable.")
+@threads_option
 @click.pass_context
 def cli(ctx, traceback, extensions):
     """Run, validate and inspect OpenVINO IR models (model.xml + model.bin).
@@ -199,6 +218,7 @@ def _preview(a) -> str:
               help="With --steps: from step 1 on, input IN is output OUT of the step before.")
 @click.option("--extension", "extensions", multiple=True, type=click.Path(dir_okay=False),
               help="Import a Python file of custom ops (@irrun.register) first; repeatable.")
+@threads_option
 @click.pass_context
 def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, weights, no_mmap,
             profile, repeat, dump_dir, dump_patterns, verbose, check_nan, until, steps,
@@ -402,6 +422,7 @@ def _run_session(m, feed, steps, pairs, listener, output_path, progress):
 @click.option("--compare", "with_compare", is_flag=True,
               help="HTML: also run `irrun compare` (OpenVINO) and colour each layer by its "
                    "agreement.")
+@threads_option
 @click.pass_context
 def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights, inputs_path, with_compare):
     """Draw MODEL's layer graph as DOT, SVG or a self-contained HTML page.
@@ -487,6 +508,7 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights, inputs_path,
                    "layer:port or layer names as keys) instead of running OpenVINO.")
 @click.option("--weights", "-w", type=click.Path(dir_okay=False),
               help="The .bin file (default: beside MODEL with the same stem).")
+@threads_option
 @click.pass_context
 def compare_cmd(ctx, model, inputs_path, device, layers, rtol, atol, precision, fmt, html_path,
                 reference_path, weights):
@@ -569,6 +591,7 @@ def extract_cmd(ctx, model, outputs, cuts, inputs_data, output_path):
 @click.option("--rtol", type=float, help="With --until diverges: the relative tolerance.")
 @click.option("--atol", type=float, help="With --until diverges: the absolute tolerance.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not print each try.")
+@threads_option
 @click.pass_context
 def reduce_cmd(ctx, model, inputs_path, until, command, out_dir, rtol, atol, quiet):
     """Shrink MODEL to a small subgraph that still shows a problem, and write a reproducer."""
@@ -625,6 +648,7 @@ def reduce_cmd(ctx, model, inputs_path, until, command, out_dir, rtol, atol, qui
                    "column COLUMN (ragged inputs such as EmbeddingSegmentsSum's); repeatable.")
 @click.option("--progress/--no-progress", default=None,
               help="A progress bar (default: when stderr is a terminal).")
+@threads_option
 @click.pass_context
 def batch_cmd(ctx, model, shards, out_dir, scheduler, workers, batch_axis, retries, segment_ids,
               progress):
@@ -724,9 +748,9 @@ def info_cmd(ctx, model):
 
 
     def go():
-        from ..tools.drawing import load_for_drawing
         from ..run.model import _input_info, _output_info, output_names_of
         from ..run.program import all_nodes
+        from ..tools.drawing import load_for_drawing
 
         # Everything that can be read is shown, even for a model read_model refuses (an
         # unregistered op, a missing .bin); the problems are flagged after it.
@@ -795,6 +819,7 @@ def info_cmd(ctx, model):
 @click.option("--seed", type=int, default=0, show_default=True, help="With --sample.")
 @click.option("--no-chat-template", is_flag=True,
               help="Tokenize the prompt as it is when the folder has a chat template.")
+@threads_option
 @click.pass_context
 def generate_cmd(ctx, folder, prompt, max_new_tokens, prompt_ids, show_ids, sample, temperature,
                  top_k, top_p, seed, no_chat_template):
