@@ -1079,12 +1079,14 @@ class CombineSegments:
             rows = max(rows, b.size)
             if np.asarray(inputs[3 * i]).ndim > 0:
                 shape = np.asarray(inputs[3 * i]).shape
-        if shape is None or int(np.prod(shape)) != rows:
-            fail(f"expected segments with 1 or {rows} rows, got shapes "
-                 f"{[int(s[0].size) for s in segs]}")
-        for b, _, _ in segs:
+        for j, (b, _, _) in enumerate(segs):
             if b.size not in (1, rows):
-                fail(f"expected segments with 1 or {rows} rows, got one with {b.size}")
+                fail(f"expected each segment to have 1 row or as many as the batch ({rows}), "
+                     f"got {b.size} in "
+                     f"segment {j} (rows per segment: {[int(s[0].size) for s in segs]})")
+        if shape is None or int(np.prod(shape)) != rows:
+            fail(f"expected a segment of {rows} rows, got rows per segment "
+                 f"{[int(s[0].size) for s in segs]}")
         # Per row: every segment's elements in order (vectorised over rows).
         lengths = np.stack([np.broadcast_to(e - b, (rows,)) for b, e, _ in segs], axis=1)
         row_len = lengths.sum(axis=1)
