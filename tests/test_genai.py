@@ -69,6 +69,30 @@ def test_prefill_and_decode_logits_match_openvino(folder, pipe):
     assert np.abs(fresh - data["step_logits"]).max() > 0.1
 
 
+def test_every_decode_step_matches_openvino_live(folder, pipe):
+    """Prefill and 20 decode steps fed as GenAI feeds them, OpenVINO's CPU plugin (f32) and
+    irrun side by side, each step's logits compared; the tokens are OpenVINO's choice."""
+    ov = pytest.importorskip("openvino")
+    config = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32",
+              "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
+    request = ov.Core().compile_model(MODELS / folder / "openvino_model.xml", "CPU",
+                                      config).create_infer_request()
+    session = pipe.model.create_session()
+    prompt = np.array(_oracle(folder)["cases"][2]["prompt_ids"], np.int64)
+    n = len(prompt)
+    step, worst = pipe._feed(prompt, n, np.arange(n, dtype=np.int64)), 0.0
+    for _ in range(21):
+        expected = request.infer(step)["logits"].copy()
+        got = session.infer(step)["logits"]
+        assert got.shape == expected.shape
+        worst = max(worst, float(np.abs(got - expected).max()))
+        token = int(expected[0, -1].argmax())
+        assert int(got[0, -1].argmax()) == token
+        n += 1
+        step = pipe._feed(np.array([token], np.int64), n, np.array([n - 1], np.int64))
+    assert worst <= LOGITS_ATOL[folder], worst
+
+
 def test_tokenize_and_detokenize_match_openvino(folder, pipe):
     for case in _oracle(folder)["cases"]:
         assert pipe.tokenize(case["prompt"]).tolist() == case["prompt_ids"]
