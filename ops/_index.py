@@ -248,6 +248,7 @@ OPS = (
     ('TopK', 'sort', ('reduction',), ('TopK-1', 'TopK-3', 'TopK-11')),
     ('Transpose', 'movement', ('movement',), ('Transpose-1',)),
     ('Truncate', 'tokenizer', ('tokenizers',), ('Truncate-extension',)),
+    ('UnigramTokenizer', 'tokenizer', ('tokenizers',), ('UnigramTokenizer-extension',)),
     ('Unique', 'movement', ('movement_extra',), ('Unique-10',)),
     ('Unsqueeze', 'shape', ('shape',), ('Unsqueeze-1',)),
     ('UTF8Validate', 'tokenizer', ('tokenizers',), ('UTF8Validate-extension',)),

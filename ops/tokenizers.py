@@ -443,65 +443,181 @@ class CharsMapNormalizationAttrs:
 _CHARMAPS: dict[tuple, dict] = {}
 
 
+class _Charsmap:
+    """A SentencePiece precompiled charsmap: <trie size u32><darts-clone double array of
+    u32 units><NUL-terminated replacement strings>; the trie maps byte strings to offsets
+    of their replacements."""
+
+    def __init__(self, blob: bytes):
+        if len(blob) < 4:
+            fail(f"expected a precompiled charsmap (trie size, trie, strings), got {len(blob)} "
+                 "bytes")
+        size = int.from_bytes(blob[:4], "little")
+        if size % 4 or 4 + size > len(blob):
+            fail(f"precompiled charsmap: a trie of {size} bytes does not fit in {len(blob)}")
+        self.units = np.frombuffer(blob[4:4 + size], dtype="<u4").astype(np.int64).tolist()
+        self.strings = blob[4 + size:]
+        self.cache: dict[bytes, tuple[bytes, int]] = {}
+
+    def longest(self, data: bytes, i: int) -> tuple[bytes, int] | None:
+        """(replacement, bytes consumed) of the longest key at data[i:] (Darts'
+        commonPrefixSearch, its first 32 results as SentencePiece keeps), None if none."""
+        units, n = self.units, len(self.units)
+        pos = units[0] >> 10 << ((units[0] & (1 << 9)) >> 6) if n else 0
+        best, found = None, 0
+        for k in range(i, len(data)):
+            c = data[k]
+            pos ^= c
+            if pos >= n:
+                break
+            unit = units[pos]
+            if unit & ((1 << 31) | 0xFF) != c:
+                break
+            pos ^= unit >> 10 << ((unit & (1 << 9)) >> 6)
+            if (unit >> 8) & 1:
+                found += 1
+                if found <= 32 and pos < n:
+                    best = (units[pos] & ((1 << 31) - 1), k + 1 - i)
+        if best is None:
+            return None
+        start = best[0]
+        end = self.strings.find(b"\0", start)
+        return self.strings[start:end if end >= 0 else len(self.strings)], best[1]
+
+
+def _next_char(data: bytes, i: int) -> tuple[bytes, int]:
+    """SentencePiece's fallback for a position no rule matches: the UTF-8 character there,
+    or U+FFFD for one invalid byte."""
+    c = data[i]
+    size = 1 if c < 0x80 else 2 if 0xC2 <= c < 0xE0 else 3 if 0xE0 <= c < 0xF0 else \
+        4 if 0xF0 <= c < 0xF5 else 0
+    if size:
+        part = data[i:i + size]
+        try:
+            part.decode("utf-8")
+            return part, size
+        except UnicodeDecodeError:
+            pass
+    return b"\xef\xbf\xbd", 1
+
+
+def _sp_normalize(data: bytes, prefix, attrs) -> bytes:
+    """SentencePiece's Normalizer::Normalize: `prefix(data, i)` gives (replacement,
+    consumed) at each position; leading, repeated and trailing spaces are dropped with
+    remove_extra_whitespaces, a space (or U+2581 with escape_whitespaces) goes first with
+    add_dummy_prefix, spaces become U+2581 with escape_whitespaces."""
+    if not data:
+        return data
+    i, n = 0, len(data)
+    remove = attrs.remove_extra_whitespaces
+    if remove:
+        while i < n:
+            rep, used = prefix(data, i)
+            if rep != b" ":
+                break
+            i += used
+        if i == n:
+            return b""
+    space = "\u2581".encode() if attrs.escape_whitespaces else b" "
+    out = bytearray(space if attrs.add_dummy_prefix else b"")
+    prev_space = remove
+    while i < n:
+        rep, used = prefix(data, i)
+        if prev_space:
+            rep = rep.lstrip(b" ")
+        if rep:
+            out += rep.replace(b" ", space) if attrs.escape_whitespaces else rep
+            prev_space = rep.endswith(b" ")
+        i += used
+        if not remove:
+            prev_space = False
+    if remove:
+        while out.endswith(space):
+            del out[len(out) - len(space):]
+    return bytes(out)
+
+
 @register("CharsMapNormalization", version="extension", attrs=CharsMapNormalizationAttrs,
           category=CATEGORY)
 class CharsMapNormalization:
-    """SentencePiece's normalizer with one of openvino_tokenizers' built-in charsmaps
-    (normalization_form nfd/nfkd/nfc/nfkc/identity, with or without case folding). A
-    charsmap maps each character alone: NFD/NFKD decompose it, then each resulting
-    character is simply case folded; no canonical reordering happens across characters
-    (as the per-character map does not). Invalid UTF-8 becomes U+FFFD, one per byte.
-    Inputs: begins, ends, chars, [skips], [precompiled charsmap]; a file's own charsmap
-    (normalization_form "") is not supported."""
+    """SentencePiece's normalizer, with the file's precompiled charsmap (normalization_form
+    "": the last input) or one of openvino_tokenizers' built-in maps (nfd/nfkd/nfc/nfkc/
+    identity, with or without case folding). A built-in map maps each character alone: NFD/
+    NFKD decompose it, then each resulting character is simply case folded; no canonical
+    reordering happens across characters (as the per-character map does not). Invalid
+    UTF-8 becomes U+FFFD, one per byte. Inputs: begins, ends, chars, [skips],
+    [precompiled charsmap]."""
 
     @staticmethod
     def infer(attrs, begins, ends, chars, *rest):
         form = attrs.normalization_form.lower()
-        if form == "":
-            fail("CharsMapNormalization with the model's own precompiled charsmap "
-                 "(normalization_form=\"\") is not supported by irrun", code="unsupported")
-        if form not in _FORMS:
+        if form and form not in _FORMS:
             fail(f"unknown normalization_form '{attrs.normalization_form}' (expected one of "
-                 f"{', '.join(_FORMS)})")
-        if attrs.add_dummy_prefix or attrs.remove_extra_whitespaces or attrs.escape_whitespaces:
-            fail("CharsMapNormalization with add_dummy_prefix, remove_extra_whitespaces or "
-                 "escape_whitespaces is not supported by irrun", code="unsupported")
+                 f"{', '.join(_FORMS)}, or \"\" with a precompiled charsmap input)")
+        if len(rest) > 2:
+            fail(f"expected 3 to 5 inputs, got {3 + len(rest)}")
+        skips = len(rest) == 2 or (form != "" and len(rest) == 1)
+        if not form and len(rest) - skips != 1:
+            fail("expected the precompiled charsmap as the last input (normalization_form "
+                 "is \"\")")
         out = _normalization_infer(attrs, begins, ends, chars)
-        if len(rest) >= 1 and rest[0].etype.name == "boolean":
+        if skips:
             out.append(TensorSpec(rest[0].etype, rest[0].shape))
         return out
 
     @staticmethod
     def run(attrs, begins, ends, chars, *rest):
-        skips = rest[0] if rest and np.asarray(rest[0]).dtype == np.bool_ else None
-        form = _FORMS[attrs.normalization_form.lower()]
+        form_name = attrs.normalization_form.lower()
+        has_skips = len(rest) == 2 or (form_name != "" and len(rest) == 1)
+        skips = rest[0] if has_skips else None
+        if not form_name:
+            blob = _text(rest[-1])
+            charsmap = _cached("charsmap", [rest[-1]], lambda: _Charsmap(blob))
+
+            def prefix(data: bytes, i: int):
+                got = charsmap.longest(data, i)
+                return got if got is not None else _next_char(data, i)
+
+            return _normalize(begins, ends, chars, skips,
+                              lambda d: _sp_normalize(d, prefix, attrs))
+        form = _FORMS[form_name]
         table = _CHARMAPS.setdefault((form, attrs.case_fold), {})
 
         def char(c: str) -> str:
             got = table.get(c)
             if got is None:
-                if 0xDC80 <= ord(c) <= 0xDCFF:
-                    got = "\ufffd"
-                else:
-                    got = unicodedata.normalize(form, c) if form else c
-                    if attrs.case_fold:
-                        got = "".join(_simple_fold(x) for x in got)
+                got = unicodedata.normalize(form, c) if form else c
+                if attrs.case_fold:
+                    got = "".join(_simple_fold(x) for x in got)
                 table[c] = got
             return got
 
+        def per_char(data: bytes, i: int):
+            part, used = _next_char(data, i)
+            return char(part.decode("utf-8")).encode("utf-8"), used
+
         def norm(data: bytes) -> bytes:
-            text, _ = _decode(data)
             if form in ("NFC", "NFKC"):
                 # Deviation: composition needs neighbouring characters; irrun composes the
-                # whole string (escaped bytes stay, as U+FFFD below).
+                # whole string (each invalid byte first made U+FFFD).
+                text = _sp_normalize(data, _next_char, _PLAIN).decode("utf-8")
                 text = unicodedata.normalize(form, text)
                 if attrs.case_fold:
                     text = "".join(_simple_fold(x) for x in text)
-                return "".join("\ufffd" if 0xDC80 <= ord(c) <= 0xDCFF else c
-                               for c in text).encode("utf-8")
-            return "".join(map(char, text)).encode("utf-8")
+                return _sp_normalize(text.encode("utf-8"), _next_char, attrs)
+            return _sp_normalize(data, per_char, attrs)
 
         return _normalize(begins, ends, chars, skips, norm)
+
+
+@dataclass(frozen=True)
+class _PlainFlags:
+    add_dummy_prefix: bool = False
+    remove_extra_whitespaces: bool = False
+    escape_whitespaces: bool = False
+
+
+_PLAIN = _PlainFlags()
 
 
 # ---------------------------------------------------------------- splitting
@@ -948,6 +1064,118 @@ class WordpieceTokenizer:
             return ids
 
         return _tokenize_rows(*inputs[:5], tokenize)
+
+
+def _f32(x: float) -> float:
+    """x rounded to float32 (the sum of two float32 values in double, rounded once, is their
+    float32 sum)."""
+    return float(np.float32(x))
+
+
+class _Unigram:
+    """openvino_tokenizers' UnigramTokenizerImpl: a Viterbi pass over the piece's bytes,
+    starting tokens at character starts (by the UTF-8 lead byte's length), scores summed in
+    float32; a character no token starts with costs the lowest score minus 10 as unk; the
+    best path is read back from the end, runs of unk fused into one."""
+
+    def __init__(self, vocab: list[bytes], scores: list[float], unk: int):
+        self.tokens: dict[bytes, int] = {}
+        for i, tok in enumerate(vocab):
+            key = tok.split(b"\0", 1)[0]          # Darts keys are C strings
+            self.tokens.setdefault(key, i)
+        self.trie = _Trie(self.tokens)
+        self.scores = [_f32(x) for x in scores]
+        self.unk = unk
+        self.unk_score = _f32(min(self.scores) - 10.0) if self.scores else -10.0
+        self.cache: dict[bytes, list[int]] = {}
+
+    def tokenize(self, text: bytes) -> list[int]:
+        got = self.cache.get(text)
+        if got is not None:
+            return got
+        n = len(text)
+        if not n:
+            return []
+        best = [0.0] * (n + 1)
+        start = [-1] * (n + 1)
+        token = [self.unk] * (n + 1)
+        prefixes, tokens, scores = self.trie.prefixes, self.tokens, self.scores
+        at = 0
+        while at < n:
+            base = best[at]
+            lead = text[at]
+            step = min(1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4,
+                       n - at)
+            found = False
+            end = at + 1
+            while end <= n:
+                part = text[at:end]
+                if part not in prefixes:
+                    break
+                tid = tokens.get(part)
+                if tid is not None:
+                    cand = _f32(scores[tid] + base)
+                    if start[end] == -1 or cand > best[end]:
+                        best[end], start[end], token[end] = cand, at, tid
+                    if end - at == step:
+                        found = True
+                end += 1
+            if not found:
+                target = at + step
+                cand = _f32(self.unk_score + base)
+                if start[target] == -1 or cand > best[target]:
+                    best[target], start[target], token[target] = cand, at, self.unk
+            at += step
+        out, end, prev = [], n, -1
+        while end > 0:
+            tid = token[end]
+            end = start[end]
+            if tid == self.unk and prev == self.unk:
+                continue
+            out.append(tid)
+            prev = tid
+        out.reverse()
+        if len(self.cache) < 20000:
+            self.cache[text] = out
+        return out
+
+
+@dataclass(frozen=True)
+class UnigramTokenizerAttrs:
+    byte_fallback: bool = False
+    unk_token_id: int = 0
+    fuse_unk: bool = False
+    min_score: float = float("inf")
+
+
+@register("UnigramTokenizer", version="extension", attrs=UnigramTokenizerAttrs,
+          category=CATEGORY)
+class UnigramTokenizer:
+    """SentencePiece Unigram: the best-scoring segmentation of each piece into vocabulary
+    tokens (see _Unigram). byte_fallback, fuse_unk and min_score are read but, as in
+    openvino_tokenizers, unused: unknown characters always become one fused unk. Inputs: the
+    ragged string pieces (5), the vocabulary (begins, ends, chars), the scores (f32).
+    Output: ragged ids."""
+
+    @staticmethod
+    def infer(attrs, *inputs):
+        if len(inputs) != 9:
+            fail(f"expected 9 inputs, got {len(inputs)}")
+        if inputs[8].etype.name != "f32":
+            fail(f"expected f32 scores, got {inputs[8].etype.name}")
+        return _ragged_ids_infer(*inputs[:5])
+
+    @staticmethod
+    def run(attrs, *inputs):
+        def build():
+            vocab = _strings(*inputs[5:8], what="vocabulary")
+            scores = np.asarray(inputs[8], dtype=np.float32).reshape(-1).tolist()
+            if len(scores) < len(vocab):
+                fail(f"expected a score per token, got {len(scores)} for {len(vocab)} tokens")
+            return _Unigram(vocab, scores[:len(vocab)], attrs.unk_token_id)
+
+        model = _cached("unigram" + repr(attrs), inputs[5:], build)
+        return _tokenize_rows(*inputs[:5], model.tokenize)
 
 
 # ---------------------------------------------------------------- post-processing

@@ -18,7 +18,7 @@ import irrun
 from irrun.ui.cli import cli
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
-FOLDERS = ["tok_bpe", "tok_wordpiece", "tok_sentencepiece"]
+FOLDERS = ["tok_bpe", "tok_wordpiece", "tok_sentencepiece", "tok_unigram"]
 TOKENIZER, DETOKENIZER = "openvino_tokenizer.xml", "openvino_detokenizer.xml"
 
 sys.path.insert(0, str(MODELS))
@@ -312,7 +312,8 @@ def test_tokenizer_equals_openvino_live(folder, batch):
 @settings(max_examples=100, deadline=None)
 @given(data=st.data())
 def test_detokenizer_equals_openvino_live(folder, data):
-    vocab = {"tok_bpe": 602, "tok_wordpiece": 500, "tok_sentencepiece": 700}[folder]
+    vocab = {"tok_bpe": 602, "tok_wordpiece": 500, "tok_sentencepiece": 700,
+             "tok_unigram": 500}[folder]
     batch = data.draw(st.integers(1, 3))
     length = data.draw(st.integers(0, 12))
     ids = np.array(data.draw(st.lists(st.integers(0, vocab + 3), min_size=batch * length,
