@@ -298,34 +298,21 @@ def _conv_flat_rows(attrs, x, w, pb, pe, counts):
     return np.ascontiguousarray(out.reshape(n, o, oh, wp)[..., :ow])
 
 
-# A depthwise convolution with at most this many output positions (and patches within the
-# gather bounds above and this many bytes) is one batched product over gathered patches:
-# per-tap NumPy calls on a few hundred elements each cost more than the arithmetic.
-# Measured here: 64 channels of 8x8, 3x3 taps, 111 us per tap loop, 36 us gathered; 96
-# channels of 4x4, 5x5 taps, 74 us as a product over a strided patch copy (what such layers
-# took before), 38 gathered. Big maps keep the tap loop, which wins there (16 channels of
-# 64x64 at stride 2: 197 us either way).
-_DEPTHWISE_PATCH_MAX_POSITIONS = 256
-_DEPTHWISE_PATCH_MAX_BYTES = 16 << 20
-
-
 def _conv_depthwise(attrs, x, w, pb, pe, counts):
-    """Depthwise (one channel per group): for small maps, each channel's taps [1, taps]
-    times its patches [taps, P], gathered from the input as _gathered_patches does (one
-    index for every channel); else per kernel tap, a strided view of the padded input times
-    that tap's per-channel weight, summed in place. No re-layout of the weights either way."""
+    """Depthwise (one channel per group). 1-D and 2-D: the compiled loop of
+    ops/depthwise_loop.py (imported here, at the first such layer), which sums each output
+    as the tap loop below does. 3-D: per kernel tap, a strided view of the padded input
+    times that tap's per-channel weight, summed in place."""
     n, c = x.shape[:2]
     kernel = w.shape[3:]
     wc = w.reshape((c,) + tuple(kernel))
-    taps = math.prod(kernel)
-    positions = math.prod(counts)
-    if (positions <= _DEPTHWISE_PATCH_MAX_POSITIONS and taps * positions <= _GATHER_MAX_ELEMENTS
-            and n * c * positions * taps * x.itemsize <= _DEPTHWISE_PATCH_MAX_BYTES):
-        index = _patch_index((1,) + x.shape[2:], tuple(kernel), tuple(attrs.strides),
-                             tuple(attrs.dilations), tuple(pb), tuple(counts))
-        patches = _gather(x.reshape(n * c, math.prod(x.shape[2:])), index).reshape(
-            n, c, taps, positions)
-        out = matmul(wc.reshape(c, 1, taps), patches)
+    if len(kernel) in (1, 2):
+        from .depthwise_loop import depthwise2d
+
+        if len(kernel) == 2:
+            return depthwise2d(x, wc, attrs.strides, attrs.dilations, pb, counts)
+        out = depthwise2d(x[:, :, np.newaxis], wc[:, np.newaxis], (1,) + tuple(attrs.strides),
+                          (1,) + tuple(attrs.dilations), (0,) + tuple(pb), (1,) + tuple(counts))
         return out.reshape((n, c) + tuple(counts))
     xp = _zero_pad(x, pb, pe)
     acc = np.zeros((n, c) + tuple(counts), dtype=x.dtype)

@@ -133,3 +133,101 @@ def test_empty_batches_and_channels_give_empty_outputs(shape, k, dtype):
         (got,) = op.run(_attrs(op, (1, 1), (1, 1), pads, pads), x, w)
         out_channels = w.shape[0] * w.shape[1] if op is gconv else w.shape[0]
         assert got.shape == (shape[0], out_channels) + shape[2:] and got.dtype == dtype
+
+
+# Depthwise GroupConvolution through its compiled loop (ops/depthwise_loop.py): planar for
+# maps at least 3x wider than their channels, channel-last otherwise; 1-D runs as 2-D.
+DEPTHWISE = [   # x shape, kernel, strides, dilations, pads_begin, pads_end
+    ((1, 4, 20, 24), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),      # planar
+    ((2, 3, 17, 19), (5, 5), (2, 2), (1, 1), (2, 2), (2, 2)),      # planar, stride 2
+    ((1, 2, 13, 23), (3, 4), (3, 3), (2, 1), (1, 0), (2, 3)),      # planar, stride 3, dilated
+    ((1, 2, 6, 11), (3, 3), (1, 40), (1, 1), (1, 1), (1, 1)),      # stride wider than the map
+    ((1, 24, 10, 10), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),     # channel-last
+    ((2, 40, 9, 7), (5, 5), (2, 2), (1, 1), (2, 2), (2, 2)),       # channel-last, stride 2
+    ((1, 17, 6, 8), (2, 3), (1, 2), (2, 2), (0, 3), (1, 0)),       # channel-last, dilated
+    ((1, 32, 1, 1), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),       # every tap but one in pads
+    ((2, 3, 30), (5,), (2,), (1,), (2,), (1,)),                    # 1-D
+    ((1, 9, 7), (3,), (1,), (3,), (3,), (0,)),                     # 1-D, dilated
+]
+
+
+def _depthwise_tap_loop(x, w, strides, dil, pb, pe):
+    """The NumPy tap loop the compiled loop replaced: zero-padded input, per tap a
+    multiply and an add over the whole output, taps in row-major order."""
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(pb, pe)))
+    kernel = w.shape[1:]
+    counts = [(xp.shape[2 + i] - (kernel[i] - 1) * dil[i] - 1) // strides[i] + 1
+              for i in range(len(kernel))]
+    acc = np.zeros(x.shape[:2] + tuple(counts), x.dtype)
+    for tap in np.ndindex(*kernel):
+        view = xp[(slice(None), slice(None)) + tuple(
+            slice(t * d, t * d + (n - 1) * s + 1, s)
+            for t, d, n, s in zip(tap, dil, counts, strides))]
+        acc += view * w[(slice(None),) + tap].reshape((1, -1) + (1,) * len(kernel))
+    return acc
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, k, strides, dil, pb, pe", DEPTHWISE)
+def test_depthwise_loop_sums_as_the_tap_loop(shape, k, strides, dil, pb, pe, dtype):
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(dtype)
+    w = rng.standard_normal((shape[1], 1, 1) + k).astype(dtype)
+    gconv = registry.lookup("GroupConvolution", "opset1")
+    (got,) = gconv.run(_attrs(gconv, strides, dil, pb, pe), x, w)
+    assert got.dtype == dtype and got.flags.c_contiguous
+    # The same sums in the same order: the same bits.
+    np.testing.assert_array_equal(got, _depthwise_tap_loop(x, w[:, 0, 0], strides, dil, pb, pe))
+    want = np.concatenate([naive_conv(x[:, c:c + 1], w[c], strides, dil, pb, pe)
+                           for c in range(shape[1])], axis=1)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10)
+    # A non-contiguous input (a transposed view) gives the same result.
+    xt = np.ascontiguousarray(np.swapaxes(x, 0, 1)).swapaxes(0, 1)
+    np.testing.assert_array_equal(gconv.run(_attrs(gconv, strides, dil, pb, pe), xt, w)[0], got)
+
+
+def test_depthwise_cases_take_both_layouts(monkeypatch):
+    from irrun.ops import depthwise_loop
+
+    seen = set()
+    for name in ("_depthwise", "_depthwise_last"):
+        real = getattr(depthwise_loop, name)
+        monkeypatch.setattr(depthwise_loop, name,
+                            lambda *a, _real=real, _name=name: seen.add(_name) or _real(*a))
+    gconv = registry.lookup("GroupConvolution", "opset1")
+    for shape, k, strides, dil, pb, pe in DEPTHWISE[:1] + DEPTHWISE[4:5]:
+        gconv.run(_attrs(gconv, strides, dil, pb, pe), np.ones(shape, np.float32),
+                  np.ones((shape[1], 1, 1) + k, np.float32))
+    assert seen == {"_depthwise", "_depthwise_last"}
+
+
+def test_depthwise_work_splits_over_the_pool(monkeypatch):
+    # Small MIN_WORK_PER_THREAD: the planes (planar) and output rows (channel-last) are cut
+    # into parts; the parts together give the whole result.
+    from irrun.ops import depthwise_loop
+
+    gconv = registry.lookup("GroupConvolution", "opset1")
+    rng = np.random.default_rng(3)
+    for shape, k, strides, dil, pb, pe in DEPTHWISE[1:2] + DEPTHWISE[5:6]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        w = rng.standard_normal((shape[1], 1, 1) + k).astype(np.float32)
+        attrs = _attrs(gconv, strides, dil, pb, pe)
+        monkeypatch.setattr(depthwise_loop, "MIN_WORK_PER_THREAD", 1 << 40)
+        whole = gconv.run(attrs, x, w)[0]
+        monkeypatch.setattr(depthwise_loop, "MIN_WORK_PER_THREAD", 1)
+        np.testing.assert_array_equal(gconv.run(attrs, x, w)[0], whole)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("shape, k, strides, dil, pb, pe", DEPTHWISE)
+def test_depthwise_loop_matches_openvino(shape, k, strides, dil, pb, pe):
+    import openvino as ov
+    import openvino.opset8 as ops
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(shape).astype(np.float32)
+    p = ops.parameter(shape, np.float32, name="x")
+    wd = ops.constant(rng.standard_normal((shape[1], 1, 1) + k).astype(np.float32))
+    z = ops.group_convolution(p, wd, list(strides), list(pb), list(pe), list(dil))
+    compare(ov.Model([z], [p]), {"x": x}, atol=1e-5)

@@ -1,0 +1,137 @@
+"""The compiled loop of depthwise GroupConvolution-1 (ops/convolution.py): one channel per
+group, 2-D, f32 or f64. Numba, because NumPy can only do a depthwise layer tap by tap over
+whole maps (a multiply and an add per tap, each a pass over the output through memory) or
+as a product over a patch copy; this loop keeps an output row in cache across all the taps
+and runs each tap along it in vector registers.
+
+Each output element is summed as the NumPy tap loop summed it: from zero, tap by tap in
+row-major order, one multiply and one add each (no fused multiply-add: numba leaves
+contraction off), so the results are the same bits. A tap that falls in the pads is left
+out instead of adding x * 0 (the same sum, unless a weight is inf or NaN).
+
+Imported on the op's first run, so loading models without depthwise layers never imports numba.
+"""
+import numpy as np
+
+from irrun.opkit import even_ranges, parallel, workers
+from irrun.opkit.compiled import cached_loop
+
+# Multiply-adds per thread below which the loop runs on the calling thread alone.
+MIN_WORK_PER_THREAD = 1 << 18
+
+
+@cached_loop
+def _depthwise(x, w, out, first, last, sh, sw, dh, dw, ph, pw):
+    """out[i] += the depthwise correlation of x[i] [H, W] by w[i % C] [KH, KW] for the
+    planes i in [first, last) of x [N*C, H, W] and out [N*C, OH, OW] (zeros).
+
+    The inner loops run over output columns with a start and a length, never an index that
+    might be negative (numba would then check each one for wrapping around, and LLVM would
+    not vectorise). At a column stride above 1 each input row is first split into its
+    `sw` phases, phase r holding columns r, r + sw, ...: every tap then reads one phase
+    contiguously."""
+    h, wd = x.shape[1], x.shape[2]
+    oh, ow = out.shape[1], out.shape[2]
+    c, kh, kw = w.shape[0], w.shape[1], w.shape[2]
+    wq = (wd + sw - 1) // sw
+    # Phases from W on are empty (a stride from the file may be far wider than the map).
+    phases = np.zeros((h, min(sw, wd), wq), x.dtype)
+    for i in range(first, last):
+        plane = x[i]
+        taps = w[i % c]
+        dst = out[i]
+        if sw > 1:
+            for iy in range(h):
+                row_in = plane[iy]
+                for r in range(min(sw, wd)):
+                    ph_row = phases[iy, r]
+                    for j in range((wd - r + sw - 1) // sw):
+                        ph_row[j] = row_in[j * sw + r]
+        for oy in range(oh):
+            row = dst[oy]
+            for ky in range(kh):
+                iy = oy * sh - ph + ky * dh
+                if iy < 0 or iy >= h:
+                    continue
+                for kx in range(kw):
+                    off = kx * dw - pw
+                    # The outputs whose input column ox * sw + off lies in [0, W).
+                    lo = 0 if off >= 0 else (-off + sw - 1) // sw
+                    hi = min((wd - 1 - off) // sw + 1 if wd - 1 - off >= 0 else 0, ow)
+                    if hi <= lo:
+                        continue
+                    t = taps[ky, kx]
+                    d = row[lo:hi]
+                    if sw == 1:
+                        s = plane[iy, lo + off:]
+                    else:
+                        q = off // sw
+                        s = phases[iy, off - q * sw, lo + q:]
+                    for j in range(hi - lo):
+                        d[j] += s[j] * t
+
+
+@cached_loop
+def _depthwise_last(x, w, out, first, last, sh, sw, dh, dw, ph, pw):
+    """The same correlation channel-last: x [N, H, W, C], w [KH, KW, C], out [N, OH, OW, C]
+    (zeros), for the output rows n * OH + oy in [first, last); the inner loop runs over
+    the channels, for maps too small for long runs along a row."""
+    h, wd, c = x.shape[1], x.shape[2], x.shape[3]
+    oh, ow = out.shape[1], out.shape[2]
+    kh, kw = w.shape[0], w.shape[1]
+    for k in range(first, last):
+        b = k // oh
+        oy = k - b * oh
+        for ox in range(ow):
+            d = out[b, oy, ox]
+            for ky in range(kh):
+                iy = oy * sh - ph + ky * dh
+                if iy < 0 or iy >= h:
+                    continue
+                for kx in range(kw):
+                    ix = ox * sw - pw + kx * dw
+                    if ix < 0 or ix >= wd:
+                        continue
+                    s = x[b, iy, ix]
+                    t = w[ky, kx]
+                    for j in range(c):
+                        d[j] += s[j] * t[j]
+
+
+# Maps at least this many times wider than they have channels run planar (NCHW): long runs
+# along rows. Others run channel-last, with the inner loop over the channels: for
+# ssdlite's 168-channel 20x20 layers 120 us against 310 planar, for its 24-channel 80x80
+# ones 480 against 270 (3x3 taps; the transposes included).
+PLANAR_MIN_WIDTH_PER_CHANNEL = 3
+
+
+def depthwise2d(x: np.ndarray, w: np.ndarray, strides, dilations, pads_begin, counts) -> np.ndarray:
+    """The depthwise correlation of x [N, C, H, W] by w [C, KH, KW] (same float dtype),
+    [N, C, *counts], split over the kit's pool when there is enough work."""
+    n, c, h, wd = x.shape
+    kh, kw = w.shape[1:]
+    oh, ow = counts
+    args = (strides[0], strides[1], dilations[0], dilations[1], pads_begin[0], pads_begin[1])
+    work = n * c * oh * ow * kh * kw
+    if n * c * oh * ow == 0:
+        return np.zeros((n, c, oh, ow), x.dtype)
+    if wd >= PLANAR_MIN_WIDTH_PER_CHANNEL * c:
+        out = np.zeros((n, c, oh, ow), x.dtype)
+        xs = np.ascontiguousarray(x).reshape(n * c, h, wd)
+        _split(_depthwise, (xs, np.ascontiguousarray(w), out.reshape(n * c, oh, ow)), args,
+               n * c, work)
+        return out
+    xt = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    out = np.zeros((n, oh, ow, c), x.dtype)
+    _split(_depthwise_last, (xt, np.ascontiguousarray(w.transpose(1, 2, 0)), out), args,
+           n * oh, work)
+    return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
+
+
+def _split(loop, arrays, args, items: int, work: int) -> None:
+    """loop(*arrays, first, last, *args) over range(items), in parts over the pool."""
+    parts = min(workers(work, MIN_WORK_PER_THREAD), items)
+    if parts < 2:
+        loop(*arrays, 0, items, *args)
+    else:
+        parallel(lambda lo, hi: loop(*arrays, lo, hi, *args), even_ranges(items, parts))
