@@ -112,6 +112,73 @@ def _skips_or_none(skips):
     return None if skips is None else np.asarray(skips).reshape(-1).astype(bool)
 
 
+# ---------------------------------------------------------------- string tensors
+
+@dataclass(frozen=True)
+class StringModeAttrs:
+    mode: Literal["begins_ends"] = "begins_ends"
+
+
+@register("StringTensorUnpack", version="extension", attrs=StringModeAttrs, category=CATEGORY)
+class StringTensorUnpackExtension:
+    """openvino_tokenizers' own StringTensorUnpack (what files written with it loaded hold):
+    opset15's for a string tensor, and it also unpacks a u8 tensor in the packed layout
+    (batch size i32, batch + 1 offsets i32, the bytes). Outputs: begins, ends, chars."""
+
+    @staticmethod
+    def infer(attrs, data: TensorSpec) -> list[TensorSpec]:
+        if data.etype.kind == "string":
+            return _string_specs(data.shape)
+        if data.etype.name == "u8":
+            if data.rank not in (None, 1):
+                fail(f"expected a string tensor or a packed u8 tensor of rank 1, got {data}")
+            return _string_specs((DYNAMIC,))
+        fail(f"expected a string or u8 tensor, got {data.etype.name}")
+
+    @staticmethod
+    def run(attrs, data: np.ndarray):
+        data = np.asarray(data)
+        if data.dtype == np.uint8:
+            blob = data.tobytes()
+            if len(blob) < 4:
+                fail("expected a packed string tensor (batch size, offsets, bytes), got "
+                     f"{len(blob)} bytes")
+            batch = int.from_bytes(blob[:4], "little", signed=True)
+            if batch < 0 or len(blob) < 8 + 4 * batch:
+                fail(f"packed string tensor: {len(blob)} bytes cannot hold {batch} strings' "
+                     "offsets")
+            offsets = np.frombuffer(blob[4:8 + 4 * batch], dtype="<i4").astype(np.int64)
+            chars = np.frombuffer(blob[8 + 4 * batch:], dtype=np.uint8)
+            begins, ends = offsets[:-1], offsets[1:]
+            _offsets(begins, ends, chars.size, "packed string")
+            count = int(ends[-1]) if batch else 0
+            return begins.astype(np.int32), ends.astype(np.int32), chars[:count].copy()
+        parts = [v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogateescape")
+                 for v in data.reshape(-1).tolist()]
+        return _pack(parts, data.shape)
+
+
+@register("StringTensorPack", version="extension", attrs=StringModeAttrs, category=CATEGORY)
+class StringTensorPackExtension:
+    """openvino_tokenizers' own StringTensorPack: opset15's (begins, ends, chars -> a string
+    tensor of begins' shape); ranges outside the chars are refused."""
+
+    @staticmethod
+    def infer(attrs, begins, ends, chars) -> list[TensorSpec]:
+        if begins.etype.name not in ("i32", "i64") or ends.etype != begins.etype:
+            fail(f"expected begins and ends of one type, i32 or i64, got {begins.etype.name} "
+                 f"and {ends.etype.name}")
+        _check_u8("chars", chars)
+        return [TensorSpec.make("string", begins.shape)]
+
+    @staticmethod
+    def run(attrs, begins, ends, chars):
+        parts = _strings(begins, ends, chars)
+        out = np.empty(len(parts), dtype=object)
+        out[:] = [p.decode("utf-8", "surrogateescape") for p in parts]
+        return (out.reshape(np.asarray(begins).shape),)
+
+
 # ---------------------------------------------------------------- regular expressions
 
 _PATTERNS: dict[bytes, object] = {}
@@ -580,34 +647,91 @@ class CharsMapNormalization:
 
             return _normalize(begins, ends, chars, skips,
                               lambda d: _sp_normalize(d, prefix, attrs))
-        form = _FORMS[form_name]
-        table = _CHARMAPS.setdefault((form, attrs.case_fold), {})
+        return _normalize(begins, ends, chars, skips,
+                          _builtin_normalizer(_FORMS[form_name], attrs.case_fold, attrs))
 
-        def char(c: str) -> str:
-            got = table.get(c)
-            if got is None:
-                got = unicodedata.normalize(form, c) if form else c
-                if attrs.case_fold:
-                    got = "".join(_simple_fold(x) for x in got)
-                table[c] = got
-            return got
 
-        def per_char(data: bytes, i: int):
+def _builtin_normalizer(form: str | None, case_fold: bool, flags):
+    """SentencePiece's normalizer with one of openvino_tokenizers' built-in charsmaps, as a
+    function of a string's bytes (see CharsMapNormalization)."""
+    table = _CHARMAPS.setdefault((form, case_fold), {})
+
+    def char(c: str) -> str:
+        got = table.get(c)
+        if got is None:
+            got = unicodedata.normalize(form, c) if form else c
+            if case_fold:
+                got = "".join(_simple_fold(x) for x in got)
+            table[c] = got
+        return got
+
+    def per_char(data: bytes, i: int):
+        part, used = _next_char(data, i)
+        return char(part.decode("utf-8")).encode("utf-8"), used
+
+    if form in ("NFC", "NFKC"):
+        rules, longest = _composition_rules(form)
+        decompose = "NFD" if form == "NFC" else "NFKD"
+
+        def composing(data: bytes, i: int):
+            # The longest sequence rule at i (characters whose one-character decompositions
+            # spell a composed character's decomposition), else the character's own rule.
             part, used = _next_char(data, i)
-            return char(part.decode("utf-8")).encode("utf-8"), used
+            first = part.decode("utf-8")
+            if part[0] < 0x80 and (i + 1 == len(data) or data[i + 1] < 0x80):
+                # ASCII before ASCII: no sequence rule starts here (NFC leaves ASCII pairs)
+                return char(first).encode("utf-8"), used
+            chars, spans, j = [first], [used], i + used
+            while len(chars) < longest and j < len(data):
+                nxt, width = _next_char(data, j)
+                chars.append(nxt.decode("utf-8"))
+                spans.append(width)
+                j += width
+            singles = []
+            for c in chars:
+                d = unicodedata.normalize(decompose, c)
+                if len(d) != 1:
+                    break
+                singles.append(d)
+            for m in range(len(singles), 1, -1):
+                value = rules.get("".join(singles[:m]))
+                if value is not None:
+                    if case_fold:
+                        value = "".join(_simple_fold(x) for x in value)
+                    return value.encode("utf-8"), sum(spans[:m])
+            return char(first).encode("utf-8"), used
 
-        def norm(data: bytes) -> bytes:
-            if form in ("NFC", "NFKC"):
-                # Deviation: composition needs neighbouring characters; irrun composes the
-                # whole string (each invalid byte first made U+FFFD).
-                text = _sp_normalize(data, _next_char, _PLAIN).decode("utf-8")
-                text = unicodedata.normalize(form, text)
-                if attrs.case_fold:
-                    text = "".join(_simple_fold(x) for x in text)
-                return _sp_normalize(text.encode("utf-8"), _next_char, attrs)
-            return _sp_normalize(data, per_char, attrs)
+        return lambda data: _sp_normalize(data, composing, flags)
 
-        return _normalize(begins, ends, chars, skips, norm)
+    return lambda data: _sp_normalize(data, per_char, flags)
+
+
+_RULES: dict[str, tuple[dict[str, str], int]] = {}
+
+
+def _composition_rules(form: str) -> tuple[dict[str, str], int]:
+    """SentencePiece's sequence rules of an NFC/NFKC charsmap (Builder::BuildNFKCMap): for
+    each character whose decomposition (NFD for NFC, NFKD for NFKC) has several characters
+    and composes into something else, that decomposition maps to its NFC. Keys are the
+    decompositions; a key matches any characters that decompose one by one into its
+    characters. Returns the rules and the longest key. Built once (about a second)."""
+    got = _RULES.get(form)
+    if got is None:
+        decompose = "NFD" if form == "NFC" else "NFKD"
+        rules: dict[str, str] = {}
+        for cp in range(1, 0x110000):
+            if 0xD800 <= cp <= 0xDFFF:
+                continue
+            c = chr(cp)
+            if not unicodedata.decomposition(c) and not 0xAC00 <= cp <= 0xD7A3:
+                continue
+            d = unicodedata.normalize(decompose, c)
+            if len(d) >= 2:
+                composed = unicodedata.normalize("NFC", d)
+                if composed != d:
+                    rules[d] = composed
+        got = _RULES[form] = (rules, max(map(len, rules), default=1))
+    return got
 
 
 @dataclass(frozen=True)
@@ -618,6 +742,67 @@ class _PlainFlags:
 
 
 _PLAIN = _PlainFlags()
+
+
+@dataclass(frozen=True)
+class NormalizeUnicodeAttrs:
+    normalization_form: Literal["NFC", "NFD", "NFKC", "NFKD"] = "NFD"
+
+
+@register("NormalizeUnicode", version="extension", attrs=NormalizeUnicodeAttrs,
+          category=CATEGORY)
+class NormalizeUnicode:
+    """Unicode normalization of each string: SentencePiece's normalizer with a built-in
+    charsmap of the form, no case folding (see CharsMapNormalization for how irrun computes
+    it). Inputs: begins, ends, chars, [skips]."""
+
+    @staticmethod
+    def infer(attrs, begins, ends, chars, *rest):
+        if len(rest) > 1:
+            fail(f"expected 3 or 4 inputs, got {3 + len(rest)}")
+        out = _normalization_infer(attrs, begins, ends, chars)
+        if rest:
+            out.append(TensorSpec(rest[0].etype, rest[0].shape))
+        return out
+
+    @staticmethod
+    def run(attrs, begins, ends, chars, skips=None):
+        return _normalize(begins, ends, chars, skips,
+                          _builtin_normalizer(attrs.normalization_form, False, _PLAIN))
+
+
+@dataclass(frozen=True)
+class CaseFoldAttrs:
+    encoding: str = "utf-8"
+    lower: bool = True
+
+
+@register("CaseFold", version="extension", attrs=CaseFoldAttrs, category=CATEGORY)
+class CaseFold:
+    """Case folding of each string: encoding "utf-8" folds every character simply (the
+    built-in "identity" charsmap with case folding); encoding "" maps the ASCII letters
+    only, to lower case (lower=true) or upper case, and ignores skips as openvino_tokenizers
+    does. Inputs: begins, ends, chars, [skips]."""
+
+    @staticmethod
+    def infer(attrs, begins, ends, chars, *rest):
+        if attrs.encoding not in ("", "utf-8") or (attrs.encoding == "utf-8" and not attrs.lower):
+            fail(f"expected encoding \"\" or \"utf-8\" (the latter with lower=true), got "
+                 f"encoding '{attrs.encoding}' and lower={str(attrs.lower).lower()}")
+        if len(rest) > 1:
+            fail(f"expected 3 or 4 inputs, got {3 + len(rest)}")
+        out = _normalization_infer(attrs, begins, ends, chars)
+        if rest:
+            out.append(TensorSpec(rest[0].etype, rest[0].shape))
+        return out
+
+    @staticmethod
+    def run(attrs, begins, ends, chars, skips=None):
+        if attrs.encoding == "":
+            ascii_case = bytes.lower if attrs.lower else bytes.upper
+            out = _normalize(begins, ends, chars, None, ascii_case)
+            return out if skips is None else out + (np.asarray(skips),)
+        return _normalize(begins, ends, chars, skips, _builtin_normalizer(None, True, _PLAIN))
 
 
 # ---------------------------------------------------------------- splitting

@@ -127,6 +127,28 @@ def test_cli_runs_a_tokenizer(tmp_path):
             np.testing.assert_array_equal(z[k], v)
 
 
+# ---------------------------------------------------------------- normalization ops alone
+
+
+def normalize(texts) -> dict[str, list[str]]:
+    m = _model("tok_normalizers", TOKENIZER)
+    out = m.infer({m.inputs[0].name: np.array(texts, dtype=object)})
+    return {k: [str(x) for x in v.reshape(-1)] for k, v in out.items()}
+
+
+@pytest.mark.parametrize("index", range(len(ORACLE_TEXTS)))
+def test_normalizers_equal_openvino_on_each_text(index):
+    oracle = _oracle("tok_normalizers")
+    expected = {k: [str(x) for x in v] for k, v in _expected(oracle, f"text_{index}").items()}
+    assert normalize([ORACLE_TEXTS[index]]) == expected
+
+
+def test_normalizers_equal_openvino_on_a_batch():
+    oracle = _oracle("tok_normalizers")
+    expected = {k: [str(x) for x in v] for k, v in _expected(oracle, "batch").items()}
+    assert normalize(ORACLE_BATCH) == expected
+
+
 # ---------------------------------------------------------------- hostile inputs
 
 def test_invalid_utf8_bytes_in_a_string_tensor():
@@ -368,10 +390,28 @@ def test_any_bytes_give_outputs(folder, batch):
     assert ids.min(initial=0) >= 0 and ids.max(initial=0) < 702
 
 
+# Combining marks out of canonical order, Hangul jamo, compatibility characters: where
+# composing a whole string and SentencePiece's per-prefix maps could part.
+marks = st.lists(st.sampled_from(["e", "a", "\u0301", "\u0300", "\u0327", "\u0323", "\u0308",
+                                  "\u1100", "\u1161", "\u11a8", "\ufb01", "\u2460", "\u00c5",
+                                  "\u212b", "\u0385", "\u1e9b", " ", "  ", "\u0130", "\u1e9e"]),
+                 max_size=10).map("".join)
+
+
+@pytest.mark.oracle
+@settings(max_examples=200, deadline=None)
+@given(batch=st.lists(st.one_of(texts, marks), min_size=1, max_size=3))
+def test_normalizers_equal_openvino_live(batch):
+    expected = _live("tok_normalizers", TOKENIZER, _encoded(batch))
+    assert expected is not None, f"OpenVINO crashed on {batch!r}"
+    got = {k: [x.rstrip("\x00") for x in v] for k, v in normalize(batch).items()}
+    assert got == {k: [str(x) for x in v] for k, v in expected.items()}, batch
+
+
 def test_the_folders_have_their_files():
-    for folder in FOLDERS:
-        for name in ("build.py", TOKENIZER, DETOKENIZER, "oracle.npz",
-                     "openvino_tokenizer.bin", "openvino_detokenizer.bin"):
+    for folder in FOLDERS + ["tok_normalizers"]:
+        detok = [] if folder == "tok_normalizers" else [DETOKENIZER, "openvino_detokenizer.bin"]
+        for name in ["build.py", TOKENIZER, "oracle.npz", "openvino_tokenizer.bin"] + detok:
             assert (MODELS / folder / name).is_file(), f"{folder}/{name} is missing"
         assert f"models/{folder}" in (MODELS / "README.md").read_text()
         size = sum(f.stat().st_size for f in (MODELS / folder).iterdir())
