@@ -180,6 +180,62 @@ def test_interpolate_matches_openvino(tmp_path_factory, rank, seed, data, mode, 
     oracle.assert_same(got[0], expected[0], rtol=1e-5, atol=1e-5)
 
 
+# Axes longer than 32 inputs: resampled tap by tap (the non-zero weights of each row gathered),
+# or skipped where the weights are the identity (an image resampled to its own size).
+LONG_AXES = [   # mode, transform, input [N, C, H, W], output (H, W)
+    ("linear_onnx", "pytorch_half_pixel", (1, 3, 40, 48), (40, 48)),     # identity: skipped
+    ("linear_onnx", "pytorch_half_pixel", (1, 2, 40, 36), (75, 90)),
+    ("linear_onnx", "asymmetric", (2, 2, 33, 64), (17, 40)),
+    ("linear_onnx", "align_corners", (1, 2, 33, 40), (66, 79)),
+    ("linear_onnx", "half_pixel", (1, 1, 50, 34), (50, 100)),           # one axis identity
+    ("cubic", "half_pixel", (1, 2, 36, 40), (80, 33)),
+    ("cubic", "asymmetric", (1, 1, 40, 40), (40, 40)),                  # identity: skipped
+    ("linear", "half_pixel", (1, 2, 40, 40), (64, 90)),
+    ("bilinear_pillow", "half_pixel", (1, 2, 40, 36), (80, 72)),
+    ("bicubic_pillow", "half_pixel", (1, 1, 40, 36), (60, 50)),
+    ("nearest", "asymmetric", (1, 2, 40, 36), (80, 72)),
+]
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("mode, ctm, shape, sizes", LONG_AXES)
+def test_interpolate_long_axes_match_openvino(tmp_path_factory, mode, ctm, shape, sizes):
+    x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    px = param("x", shape, "f32")
+    node = o11.interpolate(px, o1.constant(np.array(sizes, np.int64)),
+                           axes=o1.constant(np.array([2, 3], np.int64)), mode=mode,
+                           shape_calculation_mode="sizes", coordinate_transformation_mode=ctm,
+                           cube_coeff=-0.5 if mode == "bicubic_pillow" else -0.75)
+    expected, got = ov_outputs([node], [px], {"x": x}, tmp_path_factory)
+    oracle.assert_same(got[0], expected[0], rtol=1e-5, atol=1e-5)
+    if shape[2:] == sizes:
+        np.testing.assert_array_equal(got[0], x)       # the identity gives the input's bits
+
+
+def test_interpolate_long_axes_take_taps_and_skip_identities():
+    from irrun.ops import image
+
+    plans = {}
+    for mode, ctm, shape, sizes in LONG_AXES:
+        x = np.ones(shape, np.float32)
+        run_op("Interpolate", {"mode": mode, "shape_calculation_mode": "sizes",
+                               "coordinate_transformation_mode": ctm},
+               x, np.array(sizes), np.array([2, 3]), opset=11)
+        for n_in, n_out in zip(shape[2:], sizes):
+            plan = image._axis_plan(*_plan_key(image, mode, ctm, n_in, n_out))
+            plans[(mode, n_in, n_out)] = None if plan is None else plan[0]
+    assert plans[("linear_onnx", 40, 40)] is None and plans[("cubic", 40, 40)] is None
+    assert plans[("linear_onnx", 40, 75)] == "taps" and plans[("cubic", 36, 80)] == "taps"
+    assert plans[("bilinear_pillow", 40, 80)] == "taps"
+
+
+def _plan_key(image, mode, ctm, n_in, n_out):
+    attrs = image.Interpolate11Attrs(mode=mode, shape_calculation_mode="sizes",
+                                     coordinate_transformation_mode=ctm)
+    scale = float(np.float32(n_out) / np.float32(n_in))
+    return attrs, mode, n_in, n_out, scale, np.float32(1), mode == "linear"
+
+
 @pytest.mark.oracle
 @settings(max_examples=8)
 @given(rank=st.integers(3, 4), seed=st.integers(0, 2**31), data=st.data(),
