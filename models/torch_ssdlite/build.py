@@ -16,9 +16,10 @@ included:
 
 ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=3) is 2.2M
 parameters (4.4 MB as f16); this one has 200k. Its builder passes **kwargs both to the
-backbone and to SSD, so width_mult cannot go through it; this file repeats its steps (norm layer, _normal_init,
-reduced tail, extractor at the last-but-one stage, 6-level DefaultBoxGenerator,
-SSDLiteHead, image mean/std 0.5) with width 0.25 on the backbone and the extra blocks.
+backbone and to SSD, so width_mult cannot go through it; this file repeats its steps (norm
+layer, _normal_init, reduced tail, extractor at the last-but-one stage, 6-level
+DefaultBoxGenerator, SSDLiteHead, image mean/std 0.5) with width 0.25 on the backbone and
+the extra blocks.
 The post-processing thresholds differ from the builder's (score 0.001, TopK 300, 300
 detections): with random weights hundreds of near-equal scores would make the result hang on
 float rounding. BatchNorm statistics are re-estimated on random images and each predictor's
