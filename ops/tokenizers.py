@@ -119,7 +119,7 @@ class StringModeAttrs:
     mode: Literal["begins_ends"] = "begins_ends"
 
 
-@register("StringTensorUnpack", version="extension", attrs=StringModeAttrs, category=CATEGORY)
+@register("StringTensorUnpack", version="extension", attrs=StringModeAttrs, category="string")
 class StringTensorUnpackExtension:
     """openvino_tokenizers' own StringTensorUnpack (what files written with it loaded hold):
     opset15's for a string tensor, and it also unpacks a u8 tensor in the packed layout
@@ -158,7 +158,7 @@ class StringTensorUnpackExtension:
         return _pack(parts, data.shape)
 
 
-@register("StringTensorPack", version="extension", attrs=StringModeAttrs, category=CATEGORY)
+@register("StringTensorPack", version="extension", attrs=StringModeAttrs, category="string")
 class StringTensorPackExtension:
     """openvino_tokenizers' own StringTensorPack: opset15's (begins, ends, chars -> a string
     tensor of begins' shape); ranges outside the chars are refused."""
