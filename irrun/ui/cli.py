@@ -919,6 +919,12 @@ def ops_table(markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
+# `irrun explore`: Model Explorer, in its own package above irrun.tools (irrun/explore/).
+from ..explore.command import explore_cmd  # noqa: E402
+
+cli.add_command(explore_cmd)
+
+
 def main(argv=None):
     """The console entry point: Ctrl-C exits 130 (128 + SIGINT) with one line on stderr;
     what was being written is removed (--output, --dump write to temporary or exclusive files)."""
