@@ -440,56 +440,15 @@ def compare_tensor(a: np.ndarray, b: np.ndarray, tolerance: dict) -> dict:
 
 # ---------------------------------------------------------------- inputs
 
-def generated_inputs(model, seed: int = GENERATED_SEED, shapes: dict | None = None
-                     ) -> tuple[dict, str]:
-    """Inputs made up the way benchmark_app does when given none: random values, seeded.
+def generated_inputs(model, seed: int = GENERATED_SEED, shapes: dict | None = None,
+                     ranges=()) -> tuple[dict, str]:
+    """Inputs made up as irrun.run.inputs makes them, and the one-line note the report
+    gives."""
+    from ..run.inputs import generated_inputs as generate
 
-    Integers uniform in [0, 255] (as benchmark_app, clipped to the type), booleans 0/1, floats
-    uniform in [-1, 1) (benchmark_app uses [0, 255], which saturates most activations). A
-    dynamic dim takes its lower bound, at least 1, unless `shapes` ({input name: dims}, as
-    benchmark_app's -data_shape) gives the input's shape; it must fit the input's dims.
-    """
-    rng = np.random.default_rng(seed)
-    feed = {}
-    shapes = dict(shapes or {})
-    unknown = [n for n in shapes if n not in {i.name for i in model.inputs}]
-    if unknown:
-        raise FeedError(f"--shape names no input '{unknown[0]}' (inputs: "
-                        f"{', '.join(i.name for i in model.inputs)})", file=model.path)
-    for info in model.inputs:
-        if info.name in shapes:
-            dims = [int(d) for d in shapes[info.name]]
-            if info.shape is not None and (len(dims) != len(info.shape) or not all(
-                    d.contains(n) for d, n in zip(info.shape, dims))):
-                raise FeedError(f"--shape {info.name}{dims} does not fit the input "
-                                f"{info.name}: {info.element_type}{info.partial_shape}",
-                                file=model.path)
-        elif info.shape is None:
-            raise FeedError(f"input '{info.name}' has a dynamic rank, so irrun cannot make up a "
-                            "value for it: give --inputs or --shape", file=model.path)
-        else:
-            dims = []
-            for d in info.shape:
-                n = max(d.lo, 1)
-                dims.append(n if d.hi is None or n <= d.hi else d.hi)
-        from ..ir.etypes import element_type
-        et = element_type(info.element_type)
-        if et.kind == "bool":
-            v = rng.integers(0, 2, dims).astype(bool)
-        elif et.is_float:
-            v = rng.uniform(-1.0, 1.0, dims).astype(np.float32)
-            if et.name == "f64":
-                v = v.astype(np.float64)
-        else:
-            hi = 255 if et.bits >= 8 else (1 << (et.bits - (1 if et.kind == "int" else 0))) - 1
-            if et.kind == "int" and et.bits == 8:
-                hi = 127
-            v = rng.integers(0, hi + 1, dims).astype(np.int64)
-        feed[info.name] = v
-    shapes = ", ".join(f"{i.name} {_shape(np.shape(feed[i.name]))}" for i in model.inputs)
-    return feed, (f"generated (no sample inputs beside the model): random, seed {seed}; ints in "
-                  f"[0, 255], floats in [-1, 1), dynamic dims at their lower bound (>= 1): "
-                  f"{shapes}")
+    feed, notes = generate(model, seed, shapes, ranges)
+    return feed, (f"generated (no sample inputs beside the model): random, seed {seed}: "
+                  + "; ".join(notes))
 
 
 def _resolve_feed(model, feed, model_path):

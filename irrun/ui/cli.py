@@ -90,6 +90,24 @@ def threads_option(f):
 
 
 
+def random_input_options(f):
+    """--random-inputs, --shape, --seed and --val-range, as `irrun run` takes them."""
+    for option in reversed((
+            click.option("--random-inputs", "random_inputs", is_flag=True,
+                         help="Run on random inputs, seeded, valid where the model says what "
+                              "is valid (indices in range, masks of ones)."),
+            click.option("--shape", "shapes", multiple=True, metavar="NAME[D,D,...]",
+                         help="With --random-inputs: an input's shape, e.g. image[1,3,224,224]."),
+            click.option("--seed", type=int, default=0, show_default=True,
+                         help="With --random-inputs: the random seed."),
+            click.option("--val-range", "val_ranges", multiple=True, metavar="[NAME:]LO,HI",
+                         help="With --random-inputs: the values of input NAME (of every input "
+                              "without NAME) in [LO, HI]; repeatable."))):
+        f = option(f)
+    return f
+
+
+
 @click.group(cls=RunByDefault, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="irrun")
 @click.option("--traceback", is_flag=True, help="Show the Python stack on errors (debugging).")
@@ -138,10 +156,14 @@ def _load_extensions(ctx, paths):
         _guard(ctx, load_extension, path)
 
 
-def _guard(ctx, fn, *args, **kwargs):
+def _guard(ctx, fn, *args, hint: str | None = None, **kwargs):
+    """fn(*args, **kwargs), its errors one line each (`hint` added to a layer's error)."""
     try:
         return fn(*args, **kwargs)
     except IrrunError as e:
+        if hint and e.diagnostic.layer_name is not None:
+            e.diagnostic.message += " " + hint
+            e.args = (e.diagnostic.message,)
         if ctx.find_root().obj.get("traceback"):
             raise
         raise _fail_from(e) from None
@@ -189,6 +211,9 @@ def _preview(a) -> str:
                    "benchmark_app's -data_shape); [1,3,224,224] alone for a one-input model.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="With --random-inputs: the random seed.")
+@click.option("--val-range", "val_ranges", multiple=True, metavar="[NAME:]LO,HI",
+              help="With --random-inputs: the values of input NAME (of every input without "
+                   "NAME) in [LO, HI]; repeatable.")
 @click.option("--output", "-o", "output_path", type=click.Path(dir_okay=False),
               help="Write the outputs to this .npz, keyed by output name.")
 @click.option("--weights", "-w", type=click.Path(dir_okay=False),
@@ -220,8 +245,8 @@ def _preview(a) -> str:
               help="Import a Python file of custom ops (@irrun.register) first; repeatable.")
 @threads_option
 @click.pass_context
-def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, weights, no_mmap,
-            profile, repeat, dump_dir, dump_patterns, verbose, check_nan, until, steps,
+def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, val_ranges, output_path,
+            weights, no_mmap, profile, repeat, dump_dir, dump_patterns, verbose, check_nan, until, steps,
             loop_back, extensions):
     """Run MODEL on INPUTS and print or save the outputs."""
     import time
@@ -236,8 +261,9 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, w
         raise click.UsageError("--dump-layers needs --dump DIR")
     if random_inputs and inputs_path:
         raise click.UsageError("--random-inputs and --inputs exclude each other")
-    if shapes and not random_inputs:
-        raise click.UsageError("--shape goes with --random-inputs")
+    if (shapes or val_ranges) and not random_inputs:
+        raise click.UsageError(f"{'--shape' if shapes else '--val-range'} goes with "
+                               "--random-inputs")
     shape_of_input = _parse_shapes(shapes)
     if output_path and not os.path.splitext(os.path.basename(output_path))[1]:
         # `-o out` writes out.npz (as np.savez would name it); any other name is kept exactly.
@@ -276,17 +302,10 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, w
                                     f"{m._nearest(pattern)}", file=model)
         from ..run.feed import sample_inputs_for
 
-        path = None if random_inputs else inputs_path or sample_inputs_for(model)
+        sample = sample_inputs_for(model)
+        path = None if random_inputs else inputs_path or sample
         if random_inputs:
-            from ..tools.comparing import generated_inputs
-
-            if None in shape_of_input:
-                if len(m.inputs) != 1:
-                    raise click.UsageError("--shape without a name is for a model with one "
-                                           f"input; this one has {len(m.inputs)}")
-                shape_of_input[m.inputs[0].name] = shape_of_input.pop(None)
-            feed, note = generated_inputs(m, seed, shape_of_input)
-            _echo(f"inputs: {note}", err=True)
+            feed = generate_feed(m, model, seed, shape_of_input, val_ranges, sample)
         elif path is not None and path.lower().endswith(".npy"):
             feed = load_npy(path, m.inputs)
         elif path is None:
@@ -295,7 +314,9 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, w
             else:
                 needed = "; ".join(str(i) for i in m.inputs)
                 raise FeedError(f"no --inputs given and no sample inputs beside the model; "
-                                f"the model needs: {needed}", file=model)
+                                f"the model needs: {needed}. Give them in an .npz keyed by "
+                                "these names (--inputs FILE), or run on random inputs with "
+                                "--random-inputs", file=model)
         else:
             feed = load_npz(path, m.inputs)   # names, sizes, headers checked before data
         if output_path:
@@ -356,8 +377,33 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, output_path, w
                        f"{float(np.median(walls)) * 1e3:.3f} ms, first {walls[0] * 1e3:.3f} ms",
                        err=True)
 
-    _guard(ctx, go)
+    _guard(ctx, go, hint=GENERATED_HINT if random_inputs else None)
 
+
+# Said after an error on a layer when the inputs were made up: their shapes or values may be
+# what the model cannot take.
+GENERATED_HINT = ("(the inputs were generated: give their shapes with --shape NAME[D,D,...] "
+                  "and their values with --val-range NAME:LO,HI, or real ones with --inputs)")
+
+
+def generate_feed(m, model, seed, shapes, val_ranges, sample=None) -> dict:
+    """Random inputs for the model (irrun.run.inputs), each input's rule said on stderr."""
+    from ..run.inputs import ValueRange, generated_inputs
+
+    shapes = dict(shapes)
+    if None in shapes:
+        if len(m.inputs) != 1:
+            raise click.UsageError("--shape without a name is for a model with one "
+                                   f"input; this one has {len(m.inputs)}")
+        shapes[m.inputs[0].name] = shapes.pop(None)
+    ranges = [ValueRange.parse(v) for v in val_ranges]
+    feed, notes = generated_inputs(m, seed, shapes, ranges)
+    why = (f"random inputs requested; sample inputs exist at {sample}" if sample else
+           "no sample inputs beside the model")
+    _echo(f"inputs: generated ({why}): random, seed {seed}", err=True)
+    for note in notes:
+        _echo(f"  {printable(note)}", err=True)
+    return feed
 
 def _parse_shapes(items) -> dict:
     """--shape image[1,3,224,224] -> {"image": [1, 3, 224, 224]}; a bare [..] -> {None: ...}."""
@@ -508,18 +554,32 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights, inputs_path,
                    "layer:port or layer names as keys) instead of running OpenVINO.")
 @click.option("--weights", "-w", type=click.Path(dir_okay=False),
               help="The .bin file (default: beside MODEL with the same stem).")
+@random_input_options
 @threads_option
 @click.pass_context
 def compare_cmd(ctx, model, inputs_path, device, layers, rtol, atol, precision, fmt, html_path,
-                reference_path, weights):
+                reference_path, weights, random_inputs, shapes, seed, val_ranges):
     """Run MODEL in irrun and in OpenVINO, tensor by tensor; name the first divergent layer.
 
     Exit 0 when every compared tensor agrees, 1 when one does not (or on an error).
     """
     from ..tools.comparing import compare
 
+    if random_inputs and inputs_path:
+        raise click.UsageError("--random-inputs and --inputs exclude each other")
+    if (shapes or val_ranges) and not random_inputs:
+        raise click.UsageError(f"{'--shape' if shapes else '--val-range'} goes with "
+                               "--random-inputs")
+
     def go():
-        result = compare(model, inputs_path, reference=reference_path, device=device,
+        feed = inputs_path
+        if random_inputs:
+            from ..run.feed import sample_inputs_for
+            from ..run.model import read_model
+
+            feed = generate_feed(read_model(model, weights), model, seed, _parse_shapes(shapes),
+                                 val_ranges, sample_inputs_for(model))
+        result = compare(model, feed, reference=reference_path, device=device,
                          layers=layers, rtol=rtol, atol=atol, precision=precision,
                          weights=weights)
         if html_path:
@@ -533,7 +593,7 @@ def compare_cmd(ctx, model, inputs_path, device, layers, rtol, atol, precision, 
                 _echo(f"wrote {html_path}")
         return result
 
-    result = _guard(ctx, go)
+    result = _guard(ctx, go, hint=GENERATED_HINT if random_inputs else None)
     ctx.exit(0 if result.ok else 1)
 
 
