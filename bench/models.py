@@ -205,18 +205,18 @@ def bench_model(name, xml, feed, tm, repeat, tmp):
 
 
 def medians(fns: dict, repeat: int, rounds: int = 3) -> dict:
-    """The median call of each fn, taking turns (a median: on a busy machine the best call
-    is luck, the median what a user waits)."""
+    """The median call of each fn, the fns called in turn call by call (on a busy machine the
+    best call is luck and conditions change from one call to the next: the median of calls
+    made side by side is what a user waits)."""
     for fn in fns.values():
         fn()
     calls = {k: [] for k in fns}
-    for r in range(rounds):
-        for k in (list(fns) if r % 2 == 0 else reversed(list(fns))):
-            for _ in range(repeat):
-                t0 = time.perf_counter()
-                fns[k]()
-                calls[k].append(time.perf_counter() - t0)
-            time.sleep(0.05)
+    order = list(fns)
+    for i in range(max(5, repeat * rounds * 3)):
+        for k in (order if i % 2 == 0 else reversed(order)):
+            t0 = time.perf_counter()
+            fns[k]()
+            calls[k].append(time.perf_counter() - t0)
     return {k: statistics.median(v) for k, v in calls.items()}
 
 
