@@ -18,7 +18,7 @@ import irrun
 from irrun.ui.cli import cli
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
-FOLDERS = ["tok_bpe", "tok_wordpiece", "tok_sentencepiece", "tok_unigram"]
+FOLDERS = ["tok_bpe", "tok_bpe_llama3", "tok_wordpiece", "tok_sentencepiece", "tok_unigram"]
 TOKENIZER, DETOKENIZER = "openvino_tokenizer.xml", "openvino_detokenizer.xml"
 
 sys.path.insert(0, str(MODELS))
@@ -304,7 +304,8 @@ def ov_detokenize(folder: str, ids: np.ndarray) -> list[str] | None:
     return None if res is None else next(iter(res.values()))
 
 
-SPECIALS = ["<|endoftext|>", "<|pad|>", "[CLS]", "[SEP]", "[UNK]", "<s>", "</s>", "<unk>"]
+SPECIALS = ["<|endoftext|>", "<|pad|>", "[CLS]", "[SEP]", "[UNK]", "<s>", "</s>", "<unk>",
+            "<|begin_of_text|>", "<|reserved_special_token_1|>"]
 # Text drawn from every Unicode category but surrogates, with runs of spaces, newlines,
 # accents and special tokens mixed in.
 pieces = st.one_of(
@@ -334,8 +335,8 @@ def test_tokenizer_equals_openvino_live(folder, batch):
 @settings(max_examples=100, deadline=None)
 @given(data=st.data())
 def test_detokenizer_equals_openvino_live(folder, data):
-    vocab = {"tok_bpe": 602, "tok_wordpiece": 500, "tok_sentencepiece": 700,
-             "tok_unigram": 500}[folder]
+    vocab = {"tok_bpe": 602, "tok_bpe_llama3": 704, "tok_wordpiece": 500,
+             "tok_sentencepiece": 700, "tok_unigram": 500}[folder]
     batch = data.draw(st.integers(1, 3))
     length = data.draw(st.integers(0, 12))
     ids = np.array(data.draw(st.lists(st.integers(0, vocab + 3), min_size=batch * length,
@@ -387,7 +388,7 @@ def test_any_bytes_give_outputs(folder, batch):
     ids = got["input_ids"]
     assert ids.dtype == np.int64 and ids.ndim == 2
     assert ids.shape[0] in (len(batch), 1)
-    assert ids.min(initial=0) >= 0 and ids.max(initial=0) < 702
+    assert ids.min(initial=0) >= 0 and ids.max(initial=0) < 704
 
 
 # Combining marks out of canonical order, Hangul jamo, compatibility characters: where
