@@ -108,6 +108,15 @@ def test_files_validate_cleanly(folder):
         assert not problems, "\n".join(map(str, problems))
 
 
+def test_detokenizer_output_by_either_name():
+    # Its Result's tensor has two names, "Result_N" and "string_output" (what OpenVINO
+    # GenAI reads): irrun keys the output by the first and finds it by either.
+    m = _model("tok_bpe", DETOKENIZER)
+    out = m.infer({m.inputs[0].name: np.array([[546, 77, 80]], np.int64)})
+    assert "string_output" in out and list(out) == [m.outputs[0].name]
+    assert out["string_output"].tolist() == out[0].tolist() == ["Hello"]
+
+
 def test_round_trip_through_both_files():
     # Byte-level BPE loses nothing: detokenize(tokenize(text)) == text.
     text = "Round trip: naïve café, 日本語, 😀🦩 and  spaces\n"

@@ -272,7 +272,9 @@ class Model:
                                        state=state)
             else:
                 outs = execute(self.program, plan, feeds, listener, state=state)
-        result = Outputs(zip(names, outs), order)
+        aliases = {alt: o.name for o in self.outputs if o.name in order
+                   for alt in o.names if alt != o.name}
+        result = Outputs(zip(names, outs), order, aliases)
         if intermediate:
             for (lid, index), slot in plan.slot_of.items():
                 if values[slot] is not None:
@@ -307,11 +309,21 @@ class Model:
 
 class Outputs(dict):
     """What `infer` returns: a dict by output name, in output order, that also takes an
-    output's position (`out[0]`) or its PortInfo (`out[model.outputs[0]]`)."""
+    output's position (`out[0]`), its PortInfo (`out[model.outputs[0]]`) or another of its
+    tensor names (a detokenizer's `Result_N,string_output`: keyed by the first, found by
+    either)."""
 
-    def __init__(self, items=(), order=()):
+    def __init__(self, items=(), order=(), aliases=None):
         super().__init__(items)
         self._order = list(order)
+        self._aliases = dict(aliases or {})
+
+    def _key(self, key):
+        if isinstance(key, PortInfo):
+            return key.name
+        if isinstance(key, str) and not super().__contains__(key):
+            return self._aliases.get(key, key)
+        return key
 
     def __getitem__(self, key):
         if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
@@ -319,14 +331,10 @@ class Outputs(dict):
                 raise IndexError(f"output {key} does not exist: there are "
                                  f"{len(self._order)} outputs ({', '.join(self._order)})")
             key = self._order[key]
-        elif isinstance(key, PortInfo):
-            key = key.name
-        return super().__getitem__(key)
+        return super().__getitem__(self._key(key))
 
     def __contains__(self, key):
-        if isinstance(key, PortInfo):
-            key = key.name
-        return super().__contains__(key)
+        return super().__contains__(self._key(key))
 
 
 class Session:
