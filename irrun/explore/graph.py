@@ -288,11 +288,9 @@ class _Builder:
                 target_in = rename(target_in)
             out.append({"sourceNodeId": source_id, "sourceNodeOutputId": source_out,
                         "targetNodeInputId": target_in})
-            spec = producer.specs[k] if producer.specs and k < len(producer.specs) else None
-            attrs = [_kv("__tensor_tag", f"{producer.layer.name}:{k}")]
-            if spec is not None:
-                attrs.append(_kv("shape", str(spec)))
-            inputs_meta.append(_meta(target_in, attrs))
+            # Model Explorer shows the producer's output metadata (shape, names) beside it.
+            inputs_meta.append(_meta(target_in, [_kv("__tensor_tag",
+                                                     f"{producer.layer.name}:{k}")]))
         return out
 
     def outputs_meta(self, node) -> list:
@@ -305,7 +303,6 @@ class _Builder:
                 attrs.append(_kv("declared", _declared(port)))
             if port.names:
                 attrs.append(_kv("tensor names", ", ".join(port.names)))
-            attrs.append(_kv("port", f"{k} (id {port.id})"))
             meta.append(_meta(_port_id(port, k), attrs))
         return meta
 
@@ -324,7 +321,7 @@ class _Builder:
     @staticmethod
     def base_attrs(layer) -> list:
         return [_kv("layer name", layer.name), _kv("op", layer.op_label),
-                _kv("layer id", layer.id), _kv("xml line", str(layer.line))]
+                _kv("xml line", str(layer.line))]
 
     def layer_node(self, program, node, namespace: str, folded_into) -> dict:
         layer = node.layer
