@@ -233,7 +233,7 @@ _CATEGORIES = {"L", "Lu", "Ll", "Lt", "Lm", "Lo", "LC", "L&", "M", "Mn", "Mc", "
 
 
 def _property(name: str) -> str:
-    bare = name[1:] if name.startswith("^") else name
+    bare = name.removeprefix("^")
     if bare in _CATEGORIES or ":" in bare or "=" in bare:
         return name
     return ("^" if name.startswith("^") else "") + "scx=" + bare
@@ -441,6 +441,15 @@ def _normalization_infer(attrs, begins, ends, chars, *rest):
     return out
 
 
+# openvino_tokenizers rewrites these old patterns before compiling them (fix_search_pattern).
+_REWRITES = {
+    r" ([\\.\\?\\!,])| ('[ms])| (') | ('[rv]e)| (n't)":
+        r"(?| ([\\.\\?\\!,])| ('[ms])| (') | ('[rv]e)| (n't))",
+    r"(^)(.)": r"(^)([\s\S])",
+    r"(^)(.+)": r"(^)([\s\S])",
+}
+
+
 @dataclass(frozen=True)
 class RegexNormalizationAttrs:
     global_replace: bool = True
@@ -452,14 +461,6 @@ class RegexNormalization:
     """Replace matches of a PCRE2 pattern in each string (all, or the first with
     global_replace=false); strings marked in `skips` pass unchanged. Inputs: begins, ends,
     chars, [skips], pattern, replacement."""
-
-    # openvino_tokenizers rewrites these old patterns before compiling them (fix_search_pattern).
-    REWRITES = {
-        r" ([\\.\\?\\!,])| ('[ms])| (') | ('[rv]e)| (n't)":
-            r"(?| ([\\.\\?\\!,])| ('[ms])| (') | ('[rv]e)| (n't))",
-        r"(^)(.)": r"(^)([\s\S])",
-        r"(^)(.+)": r"(^)([\s\S])",
-    }
 
     @staticmethod
     def infer(attrs, begins, ends, chars, *rest):
@@ -476,7 +477,7 @@ class RegexNormalization:
         skips, pattern, replace = (None, *rest) if len(rest) == 2 else rest
         source = _text(pattern)
         text = source.decode("utf-8", "surrogateescape")
-        source = RegexNormalization.REWRITES.get(text, text).encode("utf-8", "surrogateescape")
+        source = _REWRITES.get(text, text).encode("utf-8", "surrogateescape")
         compiled = _compile(source)
         parts = _replacement(_text(replace).decode("utf-8", "surrogateescape"))
         return _normalize(begins, ends, chars, skips,
@@ -807,7 +808,7 @@ class CaseFold:
 
 # ---------------------------------------------------------------- splitting
 
-def _ragged_split_infer(attrs, n_fixed, rb, re_, begins, ends, chars, *rest):
+def _ragged_split_infer(rb, re_, begins, ends, chars):
     _check_i32("ragged begins and ends", rb, re_)
     _check_i32("begins and ends", begins, ends)
     _check_u8("chars", chars)
@@ -825,7 +826,7 @@ class SpecialTokensSplit:
     def infer(attrs, rb, re_, begins, ends, chars, *rest):
         if len(rest) not in (1, 2):
             fail(f"expected 6 or 7 inputs, got {5 + len(rest)}")
-        return _ragged_split_infer(attrs, 5, rb, re_, begins, ends, chars) + [_spec("boolean")]
+        return _ragged_split_infer(rb, re_, begins, ends, chars) + [_spec("boolean")]
 
     @staticmethod
     def run(attrs, rb, re_, begins, ends, chars, *rest):
@@ -860,6 +861,49 @@ class SpecialTokensSplit:
                 np.array(ns, dtype=bool))
 
 
+def _split_spans(n: int, matches, mode: str, invert: bool, max_splits: int | None):
+    """The pieces RegexSplit cuts a string of n bytes into, given the matches' spans:
+    openvino_tokenizers' add_split, case by case (a merged mode holds a match's begin until
+    the next piece)."""
+    out: list[tuple[int, int]] = []
+    last = -1
+
+    def add(begin: int, end: int, inverted: bool) -> None:
+        nonlocal last
+        if mode == "remove":
+            if inverted:
+                return
+        elif mode == "mergedwithprevious":
+            if not inverted and end != n:
+                last = begin
+                return
+            if inverted:
+                begin = last
+        elif mode == "mergedwithnext":
+            if not inverted:
+                if last != -1:
+                    begin = last
+            else:
+                last = begin
+                return
+        begin, end = max(0, begin), min(n, end)
+        if max_splits is not None and len(out) == max_splits:
+            end = n
+        out.append((begin, end))
+
+    pos = 0
+    for ms, me in matches:
+        if ms != pos:
+            add(pos, ms, invert)
+        add(ms, me, not invert)
+        pos = me
+    if pos < n:
+        add(pos, n, invert)
+    elif mode == "mergedwithnext" and last != n:
+        add(last, n, invert)
+    return out
+
+
 @dataclass(frozen=True)
 class RegexSplitAttrs:
     behaviour: Literal["remove", "isolate", "contiguous", "mergedwithprevious",
@@ -881,7 +925,7 @@ class RegexSplit:
             fail(f"expected 6, 7 or 9 inputs, got {5 + len(rest)}")
         if attrs.max_splits != -1 and attrs.max_splits <= 0:
             fail(f"expected max_splits > 0 or -1, got {attrs.max_splits}")
-        out = _ragged_split_infer(attrs, 5, rb, re_, begins, ends, chars)
+        out = _ragged_split_infer(rb, re_, begins, ends, chars)
         # With no characters at all the rows become one (see run): their count is dynamic.
         rows = None if rb.shape is None else (DYNAMIC,) * len(rb.shape)
         out[0], out[1] = TensorSpec.make("i32", rows), TensorSpec.make("i32", rows)
@@ -928,43 +972,9 @@ class RegexSplit:
                 if skip_tokens is not None and piece in skip_tokens:
                     nb.append(start), ne.append(stop), ns.append(False)
                     continue
-                n = len(piece)
-                state = {"last": -1, "count": 0}
-
-                def add(begin, end, invert):
-                    # openvino_tokenizers' add_split, case by case.
-                    if mode == "remove":
-                        if invert:
-                            return
-                    elif mode == "mergedwithprevious":
-                        if not invert and end != n:
-                            state["last"] = begin
-                            return
-                        if invert:
-                            begin = state["last"]
-                    elif mode == "mergedwithnext":
-                        if not invert:
-                            if state["last"] != -1:
-                                begin = state["last"]
-                        else:
-                            state["last"] = begin
-                            return
-                    begin, end = max(0, begin), min(n, end)
-                    if max_splits is not None and state["count"] == max_splits:
-                        end = n
-                    nb.append(start + begin), ne.append(start + end), ns.append(False)
-                    state["count"] += 1
-
-                pos = 0
-                for ms, me in _matches(compiled, piece):
-                    if ms != pos:
-                        add(pos, ms, attrs.invert)
-                    add(ms, me, not attrs.invert)
-                    pos = me
-                if pos < n:
-                    add(pos, n, attrs.invert)
-                elif mode == "mergedwithnext" and state["last"] != n:
-                    add(state["last"], n, attrs.invert)
+                for x, y in _split_spans(len(piece), _matches(compiled, piece), mode,
+                                         attrs.invert, max_splits):
+                    nb.append(start + x), ne.append(start + y), ns.append(False)
             row_e.append(len(nb))
         shape = np.asarray(rb).shape
         out = (np.array(row_b, np.int32).reshape(shape), np.array(row_e, np.int32).reshape(shape),

@@ -27,8 +27,7 @@ SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|
 
 
 def train():
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
-    from tokenizers import trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE(ignore_merges=True))
