@@ -684,14 +684,24 @@ class GridSample9:
             fail(f"GridSample grid must be [{n}, H_out, W_out, 2], got {list(grid.shape)}")
         check_alloc([n, c, grid.shape[1], grid.shape[2]], data.dtype, "the GridSample output")
         t = np.float64 if grid.dtype == np.float64 else F32
+        work = np.float64 if data.dtype == np.float64 else F32
+        src = data.astype(work, copy=False) if data.dtype.kind != "f" or data.dtype == np.float16 else data
+        if attrs.mode == "bilinear" and h and w and grid.dtype == src.dtype == t:
+            # The compiled loop (ops/grid_sample_loop.py): the same steps in the same types.
+            from .grid_sample_loop import bilinear, finite
+
+            if not finite(grid):
+                fail("GridSample grid holds a NaN or infinite coordinate")
+            out = bilinear(src, grid, attrs.padding_mode, attrs.align_corners)
+            if data.dtype.kind in "iu":
+                out = np.rint(out)
+            return (out.astype(data.dtype, copy=False),)
         gx, gy = grid[..., 0].astype(t), grid[..., 1].astype(t)
         one, two = t(1), t(2)
         if attrs.align_corners:
             xd, yd = (gx + one) * (t(w) - one) / two, (gy + one) * (t(h) - one) / two
         else:
             xd, yd = ((gx + one) * t(w) - one) / two, ((gy + one) * t(h) - one) / two
-        work = np.float64 if data.dtype == np.float64 else F32
-        src = data.astype(work, copy=False) if data.dtype.kind != "f" or data.dtype == np.float16 else data
         if not np.isfinite(xd).all() or not np.isfinite(yd).all():
             fail("GridSample grid holds a NaN or infinite coordinate")
         if attrs.mode == "nearest":
@@ -716,7 +726,8 @@ class GridSample9:
                     out = out + cy[..., j] * row
         if data.dtype.kind in "iu":
             out = np.rint(out)
-        return (np.asarray(out).astype(data.dtype),)
+        # (astype keeps the gathers' channel-last layout: C-contiguous first.)
+        return (np.ascontiguousarray(out).astype(data.dtype, copy=False),)
 
 
 # ---------------------------------------------------------------- Col2Im

@@ -363,6 +363,73 @@ def test_grid_sample_matches_openvino(tmp_path_factory, seed, shape, out, mode, 
     oracle.assert_same(got[0], expected[0], rtol=1e-5, atol=1e-5)
 
 
+# raft_small's correlation lookups: many batches of one channel, 7x7 samples each; and
+# several channels, where the samples are gathered as rows of C values.
+@pytest.mark.oracle
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic", "nearest"])
+@pytest.mark.parametrize("pad", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("shape, out", [((64, 1, 8, 8), (7, 7)), ((2, 5, 9, 11), (6, 13))])
+def test_grid_sample_batches_and_channels_match_openvino(tmp_path_factory, mode, pad, shape, out):
+    rng = np.random.default_rng(shape[1])
+    x = rng.standard_normal(shape).astype(np.float32)
+    g = rng.uniform(-1.3, 1.3, [shape[0], *out, 2]).astype(np.float32)
+    px, pg = param("x", shape, "f32"), param("g", g.shape, "f32")
+    for align in (False, True):
+        node = o9.grid_sample(px, pg, {"align_corners": align, "mode": mode, "padding_mode": pad})
+        expected, got = ov_outputs([node], [px, pg], {"x": x, "g": g}, tmp_path_factory)
+        assert got[0].flags.c_contiguous
+        oracle.assert_same(got[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+def _bilinear_numpy(x, g, pad, align):
+    """GridSample's bilinear mode step by step in NumPy, in x's type (the loop's reference)."""
+    from irrun.ops import image
+
+    t = x.dtype.type
+    n, c, h, w = x.shape
+    gx, gy = g[..., 0], g[..., 1]
+    if align:
+        xd, yd = (gx + t(1)) * (t(w) - t(1)) / t(2), (gy + t(1)) * (t(h) - t(1)) / t(2)
+    else:
+        xd, yd = ((gx + t(1)) * t(w) - t(1)) / t(2), ((gy + t(1)) * t(h) - t(1)) / t(2)
+    y0, x0 = np.floor(yd), np.floor(xd)
+    dy, dx = (yd - y0)[:, None], (xd - x0)[:, None]
+    y0, x0 = y0.astype(np.int64), x0.astype(np.int64)
+    attrs = image.GridSampleAttrs(align_corners=align, padding_mode=pad)
+
+    def at(yi, xi):
+        yy, my = image._grid_taps(attrs, yi, h)
+        xx, mx = image._grid_taps(attrs, xi, w)
+        v = np.moveaxis(x[np.arange(n).reshape(n, 1, 1), :, yy, xx], -1, 1)
+        return v if my is None else np.where((my & mx)[:, None], v, 0)
+
+    q0 = (1 - dx) * at(y0, x0) + dx * at(y0, x0 + 1)
+    q1 = (1 - dx) * at(y0 + 1, x0) + dx * at(y0 + 1, x0 + 1)
+    return dy * q1 + (1 - dy) * q0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("pad", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("shape", [(9, 1, 5, 7), (2, 3, 1, 4), (3, 2, 6, 1)])
+def test_grid_sample_bilinear_loop_gives_numpys_bits(monkeypatch, dtype, pad, shape):
+    from irrun.ops import grid_sample_loop
+
+    rng = np.random.default_rng(shape[0])
+    x = rng.standard_normal(shape).astype(dtype)
+    g = rng.uniform(-3, 3, (shape[0], 4, 6, 2)).astype(dtype)
+    g[0, 0, 0] = [1e15, -1e15]        # far outside: padded as any outside coordinate
+    for align in (False, True):
+        attrs = dict(align_corners="true" if align else "false", padding_mode=pad)
+        (got,) = run_op("GridSample", attrs, x, g, opset=9)
+        assert got.dtype == dtype
+        want = _bilinear_numpy(x, g, pad, align)
+        np.testing.assert_array_equal(got, want)
+        # Split over the pool, batch by batch: the same bits.
+        monkeypatch.setattr(grid_sample_loop, "MIN_WORK_PER_THREAD", 1)
+        np.testing.assert_array_equal(run_op("GridSample", attrs, x, g, opset=9)[0], got)
+        monkeypatch.undo()
+
+
 # ---------------------------------------------------------------- Col2Im-15
 
 import openvino.opset15 as o15  # noqa: E402
