@@ -1761,3 +1761,82 @@ class UTF8Validate:
     def run(attrs, begins, ends, chars):
         parts = [_utf8_repair(p, attrs.replace_mode) for p in _strings(begins, ends, chars)]
         return _pack(parts, np.asarray(begins).shape)
+
+
+# ---------------------------------------------------------------- GPT-2's byte alphabet
+
+def _byte_alphabet() -> list[bytes]:
+    """GPT-2's bytes_to_unicode as UTF-8: printable bytes stand for themselves, the other 68
+    for U+0100 onwards, in byte order."""
+    keep = set(range(0x21, 0x7F)) | set(range(0xA1, 0xAD)) | set(range(0xAE, 0x100))
+    table, extra = [], 0
+    for byte in range(256):
+        if byte in keep:
+            table.append(chr(byte).encode("utf-8"))
+        else:
+            table.append(chr(256 + extra).encode("utf-8"))
+            extra += 1
+    return table
+
+
+_ALPHABET = _byte_alphabet()
+_ALPHABET_BACK = {c: bytes([b]) for b, c in enumerate(_ALPHABET)}
+
+
+@register("BytesToChars", version="extension", attrs=NoAttrs, category=CATEGORY)
+class BytesToChars:
+    """Each byte of each piece as its GPT-2 alphabet character (byte-level BPE's input side,
+    written by older openvino_tokenizers); pieces marked in skips pass unchanged. Inputs and
+    outputs: the ragged string pieces (5), [skips]."""
+
+    @staticmethod
+    def infer(attrs, rb, re_, begins, ends, chars, skips=None):
+        out = _ragged_split_infer(rb, re_, begins, ends, chars)
+        if skips is not None:
+            out.append(TensorSpec(skips.etype, skips.shape))
+        return out
+
+    @staticmethod
+    def run(attrs, rb, re_, begins, ends, chars, skips=None):
+        parts = _strings(begins, ends, chars)
+        _rows(rb, re_, len(parts))
+        skip = _skips_or_none(skips)
+        # (openvino_tokenizers rewrites only the pieces its rows reach; the rows of a
+        # tokenizer cover every piece)
+        new = [p if skip is not None and skip[i] else b"".join(_ALPHABET[c] for c in p)
+               for i, p in enumerate(parts)]
+        b, e, c = _pack(new, np.asarray(begins).shape)
+        out = (np.asarray(rb), np.asarray(re_), b, e, c)
+        return out if skips is None else out + (np.asarray(skips),)
+
+
+@register("CharsToBytes", version="extension", attrs=NoAttrs, category=CATEGORY)
+class CharsToBytes:
+    """GPT-2 alphabet characters back into bytes, the pieces of each row joined into one
+    string (byte-level BPE's detokenizer, written by older openvino_tokenizers). A one-byte
+    character stays; a two-byte one is its alphabet byte. Characters outside the alphabet
+    read an unset table entry in openvino_tokenizers (undefined); irrun keeps their bytes.
+    Inputs: the ragged string pieces (5). Outputs: begins, ends, chars, one string per row."""
+
+    @staticmethod
+    def infer(attrs, rb, re_, begins, ends, chars):
+        _ragged_split_infer(rb, re_, begins, ends, chars)
+        return _string_specs(rb.shape)
+
+    @staticmethod
+    def run(attrs, rb, re_, begins, ends, chars):
+        parts = _strings(begins, ends, chars)
+        r0, r1 = _rows(rb, re_, len(parts))
+        rows = []
+        for x, y in zip(r0.tolist(), r1.tolist()):
+            data, out, k = b"".join(parts[x:y]), bytearray(), 0
+            while k < len(data):
+                if data[k] < 0x80:
+                    out.append(data[k])
+                    k += 1
+                    continue
+                pair = data[k:k + 2]
+                out += _ALPHABET_BACK.get(pair, pair)
+                k += 2
+            rows.append(bytes(out))
+        return _pack(rows, np.asarray(rb).shape)

@@ -7,6 +7,8 @@ factory (no tokenizer around them), so that each can be compared with OpenVINO a
       --> CharsMapNormalization nfkd + case_fold, with
           remove_extra_whitespaces and add_dummy_prefix         -> charsmap_nfkd_cf
       --> RegexNormalization "(\\p{Han})" -> " $1 " (global)     -> regex_han
+      --> BytesToChars (one piece per string)                   -> bytes_to_chars
+            --> CharsToBytes                                    -> chars_to_bytes
       --> StringTensorPack                                      string [?] each
 
 Writes openvino_tokenizer.xml/.bin (a name tests/test_tokenizers.py reads) and oracle.npz:
@@ -46,6 +48,15 @@ def build_model():
     outputs["regex_han"] = factory.create(
         "RegexNormalization", unpacked + create_string_constant_node("(\\p{Han})")
         + create_string_constant_node(" $1 "), {"global_replace": True}).outputs()
+    # GPT-2's byte alphabet, one piece per string: there and back (older byte-level files)
+    count = o.gather(o.shape_of(unpacked[0], "i32"), o.constant(np.array(0, np.int32)),
+                     o.constant(np.array(0, np.int32)))
+    rows = o.range(o.constant(np.array(0, np.int32)), count, o.constant(np.array(1, np.int32)),
+                   "i32")
+    ragged = [rows.output(0), o.add(rows, o.constant(np.array(1, np.int32))).output(0)]
+    as_chars = factory.create("BytesToChars", ragged + unpacked).outputs()
+    outputs["bytes_to_chars"] = as_chars[2:5]
+    outputs["chars_to_bytes"] = factory.create("CharsToBytes", as_chars[:5]).outputs()
     results = []
     for name, outs in outputs.items():
         packed = o.string_tensor_pack(*outs[:3])
