@@ -673,12 +673,58 @@ def read_document(path: str | os.PathLike, diag: Collector) -> IRDocument | None
     path = os.fspath(path)
     try:
         # Only regular files: a FIFO would block forever, /dev/zero would never end.
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            diag.error("read", "the model is not a regular file")
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            diag.error("not-ir", what_is(path) if stat.S_ISDIR(mode) else
+                       "the model is not a regular file")
             return None
         with open(path, "rb") as f:
             content = f.read()
     except OSError as e:
         diag.error("read", f"cannot read the model file: {e.strerror or e}")
         return None
+    if not content.lstrip()[:1] == b"<":
+        other = what_is(path, content[:64])
+        if other is not None:
+            diag.error("not-ir", other)
+            return None
     return parse_bytes(content, path, diag)
+
+
+_CONVERT = "irrun reads OpenVINO IR: convert it with `ovc {name}` (or openvino.convert_model)"
+
+
+def what_is(path: str, head: bytes = b"") -> str | None:
+    """What a file or folder that is not IR XML is, and what to do, when it is recognised:
+    another framework's model (ONNX, TFLite, PaddlePaddle, TensorFlow, PyTorch, Keras), a
+    GenAI folder or the weights file beside an IR."""
+    name = os.path.basename(path.rstrip("/")) or path
+    if os.path.isdir(path):
+        if os.path.exists(os.path.join(path, "openvino_model.xml")):
+            return ("this is an OpenVINO GenAI model folder: run it with `irrun generate "
+                    f"{path} \"PROMPT\"`, or pass {os.path.join(path, 'openvino_model.xml')}")
+        if os.path.exists(os.path.join(path, "saved_model.pb")):
+            return "this is a TensorFlow SavedModel directory; " + _CONVERT.format(name=path)
+        return "this is a directory, not a model file: pass its model.xml"
+    suffix = os.path.splitext(name)[1].lower()
+    if suffix == ".bin":
+        xml = os.path.splitext(path)[0] + ".xml"
+        return ("this is the weights file of an IR model: pass its .xml"
+                + (f" ({xml})" if os.path.exists(xml) else ""))
+    if head[4:8] == b"TFL3" or suffix == ".tflite":
+        return "this is a TensorFlow Lite model; " + _CONVERT.format(name=name)
+    if suffix == ".onnx":
+        return "this is an ONNX model; " + _CONVERT.format(name=name)
+    if suffix in (".pdmodel", ".pdiparams"):
+        return "this is a PaddlePaddle model; " + _CONVERT.format(name=name)
+    if suffix == ".pb":
+        return "this is a TensorFlow graph; " + _CONVERT.format(name=name)
+    if head[:2] == b"PK" and suffix in (".pt", ".pth", ".pt2"):
+        return ("this is a PyTorch checkpoint; irrun reads OpenVINO IR: convert the model with "
+                "openvino.convert_model(module, example_input=...)")
+    if head[:8] == b"\x89HDF\r\n\x1a\n" or suffix in (".h5", ".keras"):
+        return "this is a Keras model; " + _CONVERT.format(name=name)
+    if head[:1] == b"\x08" and head[1:2] and head[1] < 16:
+        # A protobuf whose first field is 1, a varint: ONNX's ModelProto (ir_version).
+        return "this looks like an ONNX model; " + _CONVERT.format(name=name)
+    return None

@@ -49,6 +49,7 @@ def _fail_from(e: IrrunError):
 class RunByDefault(click.Group):
     """A group whose first argument may be a model file: `irrun M.xml ...` means `irrun run M.xml ...`."""
 
+
     def parse_args(self, ctx, args):
         rest = list(args)
         # Group options that take a value (--extension FILE): skip the value too.
@@ -199,7 +200,7 @@ def _preview(a) -> str:
 
 
 @cli.command("run")
-@click.argument("model", type=click.Path(dir_okay=False))
+@click.argument("model", type=click.Path())
 @click.option("--inputs", "-i", "inputs_path", type=click.Path(dir_okay=False),
               help="An .npz of input arrays keyed by input name (or a .npy for a model with "
                    "one input).")
@@ -266,8 +267,12 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, val_ranges, ou
                                "--random-inputs")
     shape_of_input = _parse_shapes(shapes)
     if output_path and not os.path.splitext(os.path.basename(output_path))[1]:
-        # `-o out` writes out.npz (as np.savez would name it); any other name is kept exactly.
+        # `-o out` writes out.npz (as np.savez would name it).
         output_path += ".npz"
+    elif output_path and os.path.splitext(output_path)[1].lower() != ".npz":
+        raise click.UsageError(f"--output writes an .npz archive; '{output_path}' has another "
+                               f"suffix (did you mean "
+                               f"'{os.path.splitext(output_path)[0]}.npz'?)")
     if loop_back and not steps:
         raise click.UsageError("--loop-back needs --steps N")
     if steps and (until or dump_dir or repeat > 1):
@@ -451,7 +456,7 @@ def _run_session(m, feed, steps, pairs, listener, output_path, progress):
 
 
 @cli.command("graph")
-@click.argument("model", type=click.Path(dir_okay=False))
+@click.argument("model", type=click.Path())
 @click.option("--output", "-o", "output_path", type=click.Path(dir_okay=False),
               help="model.svg, model.dot or model.html (the suffix picks the format); "
                    "default: DOT on stdout.")
@@ -531,7 +536,7 @@ def graph_cmd(ctx, model, output_path, fmt, layout_engine, weights, inputs_path,
 
 
 @cli.command("compare")
-@click.argument("model", type=click.Path(dir_okay=False))
+@click.argument("model", type=click.Path())
 @click.option("--inputs", "-i", "inputs_path", type=click.Path(dir_okay=False),
               help="An .npz of inputs (default: the sample inputs beside MODEL, else random "
                    "ones, seeded, as benchmark_app makes them).")
@@ -603,7 +608,7 @@ def _split_list(values) -> list[str]:
 
 
 @cli.command("extract")
-@click.argument("model", type=click.Path(dir_okay=False))
+@click.argument("model", type=click.Path())
 @click.option("--outputs", "outputs", multiple=True, required=True, metavar="L[:PORT],...",
               help="The tensors the subgraph computes: layer names (and output port "
                    "positions) or tensor names; comma-separated or repeated.")
@@ -635,7 +640,7 @@ def extract_cmd(ctx, model, outputs, cuts, inputs_data, output_path):
 
 
 @cli.command("reduce")
-@click.argument("model", type=click.Path(dir_okay=False))
+@click.argument("model", type=click.Path())
 @click.option("--inputs", "-i", "inputs_path", type=click.Path(dir_okay=False),
               help="Inputs of MODEL (default: the sample inputs beside it).")
 @click.option("--until", "until", type=click.Choice(["diverges", "openvino-fails"]),
@@ -689,7 +694,7 @@ def reduce_cmd(ctx, model, inputs_path, until, command, out_dir, rtol, atol, qui
 
 
 @cli.command("batch")
-@click.argument("model", type=click.Path(dir_okay=False))
+@click.argument("model", type=click.Path())
 @click.argument("shards", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory for <shard>.npz outputs and manifest.json (made if missing).")
@@ -772,9 +777,6 @@ def validate_cmd(ctx, files, strict, fmt, weights):
         raise click.UsageError("--weights goes with a single model file")
     all_diags = []
     for f in files:
-        if os.path.isdir(f):    # reported like any unreadable file; the others still run
-            all_diags.append(Diagnostic("is a directory, not an IR .xml file", "error", "read", f))
-            continue
         try:
             diags = validate(f, weights)
         except Exception as e:   # an irrun bug: report it and go on with the other files
@@ -800,7 +802,7 @@ def validate_cmd(ctx, files, strict, fmt, weights):
 
 
 @cli.command("info")
-@click.argument("model", type=click.Path(dir_okay=False))
+@click.argument("model", type=click.Path())
 @click.pass_context
 def info_cmd(ctx, model):
     """Inputs, outputs, op counts by type and version, and opsets used."""
@@ -995,6 +997,8 @@ def main(argv=None):
 
     if threading_main():
         signal.signal(signal.SIGINT, interrupted)
+    if not isinstance(sys.stdout, _PipeGuard):
+        sys.stdout = _PipeGuard(sys.stdout)
     try:
         cli.main(args=argv, prog_name="irrun", standalone_mode=True)
     except (Interrupted, KeyboardInterrupt):
@@ -1004,15 +1008,40 @@ def main(argv=None):
         _quiet_pipe_exit()
 
 
+class _PipeGuard:
+    """sys.stdout, ending irrun quietly when the reader has gone (`irrun ... | head`) at
+    whatever write or flush notices it, before click's own handler, which would exit 1."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            _quiet_pipe_exit()
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            _quiet_pipe_exit()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def _quiet_pipe_exit():
-    """`irrun ... | head`: the reader went away. Exit quietly as Unix tools do (status 141 =
-    128 + SIGPIPE), without Python's complaint when it flushes stdout at exit."""
+    """`irrun ... | head`: the reader went away, which is a normal end: exit 0, quietly
+    (without Python's complaint when it flushes stdout at exit). Status 0 whatever the size
+    of the output: an output that fits the pipe's buffer never sees the closed pipe at all,
+    so 141 (128 + SIGPIPE, as coreutils) could not be given consistently."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):
         pass
-    sys.exit(141)
+    sys.exit(0)
 
 
 def threading_main() -> bool:
