@@ -22,6 +22,7 @@ would take size + 1); OpenVINO's reference kernel and CPU plugin do this. See do
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -102,10 +103,18 @@ def _channel_view(p: np.ndarray, ndim: int) -> np.ndarray:
 # ------------------------------------------------------------------ MVN
 
 def _mvn(x: np.ndarray, axes, normalize_variance: bool, eps: float, inside: bool) -> np.ndarray:
-    w = _wide(x)
     axes = tuple(axes)
-    if w.size == 0:
+    if x.size == 0:
         return x.copy()
+    if (x.dtype in (np.float32, np.float64) and axes
+            and sorted(axes) == list(range(x.ndim - len(axes), x.ndim))):
+        # Trailing axes: the compiled loop of ops/mvn_loop.py, row by row, in f64 as below.
+        from .mvn_loop import mvn_rows
+
+        length = math.prod(x.shape[x.ndim - len(axes):])
+        rows = np.ascontiguousarray(x).reshape(x.size // length, length)
+        return mvn_rows(rows, normalize_variance, eps, inside).reshape(x.shape)
+    w = _wide(x)
     d = w - w.mean(axis=axes, keepdims=True) if axes else w - w
     if normalize_variance:
         var = np.mean(d * d, axis=axes, keepdims=True) if axes else d * d

@@ -236,3 +236,56 @@ def test_empty_and_half_inputs_keep_their_type():
     assert y.dtype == x.dtype
     np.testing.assert_allclose(y.astype(np.float64), np.array([[1, 2], [3, 5]]) /
                                np.sqrt(np.array([[5], [34]]) + 1), rtol=1e-2)
+
+
+# MVN over trailing axes runs the compiled loop of ops/mvn_loop.py: rows long and short,
+# one to three axes, f32 and f64, both eps modes, with and without the variance.
+MVN_ROWS = [((2, 16, 64, 64), [2, 3]), ((1, 10, 64), [2]), ((2, 17, 13), [-1]),
+            ((3, 4, 5, 6), [1, 2, 3]), ((2, 3, 7), [2, 1]), ((4, 9), [1])]
+
+
+def _mvn_f64(x, axes, nv, eps, inside):
+    """The NumPy path: every step in f64, rounded to x's type once."""
+    w = x.astype(np.float64)
+    d = w - w.mean(axis=tuple(axes), keepdims=True)
+    if nv:
+        var = np.mean(d * d, axis=tuple(axes), keepdims=True)
+        d = d / (np.sqrt(var + eps) if inside else np.sqrt(var) + eps)
+    return d.astype(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, axes", MVN_ROWS)
+def test_mvn_rows_loop_gives_the_f64_paths_bits(monkeypatch, shape, axes, dtype):
+    from irrun.ops import mvn_loop
+
+    calls = []
+    real = mvn_loop._rows
+    monkeypatch.setattr(mvn_loop, "_rows", lambda *a: calls.append(1) or real(*a))
+    x = (np.random.default_rng(len(shape)).standard_normal(shape) * 3 + 1).astype(dtype)
+    for nv in (True, False):
+        for mode in ("inside_sqrt", "outside_sqrt"):
+            attrs = {"eps": "1e-5", "eps_mode": mode, "normalize_variance": str(nv).lower()}
+            (got,) = run_op("MVN", attrs, x, np.array(axes, np.int64), opset=6)
+            assert got.dtype == dtype and got.shape == x.shape
+            want = _mvn_f64(x, axes, nv, 1e-5, mode == "inside_sqrt")
+            if dtype == np.float32:       # f64 sums in another order, rounded to f32: equal
+                np.testing.assert_array_equal(got, want)
+            else:                         # f64 results: a few f64 ulps apart
+                np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+    assert calls
+    # Split over the pool row by row: the same bits.
+    attrs = {"eps": "1e-5", "eps_mode": "inside_sqrt", "normalize_variance": "true"}
+    whole = run_op("MVN", attrs, x, np.array(axes, np.int64), opset=6)[0]
+    monkeypatch.setattr(mvn_loop, "MIN_WORK_PER_THREAD", 1)
+    np.testing.assert_array_equal(run_op("MVN", attrs, x, np.array(axes, np.int64), opset=6)[0], whole)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("shape, axes", MVN_ROWS)
+def test_mvn_rows_match_openvino(tmp_path_factory, shape, axes):
+    x = (np.random.default_rng(sum(shape)).standard_normal(shape) * 3 + 1).astype(np.float32)
+    px = param("x", shape, "f32")
+    outs = [o6.mvn(px, i64(axes), True, 1e-5, "inside_sqrt"), o6.mvn(px, i64(axes), True, 1e-3, "outside_sqrt"),
+            o6.mvn(px, i64(axes), False, 1e-5, "inside_sqrt")]
+    compare(outs, [px], {"x": x}, "f32", tmp_path_factory)
