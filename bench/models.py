@@ -114,7 +114,7 @@ def models(tmp, only):
 
 # The INT8 net: OpenVINO's int8 path and the float FakeQuantize path irrun computes differ by
 # up to 0.42 of the logits' standard deviation (tests/test_models.py allows 0.6).
-SCALED = {"mobilenet_v3_small_int8": 0.6}
+SCALED = {"mobilenet_v3_small_int8": 0.6, "tflite_int8_cnn": 0.6}
 
 
 def _close(got, want, name="") -> bool:
@@ -158,14 +158,15 @@ def bench_model(name, xml, feed, tm, repeat, tmp):
         if ov_feed is None:
             ov_feed = {p.get_any_name(): feed[p.get_any_name()] for p in compiled.inputs
                        if p.get_any_name() in feed} or list(feed.values())
-        compiled.create_infer_request().infer(ov_feed)
+        first = compiled.create_infer_request().infer(ov_feed)
         t2 = time.perf_counter()
         row["ov_load"] = min(row["ov_load"], t1 - t0)
         row["ov_first"] = min(row["ov_first"], t2 - t0)
     request = compiled.create_infer_request()
     ours = m.infer(feed)
-    theirs = request.infer(ov_feed)
-    ov_outs = [theirs[o] for o in compiled.outputs]
+    # A compiled model's first inference: detr_tiny's later ones differ on OpenVINO 2026.4's
+    # CPU plugin (its snippets path; models/README.md), which irrun is not measured against.
+    ov_outs = [first[o] for o in compiled.outputs]
     ok = all(_close(a, b, name) for a, b in zip(list(ours.values()), ov_outs))
     row["match"] = ok
     fns = {"irrun": lambda: m.infer(feed), "openvino": lambda: request.infer(ov_feed)}
