@@ -121,3 +121,51 @@ def test_static_models_do_not_count_signatures():
         m.infer({"x": np.ones((2, 4), np.float32)})
     assert not m._signature_plans.plans and not m._signature_plans.seen
     assert all(isinstance(p, Plan) for p in m._plans.values())
+
+
+def _kv_cache():
+    """An LLM-style cache: a session variable [1,?,4] each run extends by the fed row x
+    (Concat, Assign); out = the cache's rows scored against x; twice = x * 2 (whose shape
+    is the same every run)."""
+    g = GraphBuilder("kv")
+    x = g.parameter("x", "f32", [None, 1, 4])
+    init = g.op("Broadcast", [g.constant(np.array(0, np.float32)),
+                              g.constant(np.array([1, 0, 4], np.int64))], version="opset3")
+    rv = g.op("ReadValue", [init], version="opset6", variable_id="kv", variable_type="f32",
+              variable_shape="1,?,4")
+    cache = g.op("Concat", [rv, x], axis=1)
+    g.op("Assign", [cache], version="opset6", variable_id="kv")
+    g.result(g.op("ReduceSum", [g.op("Multiply", [cache, x]), g.constant(np.array([2], np.int64))],
+                  keep_dims=False), name="out")
+    g.result(g.op("Multiply", [x, g.constant(np.array(2, np.float32))]), name="twice")
+    return g.model()
+
+
+def test_a_session_variable_that_grows_each_run_gets_one_plan_for_every_run():
+    """The variable's shape is part of what a plan is specialised to; the dim that grows
+    between runs is left dynamic in a plan every later run shares, in which the layers the
+    cache does not reach are static."""
+    m = _kv_cache()
+    session = m.create_session()
+    rows = []
+    rng = np.random.default_rng(0)
+    for k in range(6):
+        x = rng.standard_normal((1, 1, 4)).astype(np.float32)
+        rows.append(x[0, 0])
+        got = session.infer({"x": x})
+        cache = np.stack(rows)
+        np.testing.assert_allclose(got["out"], (cache * x[0, 0]).sum(-1)[None], rtol=1e-6)
+        np.testing.assert_array_equal(got["twice"], 2 * x)
+    assert not _plans(m)                        # every run's signature was new
+    (plan,) = [p for p in m._signature_plans.patterns.values() if p]
+    kinds = {s.node.layer.type: s for s in plan.steps}
+    assert str(kinds["ReadValue"].specs[0].shape) == "(1, ?, 4)"
+    assert kinds["Concat"].recheck is not None
+    multiplies = [s for s in plan.steps if s.node.layer.type == "Multiply"]
+    assert sorted(s.kind for s in multiplies) == ["op", "run"]   # x * 2 static, cache * x not
+    # After a reset the cache starts empty again; a batch of 2 rows fits no plan's shapes
+    # (the variable is [1,?,4]) and is refused by the Concat's rule as before.
+    session.reset_state()
+    np.testing.assert_array_equal(session.infer({"x": x})["twice"], 2 * x)
+    with pytest.raises(Exception, match="Concat"):
+        session.infer({"x": np.ones((2, 1, 4), np.float32)})

@@ -369,7 +369,11 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                     step.variable in state.pending or step.variable in state.values):
                 # A write earlier in this run (a Loop body's previous iteration) is seen,
                 # as in OpenVINO; otherwise the value the last run left.
-                outputs = (state.pending.get(step.variable, state.values.get(step.variable)),)
+                v = state.pending.get(step.variable, state.values.get(step.variable))
+                dtype, shape = step.expect[0]
+                if v.dtype != dtype or (shape is not None and v.shape != shape):
+                    check_output(node, 0, v, step.specs)   # a plan specialised to the state
+                outputs = (v,)
             else:
                 args = [values[a] for a in step.args]
                 recheck = step.recheck

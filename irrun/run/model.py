@@ -183,9 +183,11 @@ class Model:
         """The keys infer() returns, in order (two outputs may share a name: see --output)."""
         return self._targets(until)[1]
 
-    def _plan(self, targets, sinks=(), every_output: bool = True, feeds=None) -> Plan:
-        """The plan for these outputs; with `feeds`, from the second run with the same
-        input types and shapes on, a plan for exactly those (irrun.run.specialize)."""
+    def _plan(self, targets, sinks=(), every_output: bool = True, feeds=None,
+              variables=None) -> Plan:
+        """The plan for these outputs; with `feeds` (and a session's `variables`, by id),
+        from the second run with the same input types and shapes on, a plan for exactly
+        those, or for the dims that stay the same from run to run (irrun.run.specialize)."""
         key = (tuple(targets), tuple(sinks), every_output)
         plan = self._plans.get(key)
         if plan is None:
@@ -194,7 +196,8 @@ class Model:
             return plan
         return self._signature_plans.plan(
             plan, key, feeds,
-            lambda specs, known: Plan(self.program, targets, sinks, every_output, specs, known))
+            lambda specs, known: Plan(self.program, targets, sinks, every_output, specs, known),
+            variables)
 
     @property
     def variables(self) -> list[PortInfo]:
@@ -265,7 +268,8 @@ class Model:
         # A listener sees each layer's outputs (trace, dump, compare), so it gets them all;
         # a plain run skips the outputs nothing reads where an op can (see Plan).
         every = intermediate or getattr(listener, "every_output", listener is not None)
-        plan = self._plan(targets, sinks, every, feeds)
+        # A session's variables (what its ReadValues will read) are known as the run starts.
+        plan = self._plan(targets, sinks, every, feeds, state.values if state else None)
         with pinned(self.threads):
             if intermediate:
                 outs, values = execute(self.program, plan, feeds, listener, keep_all=True,
