@@ -2,6 +2,7 @@
 subset of outputs, .npy and random inputs, and a start-up that does not import everything."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ import irrun
 from irrun.tools.builder import GraphBuilder
 from irrun.ui.cli import cli
 
-MODELS = Path(__file__).resolve().parent.parent / "models"
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "models"
 CRNN = MODELS / "crnn" / "model.xml"
 
 
@@ -267,3 +269,16 @@ def test_output_must_be_an_npz(tmp_path):
     assert not (tmp_path / "out3.txt").exists()
     assert _cli(CRNN, "-o", tmp_path / "out").returncode == 0
     assert (tmp_path / "out.npz").exists()
+
+
+def test_importing_from_the_folder_above_a_checkout_named_irrun(tmp_path):
+    """From the parent of a checkout named `irrun`, the checkout would shadow the package as
+    an empty namespace package; its root __init__.py hands over to the installed irrun."""
+    (tmp_path / "irrun").symlink_to(ROOT, target_is_directory=True)
+    script = ("import irrun, irrun.opkit, irrun.ops.sparse\n"
+              "print(callable(irrun.read_model), irrun.__file__)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0] == "True"
+    assert done.stdout.split()[1].endswith(os.path.join("irrun", "__init__.py"))
