@@ -159,6 +159,67 @@ def test_normalizers_equal_openvino_on_a_batch():
     assert normalize(ORACLE_BATCH) == expected
 
 
+# ---------------------------------------------------------------- post-processing alone
+
+def _postprocess(feed: dict) -> dict:
+    m = _model("tok_postprocess", TOKENIZER)
+    return dict(m.infer(feed))
+
+
+def test_postprocess_equals_openvino():
+    # Truncate (pairs, both sides, three modes), CombineSegments, RaggedToDense (both
+    # sides) on ragged ids, 6 cases, max_length 0 to 100.
+    oracle = _oracle("tok_postprocess")
+    count = 0
+    while f"in_{count}/max_length" in oracle:
+        feed = _expected(oracle, f"in_{count}")
+        _assert_same(_postprocess(feed), _expected(oracle, f"out_{count}"), f"case {count}")
+        count += 1
+    assert count == 6
+
+
+@st.composite
+def ragged_pair(draw):
+    rows = draw(st.integers(1, 4))
+    feed = {}
+    for part in ("first", "second"):
+        lengths = np.array(draw(st.lists(st.integers(0, 8), min_size=rows, max_size=rows)),
+                           np.int32)
+        ends = np.cumsum(lengths).astype(np.int32)
+        feed[f"{part}_begins"] = ends - lengths
+        feed[f"{part}_ends"] = ends
+        feed[f"{part}_ids"] = np.arange(1, int(lengths.sum()) + 1, dtype=np.int32)
+    feed["max_length"] = np.array(draw(st.integers(0, 20)), np.int32)
+    for name, choices in (("side", ["left", "right"]),
+                          ("mode", ["longest_first", "only_first", "only_second"])):
+        feed[name] = np.frombuffer(draw(st.sampled_from(choices)).encode(), np.uint8).copy()
+    feed["pad_right"] = np.array(draw(st.booleans()))
+    return feed
+
+
+@pytest.mark.oracle
+@settings(max_examples=150, deadline=None)
+@given(feed=ragged_pair())
+def test_postprocess_equals_openvino_live(feed):
+    expected = _live("tok_postprocess", TOKENIZER, feed)
+    assert expected is not None, "OpenVINO crashed"
+    _assert_same(_postprocess(feed), expected, repr({k: v.tolist() for k, v in feed.items()}))
+
+
+def test_pad_max_length_past_the_elements_is_a_located_error():
+    # m_pad_max_length copies `target` elements from each row's begin; where that runs past
+    # the elements OpenVINO reads outside them, irrun refuses.
+    from irrun.ops.tokenizers import RaggedToDense, RaggedToDenseAttrs
+    from irrun.opkit import OpProblem
+
+    args = (np.array([0, 2], np.int32), np.array([2, 3], np.int32),
+            np.array([5, 6, 7], np.int32), np.array(2, np.int32), np.array(0, np.int32))
+    ids, mask = RaggedToDense.run(RaggedToDenseAttrs(m_pad_max_length=False), *args)
+    assert ids.tolist() == [[5, 6], [7, 0]] and mask.tolist() == [[True, True], [True, False]]
+    with pytest.raises(OpProblem, match="past the 3 elements"):
+        RaggedToDense.run(RaggedToDenseAttrs(m_pad_max_length=True), *args)
+
+
 # ---------------------------------------------------------------- hostile inputs
 
 def test_invalid_utf8_bytes_in_a_string_tensor():
@@ -250,6 +311,8 @@ while True:
         if data:
             tensor.bytes_data = data
         request.infer([tensor])
+    elif isinstance(data, dict):
+        request.infer(data)
     else:
         request.infer([data])
     result = {}
@@ -270,7 +333,8 @@ class _Worker:
         self.proc = None
 
     def call(self, path: Path, data):
-        """The outputs of OpenVINO for `data` (a list of bytes, or an id array), or None when
+        """The outputs of OpenVINO for `data` (a list of bytes, an id array or a feed dict), or
+    None when
         the child process crashed on it (it is restarted for the next call)."""
         import pickle
         import struct
@@ -423,8 +487,9 @@ def test_normalizers_equal_openvino_live(batch):
 
 
 def test_the_folders_have_their_files():
-    for folder in FOLDERS + ["tok_normalizers"]:
-        detok = [] if folder == "tok_normalizers" else [DETOKENIZER, "openvino_detokenizer.bin"]
+    for folder in FOLDERS + ["tok_normalizers", "tok_postprocess"]:
+        detok = [] if folder in ("tok_normalizers", "tok_postprocess") else [
+            DETOKENIZER, "openvino_detokenizer.bin"]
         for name in ["build.py", TOKENIZER, "oracle.npz", "openvino_tokenizer.bin"] + detok:
             assert (MODELS / folder / name).is_file(), f"{folder}/{name} is missing"
         assert f"models/{folder}" in (MODELS / "README.md").read_text()
