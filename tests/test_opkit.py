@@ -336,3 +336,18 @@ def test_compile_ir_refuses_a_signature_of_the_wrong_arity():
     with pytest.raises(TypeError, match="@first takes 2 arguments, its signature 1"):
         compile_ir(ir, {"first": (i64, i64)})
     assert compile_ir(ir, {"first": (i64, i64, i64)})["first"](5, 6) == 5
+
+
+def test_erf_constants_are_erfs_own():
+    # ERF_CONSTANTS holds the coefficients erf evaluates: the first range's rational
+    # function from them gives erf's values there.
+    import numpy as np
+
+    from irrun.opkit import ERF_CONSTANTS, erf
+
+    x = np.linspace(-0.84, 0.84, 101)
+    z = x * x
+    horner = lambda c, z: np.polyval(c[::-1], z)  # noqa: E731
+    first = x + x * (horner(ERF_CONSTANTS["pp"], z) / horner(ERF_CONSTANTS["qq"], z))
+    np.testing.assert_allclose(erf(x), first, rtol=1e-15, atol=1e-17)
+    assert set(ERF_CONSTANTS) == {"pp", "qq", "pa", "qa", "ra", "sa", "rb", "sb", "erx"}

@@ -291,3 +291,44 @@ def test_new_activations_on_integers_match_openvino(tmp_path_factory, shape, see
     outs = [o1.elu(px, alpha), o5.hsigmoid(px), o1.prelu(px, slope),
             o1.hard_sigmoid(px, o8.constant(np.int32(2)), o8.constant(np.int32(1)))]
     compare(outs, [px], {"x": x}, "i32", tmp_path_factory)
+
+
+# Gelu's erf mode on f32/f64 runs the compiled loop of ops/gelu_loop.py: every range of
+# fdlibm's erf (and the boundaries between them), zeros, infinities, NaN.
+def _gelu_values(dtype):
+    rng = np.random.default_rng(5)
+    edges = [0.84375, 1.25, 1 / 0.35, 6.0]
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-300, -1e-30, 40.0, -40.0]
+    near = [e * np.sqrt(2.0) * s * f for e in edges for s in (1, -1) for f in (1 - 1e-7, 1, 1 + 1e-7)]
+    return np.concatenate([rng.standard_normal(20000) * 3, rng.uniform(-12, 12, 5000), special,
+                           near]).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gelu_erf_loop_gives_the_numpy_paths_values(monkeypatch, dtype):
+    from irrun.opkit import float_unary
+    from irrun.ops import activation, gelu_loop
+
+    x = _gelu_values(dtype)
+    want = float_unary(lambda v: activation.gelu(v, "erf"), x, "Gelu")
+    for opset, attrs in ((2, {}), (7, {"approximation_mode": "erf"})):
+        (got,) = run_op("Gelu", attrs, x, opset=opset)
+        assert got.dtype == dtype
+        if dtype == np.float32:      # the same f64 steps (exp aside), rounded to f32
+            np.testing.assert_array_equal(got, want)
+        else:                        # exp differs by an ulp; 1 + erf cancels for x << 0
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+    # Split over the pool: the same bits; an N-D, non-contiguous input: its shape.
+    monkeypatch.setattr(gelu_loop, "MIN_WORK_PER_THREAD", 1)
+    np.testing.assert_array_equal(run_op("Gelu", {}, x, opset=2)[0], got)
+    y = x[: 24 * 50].reshape(24, 50)[:, ::2]
+    np.testing.assert_array_equal(run_op("Gelu", {}, y, opset=2)[0],
+                                  float_unary(lambda v: activation.gelu(v, "erf"), y, "Gelu"))
+
+
+@pytest.mark.oracle
+def test_gelu_erf_loop_matches_openvino(tmp_path_factory):
+    x = _gelu_values(np.float32)
+    x = x[np.isfinite(x)]
+    px = param("x", list(x.shape), "f32")
+    compare([o2.gelu(px), o7.gelu(px, "erf")], [px], {"x": x}, "f32", tmp_path_factory, scale=4)

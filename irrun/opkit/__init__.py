@@ -42,7 +42,8 @@ What is here, by concern:
 - partial values of shape tensors: `elements`, `known_ints`, `known_int_vector`, `int_spec`,
   `pass_elements`, `exact`, `DimOf`, `slice_index` (Slice's NumPy index);
 - numerics: `widened` (f16/bf16 to f32), `as_dtype`, `convert_array` (C++ conversions),
-  `float_unary`, `float_to_int`, `first_position`, `erf`, `make_unary`, `ARITH`;
+  `float_unary`, `float_to_int`, `first_position`, `erf` (and `ERF_CONSTANTS`, its
+  coefficients, for compiled loops that evaluate it the same way), `make_unary`, `ARITH`;
 - sliding windows (convolution, pooling): `AutoPad`, `resolve_pads`, `same_pads`,
   `fixed_pads`, `window_count`, `window_dim`, `check_window_attrs`, `dilated`,
   `tap_slices`, `compute_dtype`, `check_spatial_rank`, `numeric`;
@@ -89,6 +90,7 @@ from .broadcast import (
 )
 from .compressed import CompressedWeights
 from .numeric import (
+    ERF_CONSTANTS,
     as_dtype,
     convert_array,
     erf,
@@ -139,7 +141,7 @@ def ir_name(name: str, default=dataclasses.MISSING):
 
 
 __all__ = [
-    "ARITH", "AutoPad", "CompressedWeights", "DYNAMIC", "Dim", "DimOf", "ElementType",
+    "ARITH", "AutoPad", "CompressedWeights", "ERF_CONSTANTS", "DYNAMIC", "Dim", "DimOf", "ElementType",
     "ElementTypeName", "NoAttrs", "OpProblem",
     "PartialShapeText", "ResourceError", "TensorSpec", "UnsupportedError", "as_dtype",
     "balanced_ranges", "broadcast_dim", "broadcast_shapes", "check_alloc", "check_arrays_broadcast",

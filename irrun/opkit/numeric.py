@@ -194,6 +194,10 @@ _SB = (1.0, 3.03380607434824582924e+01, 3.25792512996573918826e+02, 1.5367295860
        3.19985821950859553908e+03, 2.55305040643316442583e+03, 4.74528541206955367215e+02,
        -2.24409524465858183362e+01)
 _ERX = 8.45062911510467529297e-01
+# The same constants by name, for compiled erf loops that must give erf's steps exactly
+# (ops/gelu_loop.py): each range's numerator and denominator, highest power last.
+ERF_CONSTANTS = {"pp": _PP, "qq": _QQ, "pa": _PA, "qa": _QA, "ra": _RA, "sa": _SA,
+                 "rb": _RB, "sb": _SB, "erx": _ERX}
 
 
 def _poly(coeffs, z):
