@@ -14,6 +14,16 @@ of boxes, so no edge crosses a box and no box overlaps another by construction; 
 text sits inside it. Graphviz's dot gives nicer curves, but it is a separate program (not a
 Python package) and its SVG would have to be re-parsed to attach the interaction; the HTML
 must work on a machine with nothing but irrun.
+
+The page opens at a readable zoom near the inputs (the whole graph when it fits at one),
+edges carry their tensor's type and shape, search zooms to the first hit and Enter (Shift+
+Enter) steps through the hits, and a layer chosen from the side panel is scrolled into view.
+Past MAX_LAYERS drawn layers the page only says to use `irrun explore` (Model Explorer).
+
+Names and ids come from the model file, so the page builds its HTML by construction: the
+SVG through html.escape, the side panel and breadcrumb as DOM nodes (text nodes, dataset),
+and the JSON data block with every `<`, `>` and `&` as a \\u escape (no `</script>` or
+`<!--` can end or bend the script element).
 """
 from __future__ import annotations
 
@@ -32,6 +42,8 @@ COL_GAP = 24          # horizontal space between two boxes of a row
 BOX_H = 50
 CHAR_W = 6.6          # average width of a character of the boxes' 11px font
 DUMMY_W = 8
+EDGE_LABEL_CHARS = 28  # an edge's type-and-shape label, cut to this length
+MAX_LAYERS = 3000      # drawn layers (Consts folded) past which the page sends to explore
 
 
 @dataclass
@@ -53,6 +65,7 @@ class Network:
     svg: str
     details: dict = field(default_factory=dict)
     bodies: list = field(default_factory=list)
+    parent: str | None = None
 
 
 def _value_preview(value) -> str:
@@ -186,7 +199,7 @@ def _layout(ids: list[str], edges: list[tuple[str, str]], widths: dict[str, floa
 
 
 def _network(program, key: str, title: str, run: dict | None, diagnostics,
-             agreement: dict | None = None) -> Network:
+             agreement: dict | None = None, parent: str | None = None) -> Network:
     e = html.escape
     names = {layer.id: layer.name for layer in program.doc.layers}
     diags: dict[str, list] = {}
@@ -199,6 +212,7 @@ def _network(program, key: str, title: str, run: dict | None, diagnostics,
     visible = set(shown)
     details: dict[str, dict] = {}
     edges: list[tuple[str, str]] = []
+    edge_labels: list[str] = []
     texts: dict[str, list[str]] = {}
     total = sum(r.get("seconds", 0.0) for r in (run or {}).values()) or 1.0
     for lid in shown:
@@ -207,17 +221,24 @@ def _network(program, key: str, title: str, run: dict | None, diagnostics,
         category = node.op.category if node.op is not None and node.op.category else (
             "infrastructure" if node.kind != "op" else "unknown")
         inputs = []
-        for position, (src, out) in enumerate(node.inputs):
+        for position, source in enumerate(node.inputs):
+            port = layer.inputs[position].id if position < len(layer.inputs) else position
+            if source is None or source[0] not in program.nodes:
+                inputs.append({"port": port, "from": "(not connected)", "type": "?"})
+                continue
+            src, out = source
             snode = program.nodes[src]
             spec = snode.specs[out] if snode.specs and out < len(snode.specs) else None
-            item = {"port": layer.inputs[position].id if position < len(layer.inputs) else position,
-                    "from": f"{snode.layer.name}:{out}", "type": _spec_text(spec) if spec else "?"}
+            item = {"port": port, "from": f"{snode.layer.name}:{out}",
+                    "type": _spec_text(spec) if spec else "?"}
             if snode.kind == "const":
                 item["const"] = True
                 if snode.const_value is not None:
                     item["values"] = _value_preview(snode.const_value)
             elif src in visible:
                 edges.append((src, lid))
+                edge_labels.append(item["type"])
+                item["from_id"] = src
             inputs.append(item)
         outputs = []
         for k, port in enumerate(layer.outputs):
@@ -255,10 +276,15 @@ def _network(program, key: str, title: str, run: dict | None, diagnostics,
              '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" '
              'markerHeight="6" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#666"/>'
              '</marker></defs><g class="viewport">']
-    for (u, v), pts in zip(edges, lines):
+    for (u, v), pts, label in zip(edges, lines, edge_labels):
         d = " ".join(f"{'M' if k == 0 else 'L'}{x:.1f},{y:.1f}" for k, (x, y) in enumerate(pts))
         parts.append(f'<path class="edge" data-from="{e(u)}" data-to="{e(v)}" d="{d}" '
                      f'fill="none" stroke="#888" stroke-width="1.2" marker-end="url(#arrow)"/>')
+        # The tensor's type and shape, just below its producer, in the band between rows.
+        (x0, y0) = pts[0]
+        text = label if len(label) <= EDGE_LABEL_CHARS else label[:EDGE_LABEL_CHARS - 1] + "…"
+        parts.append(f'<text class="edge-label" data-from="{e(u)}" data-to="{e(v)}" '
+                     f'x="{x0 + 4:.1f}" y="{y0 + 12:.1f}">{e(text)}</text>')
     for lid in shown:
         x, y, w, h = pos[lid]
         det = details[lid]
@@ -294,7 +320,7 @@ def _network(program, key: str, title: str, run: dict | None, diagnostics,
             f'<text x="7" y="30" class="t2">{e(op)}</text>'
             f'<text x="7" y="44" class="t3">{e(kinds_text)}</text></g>')
     parts.append("</g></svg>")
-    net = Network(key, title, "".join(parts), details)
+    net = Network(key, title, "".join(parts), details, parent=parent)
     for lid in shown:
         node = program.nodes[lid]
         for k, body in enumerate(getattr(node, "bodies", None) or ()):
@@ -304,7 +330,7 @@ def _network(program, key: str, title: str, run: dict | None, diagnostics,
             bkey = f"{key}/{lid}/{role}"
             net.details[lid]["bodies"].append({"key": bkey, "role": role})
             net.bodies.append(_network(body, bkey, f"{title} › {node.layer.name} › {role}",
-                                       None, diagnostics))
+                                       None, diagnostics, parent=key))
     return net
 
 
@@ -356,25 +382,59 @@ def agreement_of(result) -> dict[str, str]:
     return out
 
 
+def script_json(data) -> str:
+    """JSON for a <script type="application/json"> block: `<`, `>` and `&` written as
+    JSON \\u escapes (JSON.parse reads them back), so no `</script>`, `<!--` or `<script`
+    in a name can end or bend the script element."""
+    return (json.dumps(data).replace("&", "\\u0026").replace("<", "\\u003c")
+            .replace(">", "\\u003e"))
+
+
+def drawn_layers(program) -> int:
+    """The layers the page draws at the top level (Consts are folded into their consumers)."""
+    return sum(layer.type.lower() != "const" for layer in program.doc.layers)
+
+
 def to_viewer_html(program, run: dict | None = None, agreement: dict | None = None) -> str:
     """The page for a loaded Program (a run's `run_stats` and a compare's per-layer status
-    optional)."""
-    title = program.doc.name or "model"
-    top = _network(program, "main", title, run, program.diagnostics, agreement)
-    nets = _flatten(top)
-    data = {n.key: {"title": n.title, "details": n.details} for n in nets}
+    optional). Past MAX_LAYERS drawn layers: a page that says to use `irrun explore`."""
     e = html.escape
-    svgs = "\n".join(f'<div class="view" data-key="{e(n.key)}"'
-                     f'{" hidden" if n.key != "main" else ""}>{n.svg}</div>' for n in nets)
+    title = program.doc.name or "model"
     errors = sum(d.severity == "error" for d in program.diagnostics)
     warnings = len(program.diagnostics) - errors
+    drawn = drawn_layers(program)
+    if drawn > MAX_LAYERS:
+        return _TOO_LARGE.format(title=e(title), file=e(program.path), drawn=drawn,
+                                 limit=MAX_LAYERS, layers=len(program.doc.layers),
+                                 errors=errors, warnings=warnings)
+    top = _network(program, "main", title, run, program.diagnostics, agreement)
+    nets = _flatten(top)
+    data = {n.key: {"title": n.title, "parent": n.parent, "details": n.details} for n in nets}
+    svgs = "\n".join(f'<div class="view" data-key="{e(n.key)}"'
+                     f'{" hidden" if n.key != "main" else ""}>{n.svg}</div>' for n in nets)
     summary = (f"{len(program.doc.layers)} layers, {errors} errors, {warnings} warnings"
                + ("; coloured by time share of one run" if run and not agreement else "")
                + ("; coloured by agreement with OpenVINO (green agrees, amber differs only "
                   "as its inputs do, red differs)" if agreement else ""))
-    payload = json.dumps(data).replace("</", "<\\/")
-    return _PAGE.format(title=e(title), summary=e(summary), svgs=svgs, payload=payload,
-                        file=e(program.path))
+    return _PAGE.format(title=e(title), summary=e(summary), svgs=svgs,
+                        payload=script_json(data), file=e(program.path))
+
+
+_TOO_LARGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>body {{ font-family: Helvetica, Arial, sans-serif; margin: 2em; max-width: 50em; }}
+code {{ background: #f3f3f3; padding: 1px 4px; }}</style></head>
+<body><h1>{title}</h1>
+<p class="summary">{layers} layers, {errors} errors, {warnings} warnings</p>
+<p id="too-large">{drawn} layers to draw is more than this page shows well (at most
+{limit}). Open the model in Model Explorer, which groups layers into collapsible namespaces
+and draws with WebGL:</p>
+<pre><code>pip install 'irrun[explore]'
+irrun explore {file}</code></pre>
+<p><code>irrun validate</code> lists the model's problems; <code>irrun graph -o model.svg</code>
+still draws it as one picture.</p>
+</body></html>
+"""
 
 
 _PAGE = """<!DOCTYPE html>
@@ -387,6 +447,7 @@ header {{ padding: 6px 10px; border-bottom: 1px solid #ddd; display: flex; gap: 
 header h1 {{ font-size: 18px; margin: 0; }}
 header .summary {{ color: #555; font-size: 12px; }}
 #crumbs a {{ cursor: pointer; color: #06c; font-size: 13px; }}
+#hits {{ color: #555; font-size: 12px; min-width: 5em; }}
 .view {{ flex: 1; overflow: hidden; cursor: grab; }}
 .view[hidden] {{ display: none; }}
 svg.net {{ display: block; }}
@@ -394,7 +455,10 @@ svg.net {{ display: block; }}
 .node text {{ font-family: Menlo, Consolas, monospace; pointer-events: none; }}
 .t1 {{ font-size: 11px; font-weight: bold; }} .t2 {{ font-size: 11px; }}
 .t3 {{ font-size: 10px; fill: #444; }}
+.edge-label {{ font-family: Menlo, Consolas, monospace; font-size: 9px; fill: #555;
+               pointer-events: none; }}
 .node.hit rect {{ stroke: #06c; stroke-width: 3; }}
+.node.current rect {{ stroke: #f90; stroke-width: 4; }}
 .node.selected rect {{ stroke: #000; stroke-width: 3; }}
 #panel {{ width: 360px; border-left: 1px solid #ddd; overflow: auto; padding: 10px;
           font-size: 12px; }}
@@ -403,13 +467,15 @@ svg.net {{ display: block; }}
 #panel td {{ border-bottom: 1px solid #eee; padding: 2px 4px; vertical-align: top;
              font-family: Menlo, Consolas, monospace; word-break: break-all; }}
 #panel .diag {{ color: {error}; }}
+#panel a.goto {{ color: #06c; cursor: pointer; }}
 button {{ font-size: 12px; }}
 </style></head>
 <body>
 <div id="main">
 <header><h1>{title}</h1><span class="summary">{summary}</span>
-<input id="search" placeholder="search name or type" size="22">
-<button id="fit">fit</button><span id="crumbs"></span></header>
+<input id="search" placeholder="search name or type (Enter: next)" size="28">
+<span id="hits"></span>
+<button id="fit">fit</button><button id="readable">1:1</button><span id="crumbs"></span></header>
 {svgs}
 </div>
 <aside id="panel"><p>Click a layer for its attributes, ports and diagnostics.</p>
@@ -417,82 +483,155 @@ button {{ font-size: 12px; }}
 <script id="data" type="application/json">{payload}</script>
 <script>
 (function () {{
+  'use strict';
   const data = JSON.parse(document.getElementById('data').textContent);
   const views = {{}};
   document.querySelectorAll('.view').forEach(v => {{ views[v.dataset.key] = v; }});
   let current = 'main';
-  const state = {{}};
+  const opened = {{}};
+  // Every piece of HTML is built here: elements, attributes through the DOM, text as text
+  // nodes. Nothing from the model is ever parsed as markup.
+  function el(tag, props, ...children) {{
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(props || {{}})) {{
+      if (k === 'class') e.className = v;
+      else if (k === 'data') Object.assign(e.dataset, v);
+      else if (k === 'onclick') e.addEventListener('click', v);
+      else e.setAttribute(k, v);
+    }}
+    for (const c of children) if (c !== null && c !== undefined) e.append(c);
+    return e;
+  }}
   function svgOf(key) {{ return views[key].querySelector('svg'); }}
-  function base(key) {{ return svgOf(key).viewBox.baseVal; }}
+  function box(key) {{ return svgOf(key).viewBox.baseVal; }}
+  function screen(key) {{
+    const s = svgOf(key);
+    return [s.clientWidth || 800, s.clientHeight || 600];
+  }}
+  function setView(key, x, y, w, h) {{
+    svgOf(key).setAttribute('viewBox', [x, y, w, h].join(' '));
+  }}
+  function scale(key) {{ return box(key).width / screen(key)[0]; }}   // SVG units per pixel
   function fit(key) {{
-    const s = svgOf(key); const g = s.querySelector('.viewport').getBBox();
-    s.setAttribute('viewBox', [g.x - 10, g.y - 10, g.width + 20, g.height + 20].join(' '));
+    const g = svgOf(key).querySelector('.viewport').getBBox(), [W, H] = screen(key);
+    const k = Math.max((g.width + 20) / W, (g.height + 20) / H);
+    setView(key, g.x + g.width / 2 - W * k / 2, g.y + g.height / 2 - H * k / 2, W * k, H * k);
+  }}
+  function centreOn(key, cx, cy, k) {{
+    const [W, H] = screen(key);
+    setView(key, cx - W * k / 2, cy - H * k / 2, W * k, H * k);
+  }}
+  function nodes(key) {{ return [...views[key].querySelectorAll('.node')]; }}
+  function nodeOf(key, id) {{ return nodes(key).find(n => n.dataset.id === id); }}
+  function rectOf(n) {{
+    const t = n.transform.baseVal.consolidate().matrix, r = n.querySelector('rect');
+    return {{x: t.e, y: t.f, w: r.width.baseVal.value, h: r.height.baseVal.value}};
+  }}
+  // The first view of a network: all of it when it fits at a readable size (labels at
+  // least 11px * 0.6), else 1:1 at the top, centred on the first input.
+  function openView(key) {{
+    const g = svgOf(key).querySelector('.viewport').getBBox(), [W, H] = screen(key);
+    if (Math.max((g.width + 20) / W, (g.height + 20) / H) <= 1.6) {{ fit(key); return; }}
+    const inputs = nodes(key).filter(n => n.dataset.op.startsWith('Parameter'));
+    const first = (inputs.length ? inputs : nodes(key)).map(rectOf).sort(
+      (a, b) => a.y - b.y || a.x - b.x)[0];
+    const cx = first ? first.x + first.w / 2 : g.x + W / 2;
+    const top = first ? first.y - 20 : g.y - 10;
+    setView(key, cx - W / 2, top, W, H);
+  }}
+  // Bring a layer into view: pan so it is centred when any of it is outside; zoom to 1:1
+  // first when the view is too far out to read it.
+  function reveal(key, n) {{
+    const b = box(key), r = rectOf(n);
+    const inside = r.x >= b.x && r.y >= b.y && r.x + r.w <= b.x + b.width &&
+                   r.y + r.h <= b.y + b.height;
+    if (scale(key) > 1.6) centreOn(key, r.x + r.w / 2, r.y + r.h / 2, 1);
+    else if (!inside) centreOn(key, r.x + r.w / 2, r.y + r.h / 2, scale(key));
+  }}
+  function chainOf(key) {{
+    const chain = [];
+    for (let k = key; k && data[k]; k = data[k].parent) chain.unshift(k);
+    return chain;
   }}
   function show(key) {{
     Object.values(views).forEach(v => v.hidden = true);
     views[key].hidden = false; current = key;
-    if (!state[key]) {{ fit(key); state[key] = true; }}
-    const parts = key.split('/'); let path = '', html = '';
-    const crumbs = [];
-    for (let i = 0; i < parts.length; i += (i === 0 ? 1 : 2)) {{
-      path = parts.slice(0, i === 0 ? 1 : i + 2).join('/');
-      if (data[path]) crumbs.push(path);
-    }}
-    document.getElementById('crumbs').innerHTML = crumbs.map(k =>
-      '<a data-key="' + k + '">' + esc(data[k].title.split(' › ').pop()) + '</a>').join(' › ');
-    document.querySelectorAll('#crumbs a').forEach(a => a.onclick = () => show(a.dataset.key));
+    if (!opened[key]) {{ openView(key); opened[key] = true; }}
+    const crumbs = document.getElementById('crumbs');
+    crumbs.replaceChildren();
+    chainOf(key).forEach((k, i) => {{
+      if (i) crumbs.append(' › ');
+      crumbs.append(el('a', {{data: {{key: k}}, onclick: () => show(k)}},
+                       data[k].title.split(' › ').pop()));
+    }});
+    runSearch();
   }}
-  function esc(t) {{ return String(t).replace(/[&<>"]/g, c => ({{'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}})[c]); }}
-  function row(k, v) {{ return '<tr><td>' + esc(k) + '</td><td>' + esc(v) + '</td></tr>'; }}
+  function row(k, ...v) {{ return el('tr', {{}}, el('td', {{}}, k), el('td', {{}}, ...v)); }}
+  function table(rows) {{ return el('table', {{}}, ...rows); }}
+  function goto(key, id, text) {{
+    return el('a', {{class: 'goto', onclick: ev => {{ ev.preventDefault(); select(key, id); }}}},
+              text);
+  }}
   function panel(key, id) {{
     const d = data[key].details[id];
-    let h = '<h2>' + esc(d.label) + '</h2><div>' + esc(d.op) + ' · line ' + d.line +
-            ' · id ' + esc(d.id) + '</div>';
-    if (d.diagnostics.length) h += '<h3>Diagnostics</h3>' + d.diagnostics.map(x =>
-      '<div class="diag">' + esc(x) + '</div>').join('');
+    const p = document.getElementById('panel');
+    const parts = [el('h2', {{}}, d.label),
+                   el('div', {{}}, d.op + ' · line ' + d.line + ' · id ' + d.id)];
+    if (d.diagnostics.length) parts.push(el('h3', {{}}, 'Diagnostics'),
+      ...d.diagnostics.map(x => el('div', {{class: 'diag'}}, x)));
     const attrs = Object.entries(d.attributes);
-    h += '<h3>Attributes</h3><table>' + (attrs.length ? attrs.map(([k, v]) => row(k, v)).join('')
-         : row('(none)', '')) + '</table>';
-    h += '<h3>Inputs</h3><table>' + d.inputs.map(i => row('port ' + i.port,
-         i.type + ' from ' + i.from + (i.const ? ' (Const' + (i.values ? ': ' + i.values : '') +
-         ')' : ''))).join('') + '</table>';
-    h += '<h3>Outputs</h3><table>' + d.outputs.map(o => row('port ' + o.port,
-         'inferred ' + o.inferred + ', declared ' + o.declared +
-         (o.names.length ? ', names ' + o.names.join(', ') : ''))).join('') + '</table>';
+    parts.push(el('h3', {{}}, 'Attributes'), table(attrs.length ?
+      attrs.map(([k, v]) => row(k, String(v))) : [row('(none)', '')]));
+    parts.push(el('h3', {{}}, 'Inputs'), table(d.inputs.map(i => row('port ' + i.port,
+      i.type + ' from ', i.from_id !== undefined ? goto(key, i.from_id, i.from) : i.from,
+      i.const ? ' (Const' + (i.values ? ': ' + i.values : '') + ')' : ''))));
+    parts.push(el('h3', {{}}, 'Outputs'), table(d.outputs.map(o => row('port ' + o.port,
+      'inferred ' + o.inferred + ', declared ' + o.declared +
+      (o.names.length ? ', names ' + o.names.join(', ') : '')))));
+    const consumers = Object.entries(data[key].details).filter(([, c]) =>
+      c.inputs.some(i => i.from_id === id)).map(([cid, c]) => goto(key, cid, c.label));
+    if (consumers.length) parts.push(el('h3', {{}}, 'Consumers'),
+      el('div', {{}}, ...consumers.flatMap((c, i) => i ? [', ', c] : [c])));
     if (d.seconds !== undefined) {{
-      h += '<h3>Run</h3><table>' + row('time', (d.seconds * 1e3).toFixed(3) + ' ms (' +
-           (d.share * 100).toFixed(1) + '%)') + d.stats.map((s, k) => row('output ' + k,
-           s.dtype + '[' + s.shape.join(',') + ']' + (s.min !== undefined ? ' in [' + s.min +
-           ', ' + s.max + ']' : '') + (s.nan ? ' !! ' + s.nan + ' NaN' : '') +
-           (s.inf ? ' !! ' + s.inf + ' Inf' : ''))).join('') + '</table>';
+      parts.push(el('h3', {{}}, 'Run'), table([row('time', (d.seconds * 1e3).toFixed(3) +
+        ' ms (' + (d.share * 100).toFixed(1) + '%)')].concat(d.stats.map((s, k) =>
+        row('output ' + k, s.dtype + '[' + s.shape.join(',') + ']' + (s.min !== undefined ?
+          ' in [' + s.min + ', ' + s.max + ']' : '') + (s.nan ? ' !! ' + s.nan + ' NaN' : '') +
+          (s.inf ? ' !! ' + s.inf + ' Inf' : ''))))));
     }}
-    if (d.run_note) h += '<h3>Run</h3><div>' + esc(d.run_note) + '</div>';
-    if (d.agreement) h += '<h3>Compare</h3><div>' + esc(d.agreement) + '</div>';
-    if (d.bodies.length) h += '<h3>Bodies</h3>' + d.bodies.map(b =>
-      '<button class="open-body" data-key="' + esc(b.key) + '">open ' + esc(b.role) +
-      '</button>').join(' ');
-    const p = document.getElementById('panel'); p.innerHTML = h;
-    p.querySelectorAll('.open-body').forEach(b => b.onclick = () => show(b.dataset.key));
+    if (d.run_note) parts.push(el('h3', {{}}, 'Run'), el('div', {{}}, d.run_note));
+    if (d.agreement) parts.push(el('h3', {{}}, 'Compare'), el('div', {{}}, d.agreement));
+    if (d.bodies.length) parts.push(el('h3', {{}}, 'Bodies'), ...d.bodies.map(b =>
+      el('button', {{class: 'open-body', data: {{key: b.key}}, onclick: () => show(b.key)}},
+         'open ' + b.role)));
+    p.replaceChildren(...parts);
+    p.scrollTop = 0;
   }}
-  document.querySelectorAll('.node').forEach(n => n.addEventListener('click', ev => {{
-    const key = n.closest('.view').dataset.key;
+  function select(key, id) {{
+    const n = nodeOf(key, id);
+    if (!n) return;
     document.querySelectorAll('.node.selected').forEach(x => x.classList.remove('selected'));
-    n.classList.add('selected'); panel(key, n.dataset.id); ev.stopPropagation();
-  }}));
+    n.classList.add('selected');
+    panel(key, id);
+    reveal(key, n);
+  }}
   Object.values(views).forEach(v => {{
+    v.addEventListener('click', ev => {{
+      const n = ev.target.closest('.node');
+      if (n) {{ select(v.dataset.key, n.dataset.id); ev.stopPropagation(); }}
+    }});
     let drag = null;
     v.addEventListener('mousedown', ev => {{ drag = [ev.clientX, ev.clientY]; }});
     window.addEventListener('mouseup', () => {{ drag = null; }});
     v.addEventListener('mousemove', ev => {{
       if (!drag) return;
-      const b = base(v.dataset.key), s = svgOf(v.dataset.key);
-      const k = b.width / s.clientWidth;
+      const b = box(v.dataset.key), k = scale(v.dataset.key);
       b.x -= (ev.clientX - drag[0]) * k; b.y -= (ev.clientY - drag[1]) * k;
       drag = [ev.clientX, ev.clientY];
     }});
     v.addEventListener('wheel', ev => {{
       ev.preventDefault();
-      const b = base(v.dataset.key), s = svgOf(v.dataset.key), r = s.getBoundingClientRect();
+      const b = box(v.dataset.key), r = svgOf(v.dataset.key).getBoundingClientRect();
       const f = ev.deltaY > 0 ? 1.15 : 1 / 1.15;
       const mx = b.x + (ev.clientX - r.left) / r.width * b.width;
       const my = b.y + (ev.clientY - r.top) / r.height * b.height;
@@ -500,20 +639,38 @@ button {{ font-size: 12px; }}
     }}, {{ passive: false }});
   }});
   document.getElementById('fit').onclick = () => fit(current);
-  document.getElementById('search').addEventListener('input', ev => {{
-    const q = ev.target.value.trim().toLowerCase();
-    const nodes = views[current].querySelectorAll('.node');
-    let first = null;
-    nodes.forEach(n => {{
-      const hit = q && (n.dataset.name.toLowerCase().includes(q) ||
-                        n.dataset.op.toLowerCase().includes(q));
-      n.classList.toggle('hit', !!hit); if (hit && !first) first = n;
-    }});
-    if (first) {{
-      const bb = first.getBBox(), t = first.transform.baseVal.consolidate().matrix;
-      const b = base(current);
-      b.x = t.e + bb.width / 2 - b.width / 2; b.y = t.f + bb.height / 2 - b.height / 2;
-    }}
+  document.getElementById('readable').onclick = () => {{
+    const b = box(current);
+    centreOn(current, b.x + b.width / 2, b.y + b.height / 2, 1);
+  }};
+  // Search: every match highlighted, the current one zoomed to; Enter steps to the next,
+  // Shift+Enter to the one before.
+  const search = document.getElementById('search');
+  let hits = [], at = -1;
+  function goHit(i) {{
+    nodes(current).forEach(n => n.classList.remove('current'));
+    const status = document.getElementById('hits');
+    if (!hits.length) {{ status.textContent = search.value.trim() ? 'no match' : ''; return; }}
+    at = (i + hits.length) % hits.length;
+    const n = hits[at];
+    n.classList.add('current');
+    status.textContent = (at + 1) + ' of ' + hits.length;
+    const r = rectOf(n);
+    centreOn(current, r.x + r.w / 2, r.y + r.h / 2, Math.min(scale(current), 1));
+    panel(current, n.dataset.id);
+  }}
+  function runSearch() {{
+    const q = search.value.trim().toLowerCase();
+    Object.values(views).forEach(v => v.querySelectorAll('.node.hit, .node.current').forEach(
+      n => n.classList.remove('hit', 'current')));
+    hits = q ? nodes(current).filter(n => n.dataset.name.toLowerCase().includes(q) ||
+                                          n.dataset.op.toLowerCase().includes(q)) : [];
+    hits.forEach(n => n.classList.add('hit'));
+    goHit(0);
+  }}
+  search.addEventListener('input', runSearch);
+  search.addEventListener('keydown', ev => {{
+    if (ev.key === 'Enter') {{ ev.preventDefault(); goHit(at + (ev.shiftKey ? -1 : 1)); }}
   }});
   show('main');
 }})();
