@@ -3,8 +3,10 @@ GRUSequence_5, RNNCell_3, RNNSequence_5; LSTMCell-4 is LSTMCell-1 without peepho
 
 Gate orders are OpenVINO's: LSTM fico (forget, input, cell, output), GRU zrh. Everything is
 computed in the input's precision: f32 in f32, f64 in f64, f16/bf16 in f32 and rounded once
-at the output. The time loop is a Python loop over steps; each step is a few matrix products
-over the whole batch, and the input projections of all steps are one product up front.
+at the output. A sequence's input projections X W^T of all steps and directions are one
+product up front; the recurrence is a compiled loop over every direction, batch item and
+step (ops/recurrent_loop.py) up to a size, past it a NumPy loop over steps, each a few
+matrix products over the whole batch. A cell is one NumPy step.
 
 Sequence lengths shorter than T follow OpenVINO's reference kernel: outputs past a batch
 item's length are 0, its final states are those of its last valid step (0 for a length of 0),
@@ -17,7 +19,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from irrun.opkit import Dim, TensorSpec, check_integer, fail, format_shape, register, warn
+from irrun.opkit import Dim, TensorSpec, check_integer, fail, format_shape, matmul, register, warn
 
 # ---------------------------------------------------------------- activations
 
@@ -449,7 +451,17 @@ def _sequence_infer(attrs, x, states, lengths, w, r, b, gates, bias_size, state_
     return [y] + [st] * len(states)
 
 
-def _sequence_run(attrs, x, states, lengths, w, r, b, gates, bias_size, state_names, make_step):
+# The compiled loop (ops/recurrent_loop.py) runs the recurrence when R holds at most this
+# many elements (G * hidden_size: the multiply-adds of one step of one batch item); past
+# it each step's product is large enough that BLAS does it faster and NumPy's few calls a
+# step cost nothing next to it.
+COMPILED_MAX_R = 1 << 18
+
+
+def _sequence_run(attrs, x, states, lengths, w, r, b, gates, bias_size, state_names, make_step,
+                  compiled):
+    """make_step(R, B) of one direction -> (step for the NumPy loop, bias added to X W^T);
+    compiled(xp, rt, states, lengths, reverse, y, finals): the family's compiled loop."""
     hs = attrs.hidden_size
     d = _num_directions(attrs)
     g = f"{gates} * hidden_size" if gates > 1 else "hidden_size"
@@ -461,22 +473,40 @@ def _sequence_run(attrs, x, states, lengths, w, r, b, gates, bias_size, state_na
         + [[("batch_size", "N")], [("num_directions", d), (g, gates * hs), ("input_size", "I")],
            [("num_directions", d), (g, gates * hs), ("hidden_size", hs)],
            [("num_directions", d), ("bias size", bias_size)]])))
-    n, t = x.shape[:2]
+    n, t, i = x.shape
     lens = _check_lengths(lengths, n, t)
     cd = _compute_dtype(x)
-    xs = x.astype(cd)
-    ys, finals = [], []
-    for di in range(d):
-        reverse = attrs.direction == "reverse" or di == 1
-        step, x_bias = make_step(w[di].astype(cd), r[di].astype(cd), b[di].astype(cd))
-        x_proj = xs @ w[di].astype(cd).T + x_bias          # [N, T, G]: all steps at once
-        y, fin = _run_direction(step, x_proj, [s[:, di].astype(cd) for s in states], lens,
-                                reverse)
-        ys.append(y)
-        finals.append(fin)
+    rs = r.astype(cd)
+    made = [make_step(rs[di], b[di].astype(cd)) for di in range(d)]
+    # The input projections of all steps and both directions: one product, [N, T, D * G].
+    width = d * gates * hs
+    xp = matmul(x.astype(cd).reshape(n * t, i), w.astype(cd).reshape(width, i).T)
+    xp += np.concatenate([bias for _, bias in made])
+    xp = xp.reshape(n, t, width)
+    reverse = [attrs.direction == "reverse" or di == 1 for di in range(d)]
+    if gates * hs * hs <= COMPILED_MAX_R:
+        y = np.zeros((n, d, t, hs), cd)
+        finals = [np.empty((n, d, hs), cd) for _ in states]
+        compiled(xp, np.ascontiguousarray(rs.transpose(0, 2, 1)),
+                 [np.ascontiguousarray(s, dtype=cd) for s in states], lens,
+                 np.array(reverse, np.int64), y, finals)
+        return (y.astype(x.dtype, copy=False),
+                *(f.astype(x.dtype, copy=False) for f in finals))
+    ys, ends = [], []
+    for di, (step, _) in enumerate(made):
+        part = xp[:, :, di * gates * hs:(di + 1) * gates * hs]
+        yd, fin = _run_direction(step, part, [s[:, di].astype(cd) for s in states], lens,
+                                 reverse[di])
+        ys.append(yd)
+        ends.append(fin)
     y = np.stack(ys, axis=1).astype(x.dtype)
-    outs = [np.stack([f[i] for f in finals], axis=1).astype(x.dtype) for i in range(len(states))]
+    outs = [np.stack([f[k] for f in ends], axis=1).astype(x.dtype) for k in range(len(states))]
     return (y, *outs)
+
+
+def _codes(acts_names):
+    from .recurrent_loop import ACTIVATION_CODES
+    return [ACTIVATION_CODES[a.strip().lower()] for a in acts_names]
 
 
 @register("LSTMSequence", since=5, attrs=LSTMSequenceAttrs, category="sequence")
@@ -492,10 +522,16 @@ class LSTMSequence5:
         acts = _check_attrs(attrs, 3)
         clip = _clipper(attrs.clip)
 
-        def make_step(wd, rd, bd):
+        def make_step(rd, bd):
             return (lambda xp, hh, cc: _lstm_step(acts, clip, xp, hh, cc, rd, None, False)), bd
+
+        def compiled(xp, rt, states, lens, reverse, y, finals):
+            from .recurrent_loop import lstm_loop
+            lstm_loop(xp, rt, *states, lens, reverse, float(attrs.clip),
+                      *_codes(attrs.activations), y, *finals)
         return _sequence_run(attrs, x, [h, c], lengths, w, r, b, 4, 4 * attrs.hidden_size,
-                             ["initial_hidden_state", "initial_cell_state"], make_step)
+                             ["initial_hidden_state", "initial_cell_state"], make_step,
+                             compiled)
 
 
 @register("GRUSequence", since=5, attrs=GRUSequenceAttrs, category="sequence")
@@ -512,11 +548,19 @@ class GRUSequence5:
         clip = _clipper(attrs.clip)
         hs, lbr = attrs.hidden_size, attrs.linear_before_reset
 
-        def make_step(wd, rd, bd):
+        rbhs = []
+
+        def make_step(rd, bd):
             xb, rbh = _gru_bias(bd, hs, lbr, bd.dtype)
+            rbhs.append(rbh if lbr else np.zeros(hs, bd.dtype))
             return (lambda xp, hh: _gru_step(acts, clip, lbr, xp, hh, rd, rbh)), xb
+
+        def compiled(xp, rt, states, lens, reverse, y, finals):
+            from .recurrent_loop import gru_loop
+            gru_loop(xp, rt, np.stack(rbhs), *states, lens, reverse, float(attrs.clip),
+                     *_codes(attrs.activations), lbr, y, *finals)
         return _sequence_run(attrs, x, [h], lengths, w, r, b, 3, (4 if lbr else 3) * hs,
-                             ["initial_hidden_state"], make_step)
+                             ["initial_hidden_state"], make_step, compiled)
 
 
 @register("RNNSequence", since=5, attrs=RNNSequenceAttrs, category="sequence")
@@ -531,7 +575,12 @@ class RNNSequence5:
         acts = _check_attrs(attrs, 1)
         clip = _clipper(attrs.clip)
 
-        def make_step(wd, rd, bd):
+        def make_step(rd, bd):
             return (lambda xp, hh: _rnn_step(acts, clip, xp, hh, rd)), bd
+
+        def compiled(xp, rt, states, lens, reverse, y, finals):
+            from .recurrent_loop import rnn_loop
+            rnn_loop(xp, rt, *states, lens, reverse, float(attrs.clip),
+                     *_codes(attrs.activations), y, *finals)
         return _sequence_run(attrs, x, [h], lengths, w, r, b, 1, attrs.hidden_size, ["H"],
-                             make_step)
+                             make_step, compiled)

@@ -399,3 +399,85 @@ def test_gru_and_rnn_cells_match_openvino(tmp_path_factory, lbr, acts, rnn_act, 
     rng = np.random.default_rng(seed)
     check(tmp_path_factory.mktemp("gc"), ov.Model([gru.output(0), rnn.output(0)], ps + qs, "t"),
           {**feed_of(ps, rng), **feed_of(qs, rng)})
+
+
+# ---------------------------------------------------------------- the two time loops
+# Sizes up to recurrent.COMPILED_MAX_R run the compiled loop (ops/recurrent_loop.py), larger
+# ones a NumPy loop; the hypothesis tests above are all small. Here the NumPy loop is forced
+# (COMPILED_MAX_R = 0) and both are checked against OpenVINO and against each other.
+
+def _sequence_case(family, direction, n, t, i, h, lbr, acts, clip, rng, dtype=np.float32):
+    d = 2 if direction == "bidirectional" else 1
+    gates = {"lstm": 4, "gru": 3, "rnn": 1}[family]
+    nb = (4 if lbr else 3) * h if family == "gru" else gates * h
+    x = rng.standard_normal((n, t, i)).astype(dtype)
+    states = [rng.standard_normal((n, d, h)).astype(dtype) for _ in range(2 if family == "lstm" else 1)]
+    lens = rng.integers(0, t + 1, n).astype(np.int32)
+    lens[0] = t                          # one full-length item, and the others at random
+    w = (rng.standard_normal((d, gates * h, i)) / np.sqrt(i)).astype(dtype)
+    r = (rng.standard_normal((d, gates * h, h)) / np.sqrt(h)).astype(dtype)
+    b = rng.standard_normal((d, nb)).astype(dtype)
+    if family == "lstm":
+        op, attrs = LSTMSequence5, LSTMSequenceAttrs(h, direction=direction, activations=acts, clip=clip)
+    elif family == "gru":
+        op, attrs = GRUSequence5, GRUSequenceAttrs(h, direction=direction, activations=acts[:2],
+                                                   clip=clip, linear_before_reset=lbr)
+    else:
+        op, attrs = RNNSequence5, RNNSequenceAttrs(h, direction=direction, activations=acts[:1],
+                                                   clip=clip)
+    return op, attrs, (x, *states, lens, w, r, b)
+
+
+CASES = [("lstm", "bidirectional", 3, 6, 5, 7, False, ("sigmoid", "tanh", "tanh"), 0.0),
+         ("lstm", "reverse", 2, 4, 3, 4, False, ("tanh", "relu", "sigmoid"), 0.7),
+         ("gru", "bidirectional", 3, 5, 4, 6, False, ("sigmoid", "tanh"), 0.0),
+         ("gru", "forward", 4, 5, 2, 5, True, ("relu", "tanh"), 1.5),
+         ("gru", "reverse", 2, 3, 3, 3, True, ("sigmoid", "sigmoid"), 0.0),
+         ("rnn", "bidirectional", 3, 6, 2, 5, False, ("relu",), 0.0),
+         ("rnn", "forward", 2, 4, 3, 4, False, ("sigmoid",), 0.4)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}")
+def test_compiled_and_numpy_loops_agree(case, monkeypatch):
+    import irrun.ops.recurrent as rec
+    gates = {"lstm": 4, "gru": 3, "rnn": 1}[case[0]]
+    assert gates * case[5] ** 2 <= rec.COMPILED_MAX_R     # the first run is the compiled loop
+    rng = np.random.default_rng(11)
+    for dtype, rtol in ((np.float32, 2e-6), (np.float64, 1e-13)):
+        op, attrs, args = _sequence_case(*case, rng, dtype)
+        compiled = op.run(attrs, *args)
+        monkeypatch.setattr(rec, "COMPILED_MAX_R", 0)
+        looped = op.run(attrs, *args)
+        monkeypatch.undo()
+        for c, p in zip(compiled, looped):
+            assert c.dtype == p.dtype == dtype and c.shape == p.shape
+            np.testing.assert_allclose(c, p, rtol=rtol, atol=rtol)
+        # Past each item's length: zeros; a length of 0 ends with zero states.
+        lens = args[-4]
+        for k, ln in enumerate(lens):
+            assert not compiled[0][k, :, ln:].any()
+            if ln == 0:
+                assert all(not s[k].any() for s in compiled[1:])
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}")
+@pytest.mark.parametrize("numpy_loop", [False, True], ids=["compiled", "numpy"])
+def test_both_loops_match_openvino(case, numpy_loop, tmp_path, monkeypatch):
+    import irrun.ops.recurrent as rec
+    if numpy_loop:
+        monkeypatch.setattr(rec, "COMPILED_MAX_R", 0)
+    family, direction, _, _, _, h, lbr, acts, clip = case
+    rng = np.random.default_rng(12)
+    _, _, args = _sequence_case(*case, rng)
+    names = ["x", "h", "c"][:len(args) - 4] + ["s", "w", "r", "b"]
+    ps = [o8.parameter(list(a.shape), ov.Type.i32 if nm == "s" else ov.Type.f32, name=nm)
+          for nm, a in zip(names, args)]
+    if family == "lstm":
+        node = o5.lstm_sequence(*ps, h, direction, activations=list(acts), clip=clip)
+    elif family == "gru":
+        node = o5.gru_sequence(*ps, h, direction, activations=list(acts[:2]), clip=clip,
+                               linear_before_reset=lbr)
+    else:
+        node = o5.rnn_sequence(*ps, h, direction, activations=list(acts[:1]), clip=clip)
+    check(tmp_path, ov.Model(node.outputs(), ps, "t"), dict(zip(names, args)))
