@@ -14,8 +14,9 @@ are compared with OpenVINO:
 
 One Truncate only: openvino_tokenizers' Truncate writes its results into its input tensors,
 so several Truncates sharing inputs would see each other's cuts. Writes
-openvino_tokenizer.xml/.bin and oracle.npz (inputs `in_<k>/<name>` and OpenVINO's outputs
-`out_<k>/<name>` for a few cases). Run in a venv with openvino and openvino-tokenizers:
+openvino_tokenizer.xml/.bin, oracle.npz (inputs `in_<k>/<name>` and OpenVINO's outputs
+`out_<k>/<name>` for a few cases) and openvino_tokenizer.inputs.npz (the first case's
+inputs, which irrun's tools take as the file's sample). Run in a venv with openvino and openvino-tokenizers:
 `python models/tok_postprocess/build.py`.
 """
 import os
@@ -100,6 +101,10 @@ def build():
         for out in compiled.outputs:
             arrays[f"out_{k}/{out.get_any_name()}"] = np.array(res[out])
     np.savez_compressed(os.path.join(HERE, "oracle.npz"), **arrays)
+    # Sample inputs where irrun's tools look for them (<stem>.inputs.npz): random u8 side
+    # and mode strings would not name a side or a mode.
+    first = sample(np.random.default_rng(SAMPLES[0][0]), *SAMPLES[0][1:])
+    np.savez(os.path.join(HERE, "openvino_tokenizer.inputs.npz"), **first)
 
 
 if __name__ == "__main__":
