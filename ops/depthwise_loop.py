@@ -128,10 +128,18 @@ def depthwise2d(x: np.ndarray, w: np.ndarray, strides, dilations, pads_begin, co
     return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
 
 
+# Parts per thread: a thread the machine pauses in the middle of a part holds up the
+# layer for the rest of that part only (the caller takes back the parts not started).
+# ssdlite's depthwise layers on this 2-core machine under a load of 16: 9.9 ms in one
+# part per thread, 3.6 ms on one thread.
+PARTS_PER_THREAD = 4
+
+
 def _split(loop, arrays, args, items: int, work: int) -> None:
     """loop(*arrays, first, last, *args) over range(items), in parts over the pool."""
-    parts = min(workers(work, MIN_WORK_PER_THREAD), items)
-    if parts < 2:
+    threads = workers(work, MIN_WORK_PER_THREAD)
+    if threads < 2 or items < 2:
         loop(*arrays, 0, items, *args)
     else:
-        parallel(lambda lo, hi: loop(*arrays, lo, hi, *args), even_ranges(items, parts))
+        parallel(lambda lo, hi: loop(*arrays, lo, hi, *args),
+                 even_ranges(items, min(items, PARTS_PER_THREAD * threads)))

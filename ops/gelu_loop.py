@@ -95,11 +95,11 @@ def gelu_erf(x: np.ndarray) -> np.ndarray:
     src = np.ascontiguousarray(x).reshape(-1)
     out = np.empty(x.shape, x.dtype)
     dst = out.reshape(-1)
-    parts = workers(src.size, MIN_WORK_PER_THREAD)
+    threads = workers(src.size, MIN_WORK_PER_THREAD)
     scaled, numerators = np.empty(src.size, np.float64), np.empty(src.size, np.float64)
-    if parts < 2:
+    if threads < 2:
         _gelu(src, dst, scaled, numerators)
-    else:
+    else:       # a few parts per thread: see ops/depthwise_loop.py's PARTS_PER_THREAD
         parallel(lambda lo, hi: _gelu(src[lo:hi], dst[lo:hi], scaled[lo:hi], numerators[lo:hi]),
-                 even_ranges(src.size, parts))
+                 even_ranges(src.size, 4 * threads))
     return out

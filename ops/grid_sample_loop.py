@@ -108,9 +108,10 @@ def bilinear(src: np.ndarray, grid: np.ndarray, padding: str, align: bool) -> np
     arrays = (np.ascontiguousarray(src), np.ascontiguousarray(grid), out)
     t = src.dtype.type
     tail = (PADDING[padding], bool(align), t(1), t(2), t(src.shape[2]), t(src.shape[3]))
-    parts = min(workers(out.size, MIN_WORK_PER_THREAD), n)
-    if parts < 2:
+    threads = workers(out.size, MIN_WORK_PER_THREAD)
+    if threads < 2 or n < 2:
         _bilinear(*arrays, 0, n, *tail)
-    else:
-        parallel(lambda lo, hi: _bilinear(*arrays, lo, hi, *tail), even_ranges(n, parts))
+    else:       # a few parts per thread: see ops/depthwise_loop.py's PARTS_PER_THREAD
+        parallel(lambda lo, hi: _bilinear(*arrays, lo, hi, *tail),
+                 even_ranges(n, min(n, 4 * threads)))
     return out

@@ -97,9 +97,10 @@ def mvn_rows(x: np.ndarray, normalize_variance: bool, eps: float, inside: bool) 
     rows = x.shape[0]
     out = np.empty_like(x)
     tail = (bool(normalize_variance), float(eps), bool(inside))
-    parts = min(workers(x.size, MIN_WORK_PER_THREAD), rows)
-    if parts < 2:
+    threads = workers(x.size, MIN_WORK_PER_THREAD)
+    if threads < 2 or rows < 2:
         _rows(x, out, 0, rows, *tail)
-    else:
-        parallel(lambda lo, hi: _rows(x, out, lo, hi, *tail), even_ranges(rows, parts))
+    else:       # a few parts per thread: see ops/depthwise_loop.py's PARTS_PER_THREAD
+        parallel(lambda lo, hi: _rows(x, out, lo, hi, *tail),
+                 even_ranges(rows, min(rows, 4 * threads)))
     return out
