@@ -63,9 +63,11 @@ OPS = (
     ('Broadcast', 'movement', ('shape',), ('Broadcast-1', 'Broadcast-3')),
     ('Bucketize', 'condition', ('condition',), ('Bucketize-3',)),
     ('ByteFallback', 'tokenizer', ('tokenizers',), ('ByteFallback-extension',)),
+    ('BytesToChars', 'tokenizer', ('tokenizers',), ('BytesToChars-extension',)),
     ('CaseFold', 'tokenizer', ('tokenizers',), ('CaseFold-extension',)),
     ('Ceiling', 'arithmetic', ('elementwise',), ('Ceiling-1',)),
     ('CharsMapNormalization', 'tokenizer', ('tokenizers',), ('CharsMapNormalization-extension',)),
+    ('CharsToBytes', 'tokenizer', ('tokenizers',), ('CharsToBytes-extension',)),
     ('Clamp', 'activation', ('activation',), ('Clamp-1',)),
     ('Col2Im', 'movement', ('image',), ('Col2Im-15',)),
     ('CombineSegments', 'tokenizer', ('tokenizers',), ('CombineSegments-extension',)),
@@ -202,6 +204,7 @@ OPS = (
     ('ReorgYolo', 'detection', ('detection',), ('ReorgYolo-2',)),
     ('Reshape', 'shape', ('shape',), ('Reshape-1',)),
     ('Result', 'infrastructure', ('structural',), ('Result-1',)),
+    ('Reverse', 'movement', ('movement_extra',), ('Reverse-1',)),
     ('ReverseSequence', 'movement', ('scatter_gather',), ('ReverseSequence-1',)),
     ('RNNCell', 'sequence', ('recurrent',), ('RNNCell-1',)),
     ('RNNSequence', 'sequence', ('recurrent',), ('RNNSequence-5',)),
@@ -257,6 +260,7 @@ OPS = (
     ('VariadicSplit', 'movement', ('movement',), ('VariadicSplit-1',)),
     ('VocabDecoder', 'tokenizer', ('tokenizers',), ('VocabDecoder-extension',)),
     ('WordpieceTokenizer', 'tokenizer', ('tokenizers',), ('WordpieceTokenizer-extension',)),
+    ('Xor', 'logical', ('elementwise',), ('Xor-1',)),
 )
 
 MODULES_OF = {type.lower(): modules for type, _, modules, _ in OPS}

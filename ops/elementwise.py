@@ -6,8 +6,14 @@ Power-1, SquaredDifference-1, FloorMod-1, Mod-1, Abs-1, Negative-1, Sqrt-1, Exp-
 Floor-1, Ceiling-1, Erf-1, Sign-1, Sin-1, Cos-1, Tan-1, Asin-1, Acos-1, Atan-1, Sinh-1,
 Cosh-1, Asinh-3 (opset4), Acosh-3 (opset4), Atanh-3 (opset4), Round-5, CumSum-3), comparison/ (Equal-1, NotEqual-1, Less-1,
 LessEqual-1, Greater-1, GreaterEqual-1), logical/ (LogicalAnd-1, LogicalOr-1,
-LogicalXor-1, LogicalNot-1), condition/Select-1, and
-broadcast_rules (numpy and none; pdpd is reported as unsupported).
+LogicalXor-1, LogicalNot-1, and Xor-1: opset1's older name of LogicalXor, without a spec
+page), condition/Select-1, and broadcast_rules (numpy and none; pdpd is reported as
+unsupported).
+
+Comparisons take any element type, strings included (compared by code point, which is
+the order of their UTF-8 bytes), as OpenVINO's type rules do; its CPU plugin has no string
+comparison kernel. LogicalNot takes any element type as OpenVINO does (x == 0, in x's
+type); LogicalAnd/Or/Xor take booleans only, as OpenVINO requires.
 
 Numerics: results keep the input element type exactly. Maximum/Minimum propagate NaN (the
 spec is silent; the CPU plugin's answer depends on the operand order). Integer arithmetic wraps like the
@@ -25,6 +31,7 @@ import numpy as np
 from irrun.opkit import (
     check_arrays_broadcast,
     ARITH,
+    add_elements,
     NoAttrs,
     TensorSpec,
     as_dtype,
@@ -126,6 +133,9 @@ def _float_or_int(float_fn, int_fn):
     return kernel
 
 
+# Element kinds a comparison accepts: every kind (OpenVINO's comparison ops check none).
+ANY = ARITH + ("bool", "string")
+
 # name -> (kernel(a, b, attrs), output kind: "same" | "bool", accepted input kinds)
 BINARY = {
     "Add": (lambda a, b, _: np.add(a, b), "same", ARITH),
@@ -138,16 +148,18 @@ BINARY = {
     "SquaredDifference": (lambda a, b, _: np.square(np.subtract(a, b)), "same", ARITH),
     "FloorMod": (_float_or_int(_float_floor_mod, _int_mod(True)), "same", ARITH),
     "Mod": (_float_or_int(np.fmod, _int_mod(False)), "same", ARITH),
-    "Equal": (lambda a, b, _: np.equal(a, b), "bool", ARITH + ("bool",)),
-    "NotEqual": (lambda a, b, _: np.not_equal(a, b), "bool", ARITH + ("bool",)),
-    "Less": (lambda a, b, _: np.less(a, b), "bool", ARITH + ("bool",)),
-    "LessEqual": (lambda a, b, _: np.less_equal(a, b), "bool", ARITH + ("bool",)),
-    "Greater": (lambda a, b, _: np.greater(a, b), "bool", ARITH + ("bool",)),
-    "GreaterEqual": (lambda a, b, _: np.greater_equal(a, b), "bool", ARITH + ("bool",)),
+    "Equal": (lambda a, b, _: np.equal(a, b), "bool", ANY),
+    "NotEqual": (lambda a, b, _: np.not_equal(a, b), "bool", ANY),
+    "Less": (lambda a, b, _: np.less(a, b), "bool", ANY),
+    "LessEqual": (lambda a, b, _: np.less_equal(a, b), "bool", ANY),
+    "Greater": (lambda a, b, _: np.greater(a, b), "bool", ANY),
+    "GreaterEqual": (lambda a, b, _: np.greater_equal(a, b), "bool", ANY),
     "LogicalAnd": (lambda a, b, _: np.logical_and(a, b), "bool", ("bool",)),
     "LogicalOr": (lambda a, b, _: np.logical_or(a, b), "bool", ("bool",)),
     "LogicalXor": (lambda a, b, _: np.logical_xor(a, b), "bool", ("bool",)),
+    "Xor": (lambda a, b, _: np.logical_xor(a, b), "bool", ("bool",)),
 }
+LOGICAL = frozenset(("LogicalAnd", "LogicalOr", "LogicalXor", "Xor"))
 
 
 def binary_infer(name: str, attrs, a: TensorSpec, b: TensorSpec) -> list[TensorSpec]:
@@ -156,7 +168,10 @@ def binary_infer(name: str, attrs, a: TensorSpec, b: TensorSpec) -> list[TensorS
     if et.kind not in kinds:
         fail(f"{name} does not accept element type {et.name} (accepts {', '.join(kinds)} types)")
     shape = output_shape(attrs.auto_broadcast, a, b)
-    return [TensorSpec.make("boolean" if out_kind == "bool" else et, shape)]
+    out = TensorSpec.make("boolean" if out_kind == "bool" else et, shape)
+    if name == "Add":
+        out = add_elements(a, b, out)    # shape arithmetic: x.shape[2] + 1
+    return [out]
 
 
 def binary_run(name: str, attrs, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray]:
@@ -188,7 +203,7 @@ def _make_binary(name: str, attrs_cls=BroadcastAttrs, category="arithmetic"):
 
 
 for _name in BINARY:
-    _category = ("logical" if _name.startswith("Logical") else
+    _category = ("logical" if _name in LOGICAL else
                  "comparison" if BINARY[_name][1] == "bool" else "arithmetic")
     globals()[f"{_name}1"] = _make_binary(_name, DivideAttrs if _name == "Divide" else BroadcastAttrs,
                                           _category)
@@ -196,15 +211,17 @@ for _name in BINARY:
 
 @register("LogicalNot", since=1, attrs=NoAttrs, category="logical")
 class LogicalNot1:
+    # The spec asks for booleans; OpenVINO takes any type and gives x == 0 in that type
+    # (NaN -> 0), on the CPU plugin and in its reference alike: irrun follows.
     @staticmethod
     def infer(attrs, x: TensorSpec):
-        if x.etype.kind != "bool":
-            fail(f"LogicalNot needs a boolean input, got {x.etype.name}")
+        if x.etype.kind == "string":
+            fail("LogicalNot does not accept element type string")
         return [TensorSpec(x.etype, x.shape)]
 
     @staticmethod
     def run(attrs, x):
-        return (as_dtype(np.logical_not(x), np.bool_),)
+        return (as_dtype(np.logical_not(x), x.dtype),)
 
 
 @dataclass(frozen=True)

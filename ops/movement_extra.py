@@ -1,6 +1,8 @@
-"""More data movement ops: beam-search back-tracking, slice updates and unique elements.
+"""More data movement ops: beam-search back-tracking, slice updates, unique elements and
+reversal along axes.
 
-Spec pages: movement/gather-tree-1, movement/slice-scatter-15, movement/unique-10.
+Spec pages: movement/gather-tree-1, movement/slice-scatter-15, movement/unique-10,
+movement/reverse-1.
 """
 from __future__ import annotations
 
@@ -237,3 +239,51 @@ class Unique10:
             first, counts, inverse = first[order], counts[order], rank[inverse]
         values = np.take(source, first, axis=ax)     # the input's own values and dtype
         return (values, first.astype(idx_t), inverse.astype(idx_t), counts.astype(cnt_t))
+
+
+# ---------------------------------------------------------------- Reverse
+
+
+@dataclass(frozen=True)
+class ReverseAttrs:
+    mode: Literal["index", "mask"]
+
+
+def _reverse_axes(attrs, axes: list, rank: int) -> list[int]:
+    """The axes to flip. Index mode: each in [-rank, rank), a repeated axis flips once (as
+    OpenVINO does: the axes form a set). Mask mode: one boolean per axis."""
+    if attrs.mode == "mask":
+        if len(axes) != rank:
+            fail(f"mode='mask' needs one boolean per data axis ({rank}), got {len(axes)}")
+        return [i for i, m in enumerate(axes) if m]
+    return sorted({normalize_axis(int(a), rank, "axis (input 1)") for a in axes})
+
+
+@register("Reverse", since=1, attrs=ReverseAttrs, category="movement")
+class Reverse1:
+    # Left in opset1 only (OpenVINO's ONNX frontend writes it for ArgMax/ArgMin with
+    # select_last_index).
+    @staticmethod
+    def infer(attrs, data: TensorSpec, axis: TensorSpec):
+        check_rank(axis, (1,), "axis (input 1)")
+        if attrs.mode == "mask":
+            if axis.etype.kind != "bool":
+                fail(f"axis (input 1) must be boolean in mode='mask', got {axis.etype.name}")
+        elif axis.etype.kind not in ("int", "uint"):
+            fail(f"axis (input 1) must have an integer element type in mode='index', "
+                 f"got {axis.etype.name}")
+        if data.rank is not None and axis.shape is not None and axis.shape[0].is_static:
+            n = axis.shape[0].value
+            if attrs.mode == "mask" and n != data.rank:
+                fail(f"mode='mask' needs one boolean per data axis ({data.rank}), got "
+                     f"{format_shape(axis.shape)}")
+        if data.rank is not None and attrs.mode == "index":
+            values = known_ints(axis)
+            if values is not None:
+                _reverse_axes(attrs, values, data.rank)
+        return [TensorSpec(data.etype, data.shape)]
+
+    @staticmethod
+    def run(attrs, data, axis):
+        flip = _reverse_axes(attrs, axis.reshape(-1).tolist(), data.ndim)
+        return (np.flip(data, flip) if flip else data,)

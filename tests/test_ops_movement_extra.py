@@ -280,3 +280,50 @@ def test_unique_matches_openvino(tmp_path_factory, shape, data, et, sorted_, idx
     else:
         u = o10.unique(p, ov.op.Constant(np.array(axis, np.int64)), sorted_, idx, cnt)
     compare(ov.Model([o10.result(u.output(i)) for i in range(4)], [p]), {"x": x}, tmp_path_factory.getbasetemp())
+
+
+# ---------------------------------------------------------------- Reverse
+
+
+def test_reverse_spec_example_shape_and_rules():
+    (out,) = infer("Reverse", 1, {"mode": "index"}, S("f32", [3, 10, 100, 200]), S("i64", [1]))
+    assert format_shape(out.shape) == "[3,10,100,200]" and out.etype.name == "f32"
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    (y,) = run_op("Reverse", 1, {"mode": "index"}, x, np.array([0, -1, 0], np.int64))
+    np.testing.assert_array_equal(y, x[::-1, :, ::-1])     # a repeated axis flips once
+    (y,) = run_op("Reverse", 1, {"mode": "mask"}, x, np.array([False, True, False]))
+    np.testing.assert_array_equal(y, x[:, ::-1, :])
+    (y,) = run_op("Reverse", 1, {"mode": "index"}, x, np.zeros(0, np.int32))
+    np.testing.assert_array_equal(y, x)
+    with pytest.raises(OpError, match=r"axis \(input 1\) 3 is out of range \[-3, 2\]"):
+        run_op("Reverse", 1, {"mode": "index"}, x, np.array([3], np.int64))
+    with pytest.raises(ShapeError, match="one boolean per data axis"):
+        infer("Reverse", 1, {"mode": "mask"}, S("f32", [2, 3]), S("boolean", [3]))
+    with pytest.raises(ShapeError, match="must be boolean in mode='mask'"):
+        infer("Reverse", 1, {"mode": "mask"}, S("f32", [2, 3]), S("i64", [2]))
+    with pytest.raises(ShapeError, match="integer element type in mode='index'"):
+        infer("Reverse", 1, {"mode": "index"}, S("f32", [2, 3]), S("boolean", [2]))
+
+
+@pytest.mark.oracle
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=4), data=st.data(),
+       etype=st.sampled_from(["f32", "i32", "u8", "i64"]), seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=40, deadline=None)
+def test_reverse_matches_openvino(tmp_path_factory, shape, data, etype, seed):
+    # OpenVINO's Python API has no reverse(): opset1's NodeFactory builds it, as its ONNX
+    # frontend does for ArgMax/ArgMin with select_last_index.
+    from openvino.utils.node_factory import NodeFactory
+    rank = len(shape)
+    mode = data.draw(st.sampled_from(["index", "mask"]))
+    if mode == "index":
+        axes = np.array(data.draw(st.lists(st.integers(-rank, rank - 1), max_size=rank + 1)),
+                        dtype=np.int64)
+        dtype = data.draw(st.sampled_from([np.int64, np.int32, np.uint8]))
+        axes = (axes % rank if dtype == np.uint8 else axes).astype(dtype)
+    else:
+        axes = np.array(data.draw(st.lists(st.booleans(), min_size=rank, max_size=rank)))
+    x = np.random.default_rng(seed).integers(0, 100, shape).astype(NP[etype])
+    p = o1.parameter(shape, ov.Type(np.dtype(NP[etype])), name="x")
+    node = NodeFactory("opset1").create("Reverse", [p.output(0), ov.op.Constant(axes).output(0)],
+                                        {"mode": mode})
+    oracle.compare(ov.Model([node], [p]), {"x": x}, tmpdir=tmp_path_factory.getbasetemp())

@@ -1,10 +1,18 @@
 """The op versions of OpenVINO 2026.4's opsets 1-16, as data: what `irrun ops --coverage`
 measures irrun against.
 
-Copied from the project's shared version list (read from the runtime with
-`openvino.utils.node_factory.NodeFactory(f"opset{k}")` for k = 1..16): each op version as
-`Type-N`, N the first opset holding that version, by spec category. A few names differ from
-the IR spelling irrun registers; `IRRUN_LABEL` maps them.
+Read from OpenVINO itself: every type `NodeFactory(f"opset{k}")` creates for k = 1..16, the
+names taken from the opset tables OpenVINO ships (include/openvino/opsets/opsetK_tbl.hpp),
+each op version as `Type-N`, N the first opset that holds it, by spec category.
+tests/test_opset_coverage.py reads the same from the installed openvino and fails when
+this table or irrun's registry differs from it. The Constant of the runtime is the IR's
+Const (NodeFactory makes none), outside the count.
+
+opset1 holds two versions that no later opset does: Reverse-1 (OpenVINO's ONNX frontend
+writes it for ArgMax/ArgMin with select_last_index) and Xor-1 (LogicalXor's old name).
+The runtime names LogicalXor's version "opset2" (its IR files say version="opset2"), but
+opset1 holds it too: LogicalXor-1. A few names differ from the IR spelling irrun
+registers; `IRRUN_LABEL` maps them.
 """
 from __future__ import annotations
 
@@ -58,7 +66,7 @@ OPSET_VERSIONS: dict[str, tuple[str, ...]] = {
         "ReadValue-6", "Result-1", "TensorIterator-1",
     ),
     "logical": (
-        "LogicalAnd-1", "LogicalNot-1", "LogicalOr-1", "LogicalXor-2",
+        "LogicalAnd-1", "LogicalNot-1", "LogicalOr-1", "LogicalXor-1", "Xor-1",
     ),
     "matrix": (
         "Einsum-7", "Inverse-14", "MatMul-1",
@@ -66,11 +74,11 @@ OPSET_VERSIONS: dict[str, tuple[str, ...]] = {
     "movement": (
         "BatchToSpace-2", "Broadcast-1", "Broadcast-3", "Concat-1", "DepthToSpace-1",
         "ExtractImagePatches-3", "Gather-1", "Gather-7", "Gather-8", "GatherElements-6",
-        "GatherND-5", "GatherND-8", "GatherTree-1", "Pad-1", "Pad-12", "ReverseSequence-1",
-        "Roll-7", "ScatterElementsUpdate-3", "ScatterElementsUpdate-12", "ScatterNDUpdate-4",
-        "ScatterNDUpdate-15", "ScatterUpdate-3", "ShuffleChannels-1", "Slice-8",
-        "SliceScatter-15", "SpaceToBatch-2", "SpaceToDepth-1", "Split-1", "StridedSlice-1",
-        "Tile-1", "Transpose-1", "Unique-10", "VariadicSplit-1",
+        "GatherND-5", "GatherND-8", "GatherTree-1", "Pad-1", "Pad-12", "Reverse-1",
+        "ReverseSequence-1", "Roll-7", "ScatterElementsUpdate-3", "ScatterElementsUpdate-12",
+        "ScatterNDUpdate-4", "ScatterNDUpdate-15", "ScatterUpdate-3", "ShuffleChannels-1",
+        "Slice-8", "SliceScatter-15", "SpaceToBatch-2", "SpaceToDepth-1", "Split-1",
+        "StridedSlice-1", "Tile-1", "Transpose-1", "Unique-10", "VariadicSplit-1",
     ),
     "normalization": (
         "BatchNormInference-1", "BatchNormInference-5", "GRN-1", "GroupNormalization-12", "LRN-1",
@@ -118,9 +126,8 @@ OPSET_VERSIONS: dict[str, tuple[str, ...]] = {
 }
 
 # The runtime's names where irrun registers the IR spelling: Relu/Softmax are ReLU/SoftMax in
-# IR files, and LogicalXor's one version is LogicalXor-1 in the specs (the runtime lists -2).
-IRRUN_LABEL = {"Relu-1": "ReLU-1", "Softmax-1": "SoftMax-1", "Softmax-8": "SoftMax-8",
-               "LogicalXor-2": "LogicalXor-1"}
+# IR files (OpenVINO's serializer writes them so).
+IRRUN_LABEL = {"Relu-1": "ReLU-1", "Softmax-1": "SoftMax-1", "Softmax-8": "SoftMax-8"}
 
 TOTAL = sum(len(v) for v in OPSET_VERSIONS.values())
 
