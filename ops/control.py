@@ -83,15 +83,16 @@ def _slice_count(rule, dim: int) -> int:
 
 
 def _slice_parts(a: np.ndarray, rule, axis: int, count: int, loop: bool) -> list[np.ndarray]:
-    """The parts of a sliced input, in iteration order.
+    """The parts of a sliced input, in iteration order: views of `a`, made once per run.
 
     Loop slices the whole axis into parts of 1 (its port map has no start/end; OpenVINO
     ignores them there). TensorIterator starts at `start` and steps by `stride`; a negative
     stride walks backwards from `start`."""
     dim = a.shape[axis]
+    lead = (slice(None),) * axis
     if loop:
         idx = range(dim) if rule.stride > 0 else range(dim - 1, -1, -1)
-        return [np.take(a, [i], axis=axis) for i in idx]
+        return [a[lead + (slice(i, i + 1),)] for i in idx]
     size = max(rule.part_size, 1)
     start = rule.start + dim if rule.start < 0 else rule.start
     parts = []
@@ -100,7 +101,7 @@ def _slice_parts(a: np.ndarray, rule, axis: int, count: int, loop: bool) -> list
         if first < 0 or first + size > dim:
             fail(f"sliced input {rule.position}: part {i} [{first}, {first + size}) is outside "
                  f"axis {axis} of length {dim}")
-        parts.append(np.take(a, range(first, first + size), axis=axis))
+        parts.append(a[lead + (slice(first, first + size),)])
     return parts
 
 
