@@ -30,10 +30,16 @@ from irrun.opkit import DYNAMIC, Dim, NoAttrs, TensorSpec, check_alloc, fail, re
 
 CATEGORY = "tokenizer"
 
-# Seconds one regex search or substitution may take before the op fails (a pattern with
-# catastrophic backtracking on a long string): PCRE2's JIT in OpenVINO has a match limit
-# instead; either way the work is bounded.
+# Seconds of matching one string may take before the op fails (a pattern with catastrophic
+# backtracking), plus REGEX_SECONDS_PER_CHAR for each character: the `regex` package counts
+# a whole finditer/sub against one timeout, and a GPT-2 split of 12 MB takes some 5 s of it.
+# PCRE2's JIT in OpenVINO has a match limit instead; either way the work is bounded.
 REGEX_TIMEOUT = 10.0
+REGEX_SECONDS_PER_CHAR = 2e-6
+
+
+def _budget(text: str) -> float:
+    return REGEX_TIMEOUT + REGEX_SECONDS_PER_CHAR * len(text)
 
 
 # ---------------------------------------------------------------- layouts
@@ -294,7 +300,7 @@ def _matches(pattern, data: bytes, with_group: bool = False):
     ngroups = pattern.groups or 0
     regex = _regex()
     try:
-        for m in pattern.finditer(text, timeout=REGEX_TIMEOUT):
+        for m in pattern.finditer(text, timeout=_budget(text)):
             s, e = m.span()
             if s == e:
                 break
@@ -307,7 +313,7 @@ def _matches(pattern, data: bytes, with_group: bool = False):
                         group = (gs, ge)
                 groups.append(group)
     except TimeoutError:
-        fail(f"the regular expression took over {REGEX_TIMEOUT:g} s on a string of "
+        fail(f"the regular expression took over {_budget(text):g} s on a string of "
              f"{len(text)} characters; a pattern with catastrophic backtracking?",
              code="resource")
     except regex.error as e:     # pragma: no cover - compile errors are caught earlier
@@ -396,7 +402,7 @@ def _substitute(pattern, parts, data: bytes, global_replace: bool) -> bytes:
 
     out, last, regex = [], 0, _regex()
     try:
-        for m in pattern.finditer(text, timeout=REGEX_TIMEOUT):
+        for m in pattern.finditer(text, timeout=_budget(text)):
             piece = []
             for p in parts:
                 if isinstance(p, str):
@@ -416,7 +422,7 @@ def _substitute(pattern, parts, data: bytes, global_replace: bool) -> bytes:
             if not global_replace:
                 break
     except TimeoutError:
-        fail(f"the regular expression took over {REGEX_TIMEOUT:g} s on a string of "
+        fail(f"the regular expression took over {_budget(text):g} s on a string of "
              f"{len(text)} characters; a pattern with catastrophic backtracking?",
              code="resource")
     out.append(data[at(last):])
