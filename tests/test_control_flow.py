@@ -627,3 +627,62 @@ def test_a_run_time_error_in_a_body_names_the_body_layer_and_its_loop(tmp_path):
     assert d.op == "Gather-opset8" and 'type="Gather"' in text[d.line - 1]
     assert "indices = 3 is out of range" in d.message
     assert re.search(r"\(in the body of layer 'Loop_\d+' \(Loop-opset5\)\)$", d.message)
+
+
+# ---------------------------------------------------------------- the memory budget
+
+def build_nested_ifs(n, depth=3):
+    """x f32[n] -> If -> If -> ... (`depth` levels), each then_body holding relu(p) (a new
+    buffer of x's size) while the If inside it runs; the else_bodies pass p on."""
+    def level(d):
+        p = _f32((n,), f"p{d}")
+        held = o8.relu(p)
+        if d == depth:
+            inner = held
+        else:
+            c = o8.constant(True)
+            node = o8.if_op(c)
+            then = level(d + 1)
+            ep = _f32((n,), f"e{d}")
+            node.set_then_body(then)
+            node.set_else_body(ov.Model([o8.result(ep)], [ep], f"else{d}"))
+            node.set_input(held.output(0), then.get_parameters()[0], ep)
+            inner = node.set_output(then.get_results()[0], node.get_else_body().get_results()[0])
+        return ov.Model([o8.result(o8.add(inner, held))], [p], f"then{d}")
+
+    x = _f32((n,), "x")
+    c = o8.parameter([], bool, name="c")
+    node = o8.if_op(c)
+    then = level(1)
+    ep = _f32((n,), "ep")
+    node.set_then_body(then)
+    node.set_else_body(ov.Model([o8.result(ep)], [ep], "else0"))
+    node.set_input(x.output(0), then.get_parameters()[0], ep)
+    out = node.set_output(then.get_results()[0], node.get_else_body().get_results()[0])
+    return ov.Model([out], [x, c])
+
+
+def test_one_memory_budget_covers_a_run_and_its_bodies(tmp_path, monkeypatch):
+    """Each level of three nested Ifs holds its relu (1 MiB, as x) while the level inside
+    it runs: at the innermost Add, x, the three relus and the sum (5 MiB) are alive at once.
+    Under a 3.5 MiB budget that is refused, though no body alone holds more than 3 MiB;
+    under 6 MiB the run gives its value."""
+    n = 1 << 18
+    xml = save(build_nested_ifs(n), tmp_path)
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    m = irrun.read_model(xml)
+    monkeypatch.setenv("IRRUN_MAX_BYTES", str(7 << 19))
+    with pytest.raises(irrun.ResourceError, match="live tensors would need"):
+        m.infer({"x": x, "c": np.array(True)})
+    monkeypatch.setenv("IRRUN_MAX_BYTES", str(6 << 20))
+    got = m.infer({"x": x, "c": np.array(True)})[m.outputs[0].name]
+    np.testing.assert_allclose(got, _nested_expected(x, 3), rtol=1e-6)
+    np.testing.assert_array_equal(m.infer({"x": x, "c": np.array(False)})[m.outputs[0].name], x)
+
+
+def _nested_expected(x, depth):
+    """level d: h = relu(p); out = (level d+1 of h, or h at the last level) + h."""
+    def level(p, d):
+        h = np.maximum(p, 0)
+        return (h if d == depth else level(h, d + 1)) + h
+    return level(x, 1)

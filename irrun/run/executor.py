@@ -15,7 +15,7 @@ import numpy as np
 from ..config import pinned
 from ..errors import IrrunError, OpError, OpProblem, ResourceError, ShapeError
 from ..ir.shapes import TensorSpec, format_shape, is_static, shape_matches, shape_of, static_values
-from ..ir.weights import LiveBudget, check_alloc, max_tensor_bytes, reuse_memory
+from ..ir.weights import INT64_MAX, MAX_RANK, LiveBudget, check_alloc, reuse_memory
 from ..opkit.compressed import plain
 from ..opkit.pool import serial_blas
 from .bodies import RunContext, current_run
@@ -59,6 +59,9 @@ class Step:
     variable: str | None = None  # ReadValue/Assign: the session variable it reads or writes
     fast: tuple | None = None    # kind "run", one output: (call, attrs, args, out slot, dtype,
                                  # shape), all the shortest path reads, in one tuple
+    tracked: bool = False        # some output's size is not static: the live budget counts
+                                 # its outputs even where the plan's static part is reserved
+    release: tuple = ()          # the slots of `free` that tracked steps filled
 
     @property
     def runs_kernel(self) -> bool:
@@ -138,7 +141,23 @@ class Plan:
         # shapes and together fit a quarter of the live budget, the run need not count what
         # it holds (the margin covers a kernel returning a view of a larger buffer of its
         # own, which the budget counts whole); that saves a third of the per-layer dispatch.
+        # With some dynamic shapes, the static slots' bytes (`static_bytes`) are reserved
+        # the same way and only the dynamic layers' outputs are counted (`Step.tracked`).
         self.most_bytes = _most_bytes(steps)
+        self.static_bytes = 0
+        for step in steps:
+            if not step.counted or step.kind == "result":
+                continue
+            specs = step.specs or ()
+            if all(is_static(spec.shape) for spec in specs):
+                self.static_bytes += sum(spec.etype.dtype.itemsize * int(
+                    np.prod(static_values(spec.shape), dtype=np.int64)) for spec in specs)
+            else:
+                step.tracked = True
+        tracked_slots = {s for step in steps if step.tracked for s in step.outs}
+        for step in steps:
+            step.release = tuple(s for s in step.free if s in tracked_slots)
+        self.tracks = bool(tracked_slots)
 
 
 def _first_output_only(step, last_use, keep) -> None:
@@ -203,15 +222,16 @@ def _location(program, node):
                 op=layer.op_label)
 
 
-def check_inputs(node, etypes, arrays) -> None:
+def check_inputs(node, etypes, arrays, limit: int | None = None) -> None:
     """Run the op's shape rule again on the real inputs, for a layer whose shapes were not all
     known at load time.
 
     So a kernel never sees inputs its rule refuses (a rank that a dynamic-rank Parameter let
     through, lengths that disagree), and an output whose size comes from input values (a
-    Range, a num_segments, a Broadcast target) is refused before it is allocated.
+    Range, a num_segments, a Broadcast target) is refused before it is allocated (`limit`:
+    the per-tensor limit in force, when the caller has it at hand).
     """
-    specs = [TensorSpec(et, shape_of(a.shape), a if a.size <= FOLD_MAX_ELEMENTS else None)
+    specs = [TensorSpec(et, _dims(a.shape), a if a.size <= FOLD_MAX_ELEMENTS else None)
              for et, a in zip(etypes, arrays)]
     try:
         out_specs = node.op.infer(node.attrs, *specs)
@@ -220,14 +240,35 @@ def check_inputs(node, etypes, arrays) -> None:
         raise
     for index, spec in enumerate(out_specs):
         if spec.shape is not None:
+            if limit is not None and all(d.lo >= 0 for d in spec.shape):
+                n = spec.etype.bits
+                for d in spec.shape:
+                    n *= d.lo
+                if n <= 8 * limit and len(spec.shape) <= MAX_RANK and (
+                        n or all(d.lo <= INT64_MAX for d in spec.shape)):
+                    continue          # what check_alloc would find, without its words
             check_alloc([d.lo for d in spec.shape], spec.etype, f"output {index}")
 
 
-def _input_key(arrays) -> tuple:
+_DIMS: dict = {}
+
+
+def _dims(shape: tuple) -> tuple:
+    """shape_of for a concrete shape, its tuples of Dims kept: the same shapes come back
+    run after run."""
+    dims = _DIMS.get(shape)
+    if dims is None:
+        if len(_DIMS) > 4096:
+            _DIMS.clear()
+        dims = _DIMS[shape] = shape_of(shape)
+    return dims
+
+
+def _input_key(arrays, limit: int) -> tuple:
     """What a shape rule sees of the inputs: dtype and shape, and the values of those small
     enough to be partial values (check_inputs passes them on), as bytes. The memory limit
-    in force goes in too: the rule's allocation checks depend on it."""
-    key = [max_tensor_bytes()]
+    in force (`limit`) goes in too: the rule's allocation checks depend on it."""
+    key = [limit]
     for a in arrays:
         if a.dtype.kind == "O":
             return None           # strings: their bytes are pointers, not the values
@@ -260,7 +301,18 @@ class State:
     pending: dict
 
 
-_running: contextvars.ContextVar = contextvars.ContextVar("irrun_running", default=False)
+class RunMemory:
+    """The live-memory budget of one run, its bodies' runs included: a body runs while the
+    layers around it hold their tensors, so it counts against the same IRRUN_MAX_BYTES.
+    Each level's slots are numbered from its own `base` in the budget."""
+
+    def __init__(self, plan):
+        self.budget = LiveBudget(slots=plan.n_slots)
+        self.slots = 0               # the slots of the levels running now
+        self.base = 0                # where the next level's slot numbers start
+
+
+_running: contextvars.ContextVar = contextvars.ContextVar("irrun_running", default=None)
 
 
 def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
@@ -278,16 +330,18 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
     # Overflow to inf and NaN from 0/0 are what IR semantics compute, not a reason for NumPy
     # to print warnings mid-run (--check-nan finds them); set once here, not per kernel.
     try:
-        if _running.get():
+        memory = _running.get()
+        if memory is not None:
             # A body's run (Loop, If, TensorIterator) inside a layer of an outer run, which
             # set these up already: a Loop runs its body once per iteration.
-            _run_steps(program, plan, feeds, listener, keep_all, values, clock, state)
+            _run_steps(program, plan, feeds, listener, keep_all, values, clock, state, memory)
         else:
-            running = _running.set(True)
+            running = _running.set(RunMemory(plan))
             reuse_memory()
             try:
                 with np.errstate(all="ignore"), pinned(), serial_blas():
-                    _run_steps(program, plan, feeds, listener, keep_all, values, clock, state)
+                    _run_steps(program, plan, feeds, listener, keep_all, values, clock, state,
+                               _running.get())
             finally:
                 _running.reset(running)
     finally:
@@ -298,15 +352,47 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
     return result
 
 
-def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=None):
-    """The interpreter loop: fills `values` slot by slot."""
-    budget = LiveBudget(slots=plan.n_slots)   # IRRUN_MAX_BYTES for all live tensors, not only each one
+def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state, memory):
+    """The interpreter loop: fills `values` slot by slot, this level's live tensors counted
+    in `memory` with the levels' around it."""
+    budget = memory.budget   # IRRUN_MAX_BYTES for all live tensors, not only each one
     limit = budget.limit
-    track = plan.most_bytes is None or plan.most_bytes > limit // 4
+    base = memory.base
+    nested = memory.slots > 0
+    memory.base += plan.n_slots
+    memory.slots += plan.n_slots
+    if budget.small >= 0 and memory.slots * budget.SMALL > limit // 4:
+        budget.small = -1    # too many slots for their small tensors to go uncounted
+    # Count every output when the static slots could hold more than a quarter of the
+    # budget; else reserve their bytes and count only the outputs of dynamic size.
+    track_all = plan.static_bytes > limit // 4
+    reserved = 0 if track_all else plan.static_bytes
+    if reserved:
+        budget.before(((_BYTE, (reserved,)),))    # refuses, wording the limit
+        budget.live += reserved
+    try:
+        _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget, limit,
+              base, track_all)
+    finally:
+        budget.live -= reserved
+        memory.base -= plan.n_slots
+        memory.slots -= plan.n_slots
+        if nested and (track_all or plan.tracks):
+            # What this level still holds (its Results' values, everything with keep_all)
+            # is the outer level's to count from here.
+            for s in range(base, base + plan.n_slots):
+                budget.release(s)
+
+
+_BYTE = np.dtype(np.uint8)
+
+
+def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget, limit, base,
+          track_all):
     ndarray = np.ndarray
     # Most layers of most runs: one output of a known shape, nothing listening, nothing to
     # count, no output past the per-tensor limit. Their steps take the shortest path.
-    shortest = listener is None and not keep_all and not track and plan.max_need <= limit
+    shortest = listener is None and not keep_all and not track_all
     for step in plan.steps:
         node = step.node
         try:
@@ -329,12 +415,14 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                 values[out] = v
                 for s in step.free:
                     values[s] = None
+                for s in step.release:
+                    budget.release(base + s)
                 continue
             kind = step.kind
             if listener is not None:
                 t0 = clock()
             if kind == "run":
-                if step.need and budget.live + step.need > limit:
+                if track_all and step.need and budget.live + step.need > limit:
                     budget.before(step.expect)       # refuses, wording the limit
                 args, attrs = step.args, node.attrs
                 if len(args) == 1:
@@ -380,12 +468,13 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                 if recheck is not None:
                     # The rule is a pure function of the input types, shapes and (small)
                     # values: the same inputs as the last run need not be checked again.
-                    key = _input_key(args)
+                    key = _input_key(args, limit)
                     if key is None or key != recheck.accepted:
                         recheck.accepted = None
-                        check_inputs(node, recheck.etypes, args)
+                        check_inputs(node, recheck.etypes, args, limit)
                         recheck.accepted = key
-                budget.before(step.expect)
+                if track_all or step.tracked:
+                    budget.before(step.expect)
                 outputs = step.call(node.attrs, *args)
                 if len(outputs) != len(step.outs):
                     raise OpError(f"internal error: the kernel returned {len(outputs)} outputs, "
@@ -403,8 +492,8 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
                     recheck.shapes = tuple(v.shape for v in outputs)
                 if kind == "assign" and state is not None:
                     state.pending[step.variable] = outputs[0]
-            if track and step.counted:
-                budget.hold(step.outs, outputs)
+            if step.counted and (track_all or step.tracked):
+                budget.hold([base + s for s in step.outs] if base else step.outs, outputs)
         except OpProblem as e:
             # fail() at run time: from the kernel it is an OpError; from the shape rule re-run
             # on the real inputs (dynamic shapes) a ShapeError, unless the rule refused a
@@ -435,8 +524,8 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state=No
         if not keep_all:
             for s in step.free:
                 values[s] = None
-                if track:
-                    budget.release(s)
+            for s in (step.free if track_all else step.release):
+                budget.release(base + s)
 
 
 def run_body(body, arrays) -> list:
