@@ -351,3 +351,29 @@ def test_erf_constants_are_erfs_own():
     first = x + x * (horner(ERF_CONSTANTS["pp"], z) / horner(ERF_CONSTANTS["qq"], z))
     np.testing.assert_allclose(erf(x), first, rtol=1e-15, atol=1e-17)
     assert set(ERF_CONSTANTS) == {"pp", "qq", "pa", "qa", "ra", "sa", "rb", "sb", "erx"}
+
+
+def test_add_elements_sums_the_bounds_of_shape_arithmetic():
+    """x.shape[2] + 1 of a dynamic dim: at least 1, so a Concat of it keeps the static dims
+    around it (OpenVINO's value bounds); an unknown element or a negative bound gives
+    nothing."""
+    from irrun.ir.etypes import element_type
+    from irrun.ir.shapes import Dim, TensorSpec
+    from irrun.opkit import add_elements
+
+    i64 = element_type("i64")
+    k = TensorSpec(i64, (Dim(1, 1),), dims=(Dim(0, None),))
+    one = TensorSpec(i64, (Dim(1, 1),), np.array([1], np.int64))
+    out = add_elements(k, one, TensorSpec(i64, (Dim(1, 1),)))
+    assert out.dims == (Dim(1, None),) and out.value is None
+    pair = TensorSpec(i64, (Dim(2, 2),), dims=(Dim(2, 5), Dim(3, 3)))
+    out = add_elements(pair, one, TensorSpec(i64, (Dim(2, 2),)))
+    assert out.dims == (Dim(3, 6), Dim(4, 4))
+    both = add_elements(TensorSpec(i64, (Dim(1, 1),), np.array([3], np.int64)), one,
+                        TensorSpec(i64, (Dim(1, 1),)))
+    assert both.value.tolist() == [4]
+    assert add_elements(TensorSpec(i64, (Dim(1, 1),)), one, TensorSpec(i64, (Dim(1, 1),))).dims is None
+    minus = TensorSpec(i64, (Dim(1, 1),), np.array([-2], np.int64))
+    assert add_elements(k, minus, TensorSpec(i64, (Dim(1, 1),))).dims is None
+    f32 = TensorSpec(element_type("f32"), (Dim(1, 1),))
+    assert add_elements(k, one, f32) is f32

@@ -40,7 +40,7 @@ What is here, by concern:
   time), `same_etype`, `normalize_axis`,
   `check_rank`, `check_integer`, `length`;
 - partial values of shape tensors: `elements`, `known_ints`, `known_int_vector`, `int_spec`,
-  `pass_elements`, `exact`, `DimOf`, `slice_index` (Slice's NumPy index);
+  `pass_elements`, `add_elements`, `exact`, `DimOf`, `slice_index` (Slice's NumPy index);
 - numerics: `widened` (f16/bf16 to f32), `as_dtype`, `convert_array` (C++ conversions),
   `float_unary`, `float_to_int`, `first_position`, `erf` (and `ERF_CONSTANTS`, its
   coefficients, for compiled loops that evaluate it the same way), `make_unary`, `ARITH`;
@@ -102,6 +102,7 @@ from .numeric import (
 )
 from .partial import (
     DimOf,
+    add_elements,
     check_integer,
     check_rank,
     elements,
@@ -142,7 +143,7 @@ def ir_name(name: str, default=dataclasses.MISSING):
 
 __all__ = [
     "ARITH", "AutoPad", "CompressedWeights", "ERF_CONSTANTS", "DYNAMIC", "Dim", "DimOf", "ElementType",
-    "ElementTypeName", "NoAttrs", "OpProblem",
+    "ElementTypeName", "NoAttrs", "OpProblem", "add_elements",
     "PartialShapeText", "ResourceError", "TensorSpec", "UnsupportedError", "as_dtype",
     "balanced_ranges", "broadcast_dim", "broadcast_shapes", "check_alloc", "check_arrays_broadcast",
     "check_integer", "check_rank",

@@ -72,6 +72,33 @@ def pass_elements(data: TensorSpec, etype, shape) -> TensorSpec:
     return TensorSpec(etype, shape)
 
 
+def add_elements(a: TensorSpec, b: TensorSpec, out: TensorSpec) -> TensorSpec:
+    """`out` (an Add's output) with the sums of what is known of a's and b's elements, as
+    OpenVINO's value bounds add lower and upper bounds: `x.shape[2] + 1` of a dynamic dim
+    stays a dim of at least 1, so the Concat and Broadcast after it keep their static
+    dims. Only sums whose bounds are all non-negative and fit the type; else `out`."""
+    if (out.value is not None or out.etype.kind not in ("int", "uint") or out.shape is None
+            or len(out.shape) > 1):
+        return out
+    ea, eb = elements(a), elements(b)
+    if ea is None or eb is None:
+        return out
+    if len(ea) == 1 and len(eb) != 1:
+        ea = ea * len(eb)
+    elif len(eb) == 1 and len(ea) != 1:
+        eb = eb * len(ea)
+    if len(ea) != len(eb) or (out.shape and out.shape[0].value != len(ea)):
+        return out
+    top = int(np.iinfo(out.etype.dtype).max)
+    sums = []
+    for x, y in zip(ea, eb):
+        d = x + y
+        if d.lo < 0 or d.lo > top:
+            return out
+        sums.append(d if d.hi is None or d.hi <= top else Dim(d.lo, None))
+    return int_spec(out.etype, out.shape, sums)
+
+
 def check_integer(spec: TensorSpec, what: str) -> None:
     if spec.etype.kind not in ("int", "uint"):
         fail(f"{what} must have an integer element type, got {spec.etype.name}")
