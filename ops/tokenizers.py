@@ -32,7 +32,7 @@ CATEGORY = "tokenizer"
 
 # Seconds of matching one string may take before the op fails (a pattern with catastrophic
 # backtracking), plus REGEX_SECONDS_PER_CHAR for each character: the `regex` package counts
-# a whole finditer/sub against one timeout, and a GPT-2 split of 12 MB takes some 5 s of it.
+# a whole finditer/sub against one timeout, and a GPT-2 split of 11M characters takes 2-4 s.
 # PCRE2's JIT in OpenVINO has a match limit instead; either way the work is bounded.
 REGEX_TIMEOUT = 10.0
 REGEX_SECONDS_PER_CHAR = 2e-6
