@@ -115,6 +115,16 @@ class FakeQuantize1:
         if attrs.auto_broadcast == "none" and len({a.shape for a in (x, il, ih, ol, oh)}) != 1:
             fail("auto_broadcast='none' needs equal shapes, got "
                  + " and ".join(f"{n} {list(a.shape)}" for n, a in zip(_NAMES, (x, il, ih, ol, oh))))
+        if (x.dtype.char in "fd" and x.size and il.size == ih.size == ol.size == oh.size == 1
+                and il.dtype == ih.dtype == ol.dtype == oh.dtype == x.dtype):
+            # Per-tensor limits: the compiled loop of ops/fake_quantize_loop.py.
+            from .fake_quantize_loop import per_tensor
+
+            rank = max(il.ndim, ih.ndim, ol.ndim, oh.ndim)
+            shape = x.shape if rank <= x.ndim else (1,) * (rank - x.ndim) + x.shape
+            out = per_tensor(x, il, ih, ol, oh, attrs.levels, shape)
+            if out is not None:
+                return (out,)
         return (fake_quantize(x, il, ih, ol, oh, attrs.levels).astype(x.dtype, copy=False),)
 
 

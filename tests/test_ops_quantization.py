@@ -90,6 +90,45 @@ def test_clipping_first_gives_the_spec_selection_bit_for_bit(data):
     assert np.array_equal(np.signbit(got), np.signbit(want))
 
 
+@settings(max_examples=300)
+@given(st.data())
+def test_per_tensor_loop_gives_the_spec_selection_bit_for_bit(data):
+    """Single-value limits on f32/f64 run the compiled loop (ops/fake_quantize_loop.py):
+    every output is the spec's selection's, zeros' signs, NaN and infinities included, for
+    limits inverted, equal, or not round-tripping, of X's rank or larger; limits that are
+    not finite fall back to the NumPy path with the same result."""
+    from irrun.ops import fake_quantize_loop
+
+    calls = []
+    real = fake_quantize_loop._per_tensor
+    fake_quantize_loop._per_tensor = lambda *a: calls.append(1) or real(*a)
+    try:
+        dtype = data.draw(st.sampled_from([np.float32, np.float64]))
+        rank = data.draw(st.integers(0, 3))
+        lim_rank = data.draw(st.integers(0, 4))
+        small = st.floats(-8, 8, width=32) | st.sampled_from([0.0, -0.0, 1e-8, 3e4])
+        values = [data.draw(small) for _ in range(4)]
+        if data.draw(st.booleans(), label="equal input limits"):
+            values[1] = values[0]
+        if data.draw(st.integers(0, 9)) == 0:
+            values[data.draw(st.integers(0, 3))] = data.draw(st.sampled_from([np.inf, -np.inf, np.nan]))
+        il, ih, ol, oh = (np.array(v, dtype).reshape((1,) * lim_rank) for v in values)
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+        x = (rng.standard_normal((3, 4, 5)[:rank]) * 6).astype(dtype)
+        flat = x.reshape(-1)
+        for i, v in enumerate([values[0], values[1], 0.0, -0.0, np.nan, np.inf, -np.inf][:flat.size]):
+            flat[i] = v
+        levels = data.draw(st.sampled_from([2, 3, 16, 255, 256]))
+        (got,) = run_op("FakeQuantize", {"levels": str(levels)}, x, il, ih, ol, oh)
+        want = _spec_selection(x, il, ih, ol, oh, levels)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert np.array_equal(got, want, equal_nan=True)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+        assert bool(calls) == bool(np.isfinite(values).all())
+    finally:
+        fake_quantize_loop._per_tensor = real
+
+
 def test_per_channel_limits_and_errors():
     x = np.array([[[0, 3, 5], [4, 6, 10]]], np.float32)
     il = np.zeros((1, 2, 1), np.float32)
