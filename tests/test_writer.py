@@ -240,3 +240,23 @@ def test_reduce_refuses_a_model_without_the_problem(tmp_path):
                                  "--until", "diverges", "-o", str(tmp_path / "repro"), "-q"])
     assert r.exit_code == 1
     assert "the condition does not hold for the whole model" in r.output
+
+
+def test_graph_builder_takes_the_newest_version_and_names_no_temporary_file():
+    import irrun
+    from irrun.tools.builder import GraphBuilder
+
+    g = GraphBuilder("tiny")
+    x = g.parameter("x", "f32", [None, 4])
+    g.op("SoftMax", [x], axis=1)
+    assert g._layers[-1].version == "opset8"            # SoftMax-1 and SoftMax-8: the newest
+    g.op("SoftMax", [x], version="opset1", axis=1)
+    assert g._layers[-1].version == "opset1"
+    with pytest.raises(irrun.IrrunError, match="unknown op type 'SofMax'; did you mean SoftMax"):
+        g.op("SofMax", [x])
+    g.result(g.op("MatMul", [x, x], transpose_b="maybe"), name="y")
+    with pytest.raises(irrun.ModelError) as e:
+        g.model()
+    text = str(e.value.diagnostics[0])
+    assert text.startswith("GraphBuilder 'tiny': error: layer 'MatMul_")
+    assert "draft" not in text and "/tmp" not in text and "transpose_b='maybe'" in text

@@ -6,20 +6,21 @@ results; written with irrun.ir.writer, shapes and types filled in by irrun's own
     g = GraphBuilder("tiny")
     x = g.parameter("x", "f32", [None, 4])              # None: a dynamic dim
     w = g.constant(np.ones((4, 2), np.float32))
-    y = g.op("MatMul", [x, w], version="opset1", transpose_b=False)
+    y = g.op("MatMul", [x, w], transpose_b=False)      # the newest MatMul: opset1
     g.result(g.op("ReLU", [y]), name="y")
     g.save("tiny.xml")                                  # tiny.xml + tiny.bin
     model = g.model()                                   # an irrun.Model
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import IrrunError
+from ..errors import IrrunError, ModelError
 from ..ir.etypes import element_type, from_dtype
 from ..ir.writer import Net, WEdge, WLayer, WPort, encode, port_dims, precision_of, write_net
 
@@ -38,6 +39,20 @@ def _text(value) -> str:
     if isinstance(value, (list, tuple, np.ndarray)):
         return ",".join(_text(v) for v in np.asarray(value).reshape(-1).tolist())
     return str(value)
+
+
+def newest_version(type: str) -> str:
+    """The IR version string of the newest version irrun has of `type`."""
+    from ..ir.registry import REGISTRY, LookupFailure, lookup
+
+    versions = REGISTRY.versions(type)
+    if not versions:
+        try:
+            lookup(type, None)
+        except LookupFailure as e:       # worded with the nearest spellings
+            raise IrrunError(str(e), code="build") from None
+    newest = versions[-1]
+    return newest.version if newest.since is None else f"opset{newest.since}"
 
 
 class GraphBuilder:
@@ -83,11 +98,15 @@ class GraphBuilder:
         w.const_bytes = encode(a, et)
         return Tensor(w.id, 0)
 
-    def op(self, type: str, inputs, *, version: str = "opset1", name: str | None = None,
+    def op(self, type: str, inputs, *, version: str | None = None, name: str | None = None,
            outputs: int = 1, **attrs):
         """A layer of `type` (as the IR spells it) fed by `inputs`; its <data> attributes
-        as keyword arguments (lists become "1,2,3", booleans "true"/"false"). Returns the
-        output Tensor, or a tuple of `outputs` Tensors."""
+        as keyword arguments (lists become "1,2,3", booleans "true"/"false"). `version`:
+        "opsetN" or "extension"; by default the newest version irrun has of the type (as
+        OpenVINO's converters write the newest). Returns the output Tensor, or a tuple of
+        `outputs` Tensors."""
+        if version is None:
+            version = newest_version(type)
         w = self._add(type, version, name, attrs, len(inputs), outputs)
         for i, t in enumerate(inputs):
             src = self._layers[int(t.layer)]
@@ -113,7 +132,14 @@ class GraphBuilder:
         net = Net(self.name, self._layers, self._edges)
         with tempfile.TemporaryDirectory() as tmp:
             xml = write_net(net, os.path.join(tmp, "draft.xml"))[0]
-            program = read_model(xml).program
+            try:
+                program = read_model(xml).program
+            except ModelError as e:
+                # The draft is irrun's, not the user's: name the graph, not a temporary file
+                # and its lines; its warnings are about the draft's own unfilled port dims.
+                raise ModelError([dataclasses.replace(d, file=f"GraphBuilder '{self.name}'",
+                                                      line=None)
+                                  for d in e.diagnostics if d.severity == "error"]) from None
         for w in self._layers:
             node = program.nodes[w.id]
             for p, spec in zip(w.outputs, node.specs or ()):
