@@ -663,24 +663,6 @@ def _check_roi_batch_indices(name, batch_indices: np.ndarray, rois: np.ndarray, 
     _check_batch_ids(batch_indices, n, f"{name}'s batch_indices")
 
 
-def _align_axis(start, bin_size, pooled: int, ratio: int, size: int):
-    """Sample positions along one axis of one ROI: low/high indices, the two bilinear weights
-    and validity, each [pooled * ratio] (OpenVINO reference's arithmetic, f32)."""
-    dist = bin_size / F32(ratio)
-    b = np.repeat(np.arange(pooled, dtype=F32), ratio)
-    s = np.tile(np.arange(ratio, dtype=F32), pooled)
-    pos = (start + b * bin_size + dist * (s + F32(0.5))).astype(F32)
-    valid = (pos >= -1) & (pos <= F32(size))
-    pos = np.maximum(pos, F32(0))
-    low = np.where(valid, pos, 0).astype(np.int64)
-    top = low >= size - 1
-    low = np.where(top, size - 1, low)
-    high = np.where(top, size - 1, low + 1)
-    pos = np.where(top, low.astype(F32), pos)
-    lw = (pos - low.astype(F32)).astype(F32)
-    return low, high, (F32(1) - lw) * valid, lw * valid
-
-
 @register("ROIAlign", since=(3, 9), attrs=(ROIAlign3Attrs, ROIAlign9Attrs), category="detection")
 class ROIAlign3:
     @staticmethod
@@ -689,7 +671,7 @@ class ROIAlign3:
 
     @staticmethod
     def run(attrs, data, rois, batch_indices) -> tuple[np.ndarray]:
-        n, c, h, w = data.shape
+        n, c = data.shape[:2]
         r = rois.shape[0]
         _check_roi_batch_indices("ROIAlign", batch_indices, rois, n)
         ph, pw = attrs.pooled_h, attrs.pooled_w
@@ -699,29 +681,31 @@ class ROIAlign3:
         src, dst = {"asymmetric": (0.0, 0.0), "half_pixel_for_nn": (0.0, -0.5),
                     "half_pixel": (0.5, -0.5)}[attrs.aligned_mode]
         box = (box + F32(src)) * F32(attrs.spatial_scale) + F32(dst)
-        out = np.zeros((r, c, ph, pw), F32)
-        for i in range(r):
-            x1, y1, x2, y2 = box[i]
-            rw, rh = x2 - x1, y2 - y1
-            if attrs.aligned_mode == "asymmetric":
-                rw, rh = max(rw, F32(1)), max(rh, F32(1))
-            bw, bh = F32(rw / F32(pw)), F32(rh / F32(ph))
-            sx = attrs.sampling_ratio or int(np.ceil(bw))
-            sy = attrs.sampling_ratio or int(np.ceil(bh))
-            if sx <= 0 or sy <= 0:
-                continue          # no samples: 0, as the reference
-            check_alloc([c, ph * sy, pw * sx], F32, "ROIAlign's samples of one box")
-            yl, yh, wy0, wy1 = _align_axis(y1, bh, ph, sy, h)
-            xl, xh, wx0, wx1 = _align_axis(x1, bw, pw, sx, w)
-            f = fm[int(batch_indices[i])]
-            v = (wy0[:, None] * wx0 * f[:, yl][:, :, xl] + wy0[:, None] * wx1 * f[:, yl][:, :, xh] +
-                 wy1[:, None] * wx0 * f[:, yh][:, :, xl] + wy1[:, None] * wx1 * f[:, yh][:, :, xh])
-            v = v.reshape(c, ph, sy, pw, sx)
-            if attrs.mode == "max":
-                # the reference starts its maximum at 0, so a bin of negative samples gives 0
-                out[i] = np.maximum(v.max(axis=(2, 4)), F32(0))
-            else:
-                out[i] = (v / F32(sy * sx)).sum(axis=(2, 4), dtype=F32)
+        rw, rh = box[:, 2] - box[:, 0], box[:, 3] - box[:, 1]
+        if attrs.aligned_mode == "asymmetric":
+            rw, rh = np.maximum(rw, F32(1)), np.maximum(rh, F32(1))
+        bw, bh = rw / F32(pw), rh / F32(ph)
+        if attrs.sampling_ratio:
+            sx = sy = np.full(r, attrs.sampling_ratio, np.int64)
+        else:
+            bad = np.flatnonzero(~(np.isfinite(bw) & np.isfinite(bh)))
+            if bad.size:
+                fail(f"ROIAlign's box {bad[0]} {rois[bad[0]].tolist()} has no finite size: "
+                     "sampling_ratio 0 takes the samples per bin from it")
+            # (clipped before the cast: a box too large for int64 fails check_alloc below)
+            sx = np.minimum(np.ceil(bw), F32(2 ** 31)).astype(np.int64)
+            sy = np.minimum(np.ceil(bh), F32(2 ** 31)).astype(np.int64)
+        if r:
+            most = int(np.argmax(np.maximum(sx, 0) * np.maximum(sy, 0)))
+            # the loop's table of one box's samples: four corner offsets (i64) and weights
+            check_alloc([ph * max(int(sy[most]), 0), pw * max(int(sx[most]), 0), 12], F32,
+                        "ROIAlign's samples of one box")
+        # The compiled loop (ops/roi_align_loop.py): each box's samples and blend in f32,
+        # in the reference's order (no samples in a bin: 0, as the reference).
+        from .roi_align_loop import roi_align
+
+        out = roi_align(fm, box, batch_indices.astype(np.int64), bw, bh, sx, sy, ph, pw,
+                        attrs.mode == "max")
         return (out.astype(data.dtype),)
 
 

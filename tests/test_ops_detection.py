@@ -320,6 +320,10 @@ def test_roi_errors():
     with pytest.raises(ShapeError, match="one entry per box"):
         ROIAlign3.infer(a, TensorSpec.make("f32", [1, 1, 4, 4]), TensorSpec.make("f32", [3, 4]),
                         TensorSpec.make("i32", [2]))
+    # sampling_ratio 0 counts samples from the box's size: a NaN or infinite box has none
+    with pytest.raises(OpError, match=r"box 1 \[0.0, 0.0, nan, 1.0\] has no finite size"):
+        ROIAlign3.run(ROIAlign3Attrs(2, 2, 0, 1.0, "avg"), np.zeros((1, 1, 4, 4), F32),
+                      np.array([[0, 0, 1, 1], [0, 0, np.nan, 1]], F32), np.array([0, 0]))
     with pytest.raises(OpError, match=r"batch id\) at box\[0\] = -1"):
         ROIPooling2.run(ROIPoolingAttrs(1, 1, 1.0), np.zeros((1, 1, 4, 4), F32),
                         np.array([[-1, 0, 0, 1, 1]], F32))
@@ -759,6 +763,28 @@ def test_oracle_roi_align(data, tmp_path_factory):
         o3.roi_align(p, b, i, **attrs)
     oracle.compare(ov.Model([o9.result(node)], [p, b, i], "ra"), {"x": x, "boxes": boxes, "ids": bi},
                    rtol=1e-5, atol=1e-5, tmpdir=tmp_path_factory.mktemp("ra"))
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("ratio,mode,aligned", [(2, "avg", "asymmetric"), (2, "max", "asymmetric"),
+                                                (0, "avg", "half_pixel"), (0, "max", "half_pixel_for_nn")])
+def test_oracle_roi_align_many_boxes(ratio, mode, aligned, tmp_path):
+    # torch_fasterrcnn's layer: 150 boxes on [1, 32, 10, 10], 7x7 bins (the compiled loop
+    # split over threads); sampling_ratio 0 with boxes up to 40 pixels: rows of up to 6
+    # samples a bin, and bins of up to 36.
+    rng = np.random.default_rng(ratio + len(mode) + len(aligned))
+    x = rng.standard_normal((2, 32, 10, 10)).astype(F32)
+    lo = rng.uniform(-40, 300, (150, 2))
+    boxes = np.concatenate([lo, lo + rng.uniform(0.5, 40 if ratio else 1300, (150, 2))],
+                           1).astype(F32)
+    bi = rng.integers(0, 2, 150).astype(np.int32)
+    p = o9.parameter([2, 32, 10, 10], ov.Type.f32, name="x")
+    b = o9.parameter([150, 4], ov.Type.f32, name="boxes")
+    i = o9.parameter([150], ov.Type.i32, name="ids")
+    node = o9.roi_align(p, b, i, pooled_h=7, pooled_w=7, sampling_ratio=ratio,
+                        spatial_scale=0.03125, mode=mode, aligned_mode=aligned)
+    oracle.compare(ov.Model([o9.result(node)], [p, b, i], "ra"), {"x": x, "boxes": boxes, "ids": bi},
+                   rtol=1e-5, atol=1e-5, tmpdir=tmp_path)
 
 
 @pytest.mark.oracle
