@@ -348,6 +348,15 @@ def avg_pool(attrs, x: np.ndarray) -> np.ndarray:
     """
     acc_t = compute_dtype(x.dtype)
     pb, counts, dil = _geometry(attrs, x)
+    if x.ndim == 4 and x.dtype.char in "fd":
+        # The compiled loop of ops/pool_loop.py: the same sums in the same order.
+        from .pool_loop import MAX_AVG_KERNEL, avg_pool2d
+
+        if max(attrs.kernel) <= MAX_AVG_KERNEL:
+            pb_, pe_ = resolve_pads(attrs.auto_pad, x.shape[2:], attrs.kernel, dil,
+                                    attrs.strides, attrs.pads_begin, attrs.pads_end)
+            whole = not attrs.exclude_pad and (any(pb_) or any(pe_))
+            return avg_pool2d(x, attrs.kernel, attrs.strides, dil, pb, counts, whole)
     total = x.astype(acc_t)
     for ax in reversed(range(x.ndim - 2)):
         # Padded cells hold zeros, so the window sums need no mask.

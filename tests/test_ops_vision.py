@@ -924,3 +924,52 @@ def test_maxpool_values_are_the_per_tap_maximum(w, dtype, seed):
     np.testing.assert_array_equal(values, want)
     np.testing.assert_array_equal(impl.run(a, x)[0], want)
     np.testing.assert_array_equal(impl.run_first(a, x)[0], want)
+
+
+# 2-D AvgPool on f32/f64 runs the compiled loop of ops/pool_loop.py; the NumPy path (taken
+# here by lowering MAX_AVG_KERNEL to 0) is the reference, bit for bit: zeros' signs, NaN
+# and infinities included, over pads, ceil mode, auto_pad and both exclude-pad rules.
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_avgpool_loop_gives_the_numpy_paths_bits(monkeypatch, dtype):
+    from irrun.ops import pool_loop
+
+    rng = np.random.default_rng(4)
+    calls = []
+    real = pool_loop._avg
+    monkeypatch.setattr(pool_loop, "_avg", lambda *a: calls.append(1) or real(*a))
+    for _ in range(150):
+        k = [int(v) for v in rng.integers(1, 8, 2)]
+        s = [int(v) for v in rng.integers(1, 4, 2)]
+        pb = [int(rng.integers(0, k[0])), int(rng.integers(0, k[1]))]
+        pe = [int(rng.integers(0, k[0])), int(rng.integers(0, k[1]))]
+        shape = (int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(k[0], 14)),
+                 int(rng.integers(k[1], 14)))
+        x = (rng.standard_normal(shape) * 3).astype(dtype)
+        x.reshape(-1)[rng.integers(0, x.size, 6)] = [np.nan, -0.0, 0.0, np.inf, -np.inf, -0.0]
+        join = lambda v: ",".join(map(str, v))  # noqa: E731
+        impl, a = op("AvgPool", 14, strides=join(s), kernel=join(k), pads_begin=join(pb),
+                     pads_end=join(pe), exclude_pad=str(bool(rng.integers(0, 2))).lower(),
+                     rounding_type=str(rng.choice(["floor", "ceil", "ceil_torch"])),
+                     auto_pad=str(rng.choice(["explicit", "explicit", "same_upper", "valid"])))
+        try:
+            (got,) = impl.run(a, x)
+        except Exception:       # a kernel larger than the padded input: refused either way
+            with pytest.raises(Exception):
+                monkeypatch.setattr(pool_loop, "MAX_AVG_KERNEL", 0)
+                impl.run(a, x)
+            monkeypatch.setattr(pool_loop, "MAX_AVG_KERNEL", 7)
+            continue
+        monkeypatch.setattr(pool_loop, "MAX_AVG_KERNEL", 0)
+        (want,) = impl.run(a, x)
+        monkeypatch.setattr(pool_loop, "MAX_AVG_KERNEL", 7)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert np.array_equal(got, want, equal_nan=True)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+    assert len(calls) > 100
+    # Split over the pool, plane by plane: the same bits.
+    impl, a = op("AvgPool", 1, strides="2,2", kernel="3,3", pads_begin="1,1", pads_end="1,1",
+                 exclude_pad="false")
+    x = rng.standard_normal((4, 8, 16, 16)).astype(dtype)
+    whole = impl.run(a, x)[0]
+    monkeypatch.setattr(pool_loop, "MIN_WORK_PER_THREAD", 1)
+    np.testing.assert_array_equal(impl.run(a, x)[0], whole)
