@@ -588,8 +588,19 @@ class Tile1:
 # ---------------------------------------------------------------- ConvertLike
 
 
+@dataclass(frozen=True)
+class ConvertLikeBound:
+    """ConvertLike's attributes once the loader knows its inputs (ConvertLike1.bind): the
+    element type of "like", which its array does not carry for i4/u4/u1 (held as int8/uint8)."""
+    destination_type: str
+
+
 @register("ConvertLike", since=1, attrs=NoAttrs, category="type")
 class ConvertLike1:
+    @staticmethod
+    def bind(attrs, data, like):
+        return ConvertLikeBound(like.etype.name)
+
     @staticmethod
     def infer(attrs, data, like):
         if (like.etype.name == "string") != (data.etype.name == "string"):
@@ -599,5 +610,8 @@ class ConvertLike1:
 
     @staticmethod
     def run(attrs, data, like):
+        # The destination is like's element type (bound at load); a kernel called without
+        # the loader falls back to the NumPy dtype, which is exact for byte-sized types.
+        dst = getattr(attrs, "destination_type", None) or from_dtype(like.dtype)
         # asarray: a 0-d comparison (anything -> boolean) gives a NumPy scalar, not an array.
-        return (np.asarray(convert_array(data, from_dtype(like.dtype))),)
+        return (np.asarray(convert_array(data, dst)),)

@@ -80,16 +80,19 @@ _COMPRESSED = frozenset(("u2", "u3", "u6", "nf4", "f4e2m1", "f8e4m3", "f8e5m2", 
 
 
 def convert_array(x: np.ndarray, dst) -> np.ndarray:
-    """Element-wise conversion with C++ semantics, as OpenVINO's CPU plugin computes it.
+    """Element-wise conversion as OpenVINO computes it (its reference `evaluate` on x86-64,
+    and the CPU plugin wherever that computes in the asked type).
 
-    Float to integer rounds toward zero and saturates at the destination's range (NaN
-    gives 0); integer to integer wraps modulo 2**bits; anything to boolean is x != 0.
+    Integer to integer wraps modulo 2**bits (u4/i4/u1 keep their low bits); anything to
+    boolean is x != 0 (NaN gives true). Float to integer truncates toward zero and, outside
+    the destination's range, follows the x86-64 conversion instructions OpenVINO's C++ casts
+    compile to (float_to_integer below): the value wraps to the destination's bits rather
+    than saturating, and NaN and +-inf become a fixed pattern.
     """
     cast = _FLOAT_CASTS.get(dst) if type(dst) is str else None
     if cast is not None:
         return _cast(x, cast)   # the usual Convert, its destination looked up once
     dst = element_type(dst)
-    src_dtype = x.dtype
     if dst.name in _COMPRESSED:
         # The weight-compression types round or pack as OpenVINO's converts do (etypes).
         return convert_into(x, dst)
@@ -99,24 +102,67 @@ def convert_array(x: np.ndarray, dst) -> np.ndarray:
         # Values beyond the destination's range become +-inf, as in C++ (the executor
         # silences NumPy's warning for every kernel).
         return _cast(x, dst.dtype)
-    if dst.name in ("u1", "u4", "i4"):
+    if np.issubdtype(x.dtype, np.floating) or x.dtype.kind == "V":
+        v = float_to_integer(x, dst.name)
+        if v.dtype == dst.dtype and dst.name not in _SUB_BYTE:
+            return v
+    else:
+        v = x
+    if dst.name in _SUB_BYTE:
         # Sub-byte destinations keep their low bits (irrun holds them unpacked).
         bits = dst.bits
-        v = convert_array(x, "i64" if dst.is_signed else "u64").astype(np.int64) & ((1 << bits) - 1)
+        v = np.asarray(v).astype(np.int64) & ((1 << bits) - 1)
         if dst.is_signed:
             v = np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
         return np.asarray(v, dtype=dst.dtype)   # `&` on a 0-d array gives a NumPy scalar
-    info = np.iinfo(dst.dtype)
-    if np.issubdtype(src_dtype, np.floating) or src_dtype.kind == "V":
-        f = x.astype(np.float64)
-        f = np.trunc(np.nan_to_num(f, nan=0.0))
-        f = np.clip(f, float(info.min), float(info.max))
-        # float(info.max) of a 64-bit type rounds up past the range: saturate by hand.
-        big = f >= float(info.max)
-        out = np.where(big, 0.0, f).astype(dst.dtype)
-        out[big] = info.max
-        return out
-    return x.astype(dst.dtype)
+    return np.asarray(v).astype(dst.dtype)      # C++ integer conversion: wraps
+
+
+_SUB_BYTE = frozenset(("u1", "u4", "i4"))
+_INT32_MIN, _INT64_MIN = -2.0 ** 31, -2.0 ** 63
+
+
+def _cvtt32(f: np.ndarray) -> np.ndarray:
+    """cvttss2si/cvttsd2si to 32 bits, as int64: toward zero; NaN and values outside
+    [-2^31, 2^31) give INT32_MIN (the instruction's "integer indefinite")."""
+    t = np.trunc(f)
+    return np.where((t >= _INT32_MIN) & (t < -_INT32_MIN), t, _INT32_MIN).astype(np.int64)
+
+
+def _cvtt64(f: np.ndarray) -> np.ndarray:
+    """The same to 64 bits: NaN and values outside [-2^63, 2^63) give INT64_MIN."""
+    t = np.trunc(f)
+    ok = (t >= _INT64_MIN) & (t < -_INT64_MIN)
+    return np.where(ok, np.where(ok, t, 0.0).astype(np.int64), np.int64(-2 ** 63))
+
+
+def float_to_integer(x: np.ndarray, dst: str) -> np.ndarray:
+    """Float x to the integer type `dst` as OpenVINO's x86-64 build converts (measured on its
+    reference `evaluate` and CPU plugin, OpenVINO 2026.4; C++ leaves out-of-range values
+    undefined, so these are the instructions its casts compile to):
+
+    - 8- and 16-bit types, i32, u4/i4/u1: truncate toward zero to i32 (NaN, +-inf and values
+      outside i32 give INT32_MIN), then keep the low bits: -9 -> u8 247, 300 -> i8 44,
+      NaN/inf/3e9 -> 0 (i32: -2147483648).
+    - i64: truncate to i64 (NaN, +-inf and values outside i64 give -2^63).
+    - u64: values >= 2^63 convert as x - 2^63 to i64 with the top bit set again (so 2^64
+      and +inf give 0); the rest as i64, reinterpreted (-9 -> 2^64 - 9, NaN and -inf ->
+      2^63).
+    - u32: to i64 as above, then the low 32 bits (-9 -> 2^32 - 9, 5e9 -> 705032704, NaN and
+      +-inf -> 0). OpenVINO's reference does this for f16/bf16/f64 inputs and for some
+      f32 elements; the f32 elements its vector loop takes give 2^31 for values below
+      -2^31, NaN and -inf (and 0 from 2^32 up), so there the result depends on the
+      element's position in the tensor: irrun takes the scalar rule everywhere.
+    """
+    f = np.asarray(x).astype(np.float64)
+    if dst == "i64":
+        return _cvtt64(f)
+    if dst == "u64":
+        high = _cvtt64(f - 2.0 ** 63) ^ np.int64(-2 ** 63)
+        return np.where(f >= 2.0 ** 63, high, _cvtt64(f)).view(np.uint64)
+    if dst == "u32":
+        return (_cvtt64(f) & 0xFFFFFFFF).astype(np.uint32)
+    return _cvtt32(f)
 
 
 # Casts of at least this many elements are split over the kernel pool: NumPy's f16 -> f32

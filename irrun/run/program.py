@@ -459,6 +459,12 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
             node.specs = bodies.body_parameter_spec(node, given.get(lid), diag)
         else:
             t0 = time.perf_counter()
+            bind = getattr(node.op.impl, "bind", None)
+            if bind is not None:
+                # An op whose kernel needs its inputs' element types, which arrays do not
+                # always carry (ConvertLike to an i4 "like", held as int8): bind(attrs,
+                # *input_specs) gives the attributes its kernel runs with.
+                node.attrs = bind(node.attrs, *input_specs)
             node.specs = infer_node(node, input_specs, diag,
                                     fold=not getattr(node.op.impl, "NO_FOLD", False))
             if known is not None and kind == "op" and node.specs is not None:
