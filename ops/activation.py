@@ -17,7 +17,7 @@ import numpy as np
 
 from irrun.opkit import (
     ARITH, Dim, NoAttrs, TensorSpec, as_dtype, broadcast_shapes, erf, etype_name, fail,
-    float_unary, format_shape, make_unary, register, shape_dims, widened,
+    float_unary, format_shape, make_unary, register, shape_dims, unary_apply, widened,
 )
 
 
@@ -36,9 +36,30 @@ ACTIVATIONS = {
 _SINCE = {"HSwish": 4}
 
 for _name, _fn in ACTIVATIONS.items():
-    globals()[f"{_name}{_SINCE.get(_name, 1)}"] = make_unary(
-        _name, _fn, "exact" if _name == "ReLU" else "round", ARITH,
-        "arithmetic" if _name == "Tanh" else "activation", since=_SINCE.get(_name, 1))
+    if _name != "HSwish":       # (its class below takes the compiled loop)
+        globals()[f"{_name}{_SINCE.get(_name, 1)}"] = make_unary(
+            _name, _fn, "exact" if _name == "ReLU" else "round", ARITH,
+            "arithmetic" if _name == "Tanh" else "activation", since=_SINCE.get(_name, 1))
+
+
+@register("HSwish", since=4, attrs=NoAttrs, category="activation")
+class HSwish4:
+    """HSwish-4: element-wise, as make_unary's ops, f32/f64 through a compiled loop."""
+
+    @staticmethod
+    def infer(attrs, x: TensorSpec):
+        if x.etype.kind not in ARITH:
+            fail(f"HSwish does not accept element type {x.etype.name} (accepts {', '.join(ARITH)} types)")
+        return [TensorSpec(x.etype, x.shape)]
+
+    @staticmethod
+    def run(attrs, x):
+        if x.dtype.char in "fd":
+            # The compiled loop of ops/hswish_loop.py: the same f32/f64 steps in one pass.
+            from .hswish_loop import hswish
+
+            return (hswish(x),)
+        return (unary_apply("HSwish", ACTIVATIONS["HSwish"], "round", x),)
 
 
 def _same_type(x: TensorSpec) -> list[TensorSpec]:

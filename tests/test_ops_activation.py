@@ -332,3 +332,26 @@ def test_gelu_erf_loop_matches_openvino(tmp_path_factory):
     x = x[np.isfinite(x)]
     px = param("x", list(x.shape), "f32")
     compare([o2.gelu(px), o7.gelu(px, "erf")], [px], {"x": x}, "f32", tmp_path_factory, scale=4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hswish_loop_gives_the_numpy_formulas_bits(monkeypatch, dtype):
+    # f32/f64 HSwish runs the compiled loop of ops/hswish_loop.py: the formula's steps in
+    # the data's type, NumPy's maximum/minimum rules for NaN and signed zeros.
+    from irrun.opkit import float_unary
+    from irrun.ops import activation, hswish_loop
+
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.standard_normal(30000) * 5, [-3.0, 3.0, -0.0, 0.0, np.nan, np.inf, -np.inf,
+                                                           np.nextafter(-3.0, -4), 6.0, -6.0]]).astype(dtype)
+    with np.errstate(invalid="ignore"):
+        want = float_unary(activation.ACTIVATIONS["HSwish"], x, "HSwish")
+    (got,) = run_op("HSwish", {}, x, opset=4)
+    assert got.dtype == dtype
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    monkeypatch.setattr(hswish_loop, "MIN_WORK_PER_THREAD", 1)
+    np.testing.assert_array_equal(run_op("HSwish", {}, x, opset=4)[0], got)
+    # Integers keep the NumPy path (float, rounded to nearest).
+    (i,) = run_op("HSwish", {}, np.array([-4, -1, 0, 2, 5], np.int32), opset=4)
+    assert i.dtype == np.int32 and i.tolist() == [0, 0, 0, 2, 5]
