@@ -21,8 +21,8 @@ def _hswish(src, dst, three, zero, six):
     for k in range(src.size):
         v = src[k]
         t = v + three
-        t = t if (t > zero or t != t) else zero       # np.maximum(t, 0)
-        t = t if (t < six or t != t) else six         # np.minimum(t, 6)
+        t = t if (t > zero or np.isnan(t)) else zero       # np.maximum(t, 0)
+        t = t if (t < six or np.isnan(t)) else six         # np.minimum(t, 6)
         dst[k] = v * t / six
 
 
