@@ -11,6 +11,7 @@ follows OpenVINO's CPU plugin, version by version (see the per-op comments).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -52,6 +53,12 @@ def _check_indices(idx: np.ndarray, size, negative_ok: bool, what: str = "indice
         idx = np.where(big, np.iinfo(np.int64).max, idx).astype(np.int64)
     else:
         idx = idx.astype(np.int64)
+    if np.ndim(size) == 0 and idx.size:
+        # One bound for all: the extremes say whether any index is out of range (the usual
+        # case, checked in two passes; the full check below finds the first bad one).
+        n, lo, hi = int(size), int(idx.min()), int(idx.max())
+        if lo >= (-n if negative_ok else 0) and hi < n:
+            return np.where(idx < 0, idx + n, idx) if lo < 0 else idx
     size = np.broadcast_to(np.asarray(size, np.int64), idx.shape)
     lo = -size if negative_ok else np.zeros_like(size)
     bad = (idx < lo) | (idx >= size)
@@ -101,11 +108,24 @@ def _last_writes(flat: np.ndarray) -> np.ndarray:
     A scatter without reduction writes its updates in order (OpenVINO's reference and CPU
     plugin: the last update of a repeated index wins); NumPy leaves the order of repeated
     advanced-index assignments unspecified, so irrun writes only the last one of each.
+    Without repeats, slice(None): every position. `flat` holds indices (>= 0).
     """
     if flat.size == 0:
         return np.zeros(0, np.intp)
-    _, first_in_reversed = np.unique(flat[::-1], return_index=True)
-    return np.sort(flat.size - 1 - first_in_reversed)
+    top = int(flat.max())
+    if top >= 4 * flat.size:
+        # Few indices into a long axis: sort them rather than count over the axis.
+        _, first_in_reversed = np.unique(flat[::-1], return_index=True)
+        return np.sort(flat.size - 1 - first_in_reversed)
+    counts = np.bincount(flat, minlength=top + 1)
+    if counts.max() <= 1:
+        return slice(None)
+    # The last write of each index is the largest position holding it (np.maximum.at is
+    # unbuffered, and a maximum does not depend on the order it is taken in).
+    last = np.full(top + 1, -1, np.intp)
+    positions = np.arange(flat.size)
+    np.maximum.at(last, flat, positions)
+    return np.flatnonzero(last[flat] == positions)
 
 
 # ---------------------------------------------------------------- GatherND
@@ -604,9 +624,12 @@ class ScatterElementsUpdate:
         n = data.shape[ax]
         idx = _check_indices(indices, n, True, "indices",
                              lambda p: f" for data axis {ax} of size {n}")
-        coords = list(np.indices(indices.shape, sparse=True))
-        coords[ax] = idx
-        lin = np.ravel_multi_index(np.broadcast_arrays(*coords), data.shape).reshape(-1)
+        # Each update's flat position in data: the other axes' coordinates (a sum of small
+        # grids, broadcast once) plus the index times the axis' stride.
+        strides = [math.prod(data.shape[k + 1:]) for k in range(data.ndim)]
+        others = sum((g * strides[k] for k, g in enumerate(np.indices(indices.shape, sparse=True))
+                      if k != ax), np.zeros((1,) * indices.ndim, np.int64))
+        lin = (idx * strides[ax] + others).reshape(-1)
         out = data.reshape(-1).copy()
         return (_scatter_flat(out, lin, updates.reshape(-1), attrs.mode,
                               attrs.use_init_val).reshape(data.shape),)

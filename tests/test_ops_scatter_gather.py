@@ -555,6 +555,56 @@ def test_scatter_elements_update_matches_openvino(tmp_path_factory, v, reduction
            "u": values(ishape, dtype, rng)})
 
 
+def _written_in_order(data, indices, updates, ax):
+    """Reduction none as OpenVINO's reference writes it: update by update, row-major."""
+    out = data.copy()
+    for pos in np.ndindex(indices.shape):
+        target = list(pos)
+        target[ax] = indices[pos] % data.shape[ax]
+        out[tuple(target)] = updates[pos]
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_scatter_elements_update_repeated_targets_last_write_wins(data):
+    # Repeated targets take the last update in row-major order: counted over the axis
+    # (targets within 4x the updates) or sorted (few updates into a long axis).
+    shape = data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=3))
+    ax = data.draw(st.integers(0, len(shape) - 1))
+    shape[ax] = data.draw(st.sampled_from([shape[ax], 200]))
+    ishape = [data.draw(st.integers(1, d)) for d in shape]
+    ishape[ax] = data.draw(st.integers(1, 8))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    n = shape[ax]
+    idx = rng.integers(-n, n, ishape) if data.draw(st.booleans(), label="spread") else \
+        rng.integers(0, min(n, 2), ishape)
+    x = rng.standard_normal(shape).astype(np.float32)
+    u = rng.standard_normal(ishape).astype(np.float32)
+    for attrs in (ScatterElementsUpdateAttrs(), ScatterElementsUpdate12Attrs()):
+        (y,) = ScatterElementsUpdate.run(attrs, x, idx, u, np.array(ax))
+        np.testing.assert_array_equal(y, _written_in_order(x, idx, u, ax))
+
+
+@pytest.mark.oracle
+def test_scatter_elements_update_repeats_and_model_shape_match_openvino(tmp_path_factory):
+    # torch_fasterrcnn's merge of ROIAlign levels ([150, 32, 7, 7], axis 0, every target
+    # once), and a small one where each target is written three times.
+    rng = np.random.default_rng(3)
+    perm = rng.permutation(150).astype(np.int32)
+    idx = np.broadcast_to(perm[:, None, None, None], (150, 32, 7, 7)).copy()
+    p, q, u = param([150, 32, 7, 7], "f32"), param([150, 32, 7, 7], "i32", "i"), \
+        param([150, 32, 7, 7], "f32", "u")
+    check(tmp_path_factory.mktemp("a"), [o12.scatter_elements_update(p, q, u, i64(0), "none", True)], [p, q, u],
+          {"x": values([150, 32, 7, 7], "f32", rng), "i": idx,
+           "u": values([150, 32, 7, 7], "f32", rng)})
+    p, q, u = param([4, 3], "f32"), param([3, 3], "i64", "i"), param([3, 3], "f32", "u")
+    feed = {"x": values([4, 3], "f32", rng), "i": A([[1, 2, -1], [1, 2, 3], [1, -2, 3]]),
+            "u": A(np.arange(9).reshape(3, 3), np.float32)}
+    got, _ = check(tmp_path_factory.mktemp("b"), [o3.scatter_elements_update(p, q, u, i64(0))], [p, q, u], feed)
+    assert (got[0][1, 0], got[0][2, 1], got[0][3, 2]) == (6, 7, 8)     # the last of three
+
+
 # ---------------------------------------------------------------- OneHot
 
 
@@ -650,3 +700,30 @@ def test_out_of_range_index_is_a_located_op_error(tmp_path):
     m = irrun.read_model(xml)
     with pytest.raises(OpError, match=r"GatherND.*indices\[1,0\] = 2 is out of range"):
         m.infer({"x": np.zeros((2, 3), np.float32), "i": A([[0], [2]])})
+
+
+# A Loop body writes its step into a TensorList with a ScatterUpdate of one index: a basic
+# index then, with the same results and the same errors.
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("axis,ishape,index", [(0, [1], 2), (0, [1, 1], 0), (1, [1], 3),
+                                               (-1, [1], 4), (1, [1, 1], 0)])
+def test_scatter_update_of_one_index_matches_openvino(tmp_path, axis, ishape, index):
+    shape = [3, 4, 5]
+    ax = axis % 3
+    ushape = shape[:ax] + ishape + shape[ax + 1:]
+    rng = np.random.default_rng(index)
+    p, q, u = param(shape, "f32"), param(ishape, "i64", "i"), param(ushape, "f32", "u")
+    check(tmp_path, [o3.scatter_update(p, q, u, i64(axis))], [p, q, u],
+          {"x": values(shape, "f32", rng), "i": np.full(ishape, index, np.int64),
+           "u": values(ushape, "f32", rng)})
+
+
+def test_scatter_update_of_one_index_out_of_range_is_refused():
+    for bad in (5, -1):
+        with pytest.raises(OpProblem, match=rf"indices\[0\] = {bad} is out of range \[0, 4\]"):
+            ScatterUpdate3.run(NoAttrs(), np.zeros((3, 5)), A([bad]), np.zeros((3, 1)), A(1))
+    data = np.zeros((2, 3), np.float32)
+    out = ScatterUpdate3.run(NoAttrs(), data, A([[1]]), np.ones((2, 1, 1), np.float32), A(-1))[0]
+    assert out.tolist() == [[0, 1, 0], [0, 1, 0]] and not data.any()    # data untouched
