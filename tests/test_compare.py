@@ -499,3 +499,69 @@ def test_a_step_op_at_a_tie_may_round_either_way(tmp_path):
     result = irrun.compare(xml, feed, reference=ref)
     assert not result.ok and result.first_divergent.layer == "rounded"
     assert result.first_divergent.isolated
+
+
+def _topk_model(tmp_path, stable: bool = False) -> Path:
+    """x f32[2, 8] -> TopK-11 (k 4 along axis 1, max, sorted by value) -> values, indices."""
+    from irrun.tools.builder import GraphBuilder
+
+    g = GraphBuilder("ties")
+    x = g.parameter("x", "f32", [2, 8])
+    k = g.constant(np.int64(4))
+    values, indices = g.op("TopK", [x, k], name="topk", outputs=2, axis=1, mode="max",
+                           sort="value", stable=stable, index_element_type="i32")
+    g.result(values, name="values")
+    g.result(indices, name="indices")
+    xml = tmp_path / "ties.xml"
+    g.save(xml)
+    np.savez(tmp_path / "ties.inputs.npz",
+             x=np.array([[1, 5, 5, 5, 2, 5, 0, 3], [7, 7, 7, 7, 7, 7, 7, 7]], np.float32))
+    return xml
+
+
+def test_tie_order_of_topk_is_not_a_divergence(tmp_path):
+    """The other side takes equal values in another order (as OpenVINO's CPU plugin does on
+    some CPUs): compare says so and exits 0. A reference that picks another value differs."""
+    xml = _topk_model(tmp_path)
+    m = irrun.read_model(xml)
+    ours = m.infer(dict(np.load(tmp_path / "ties.inputs.npz")))
+    values, indices = ours["values"], ours["indices"]
+    assert values.tolist() == [[5, 5, 5, 5], [7, 7, 7, 7]]
+    swapped = indices[:, ::-1].copy()                       # the ties the other way round
+    np.savez(tmp_path / "ref.npz", **{"topk:0": values, "topk:1": swapped})
+    r = invoke(xml, "--reference", tmp_path / "ref.npz", "--inputs",
+               tmp_path / "ties.inputs.npz")
+    assert r.exit_code == 0, r.output
+    assert "equal ones taken in another order" in r.output
+    assert "no layer diverges on its own" in r.output
+    wrong = indices.copy()
+    wrong[0, 0] = 0                                         # x[0, 0] is 1, not 5
+    np.savez(tmp_path / "bad.npz", **{"topk:0": values, "topk:1": wrong})
+    r = invoke(xml, "--reference", tmp_path / "bad.npz", "--inputs",
+               tmp_path / "ties.inputs.npz")
+    assert r.exit_code == 1 and "first divergent layer" in r.output
+    # stable=true fixes the order: another order is a divergence.
+    stable = _topk_model(tmp_path / "s" if (tmp_path / "s").mkdir() is None else tmp_path,
+                         stable=True)
+    r = invoke(stable, "--reference", tmp_path / "ref.npz", "--inputs",
+               tmp_path / "ties.inputs.npz")
+    assert r.exit_code == 1
+
+
+@pytest.mark.oracle
+def test_compare_with_openvino_on_ties_exits_0_on_any_cpu(tmp_path):
+    pytest.importorskip("openvino")
+    xml = _topk_model(tmp_path)
+    r = invoke(xml, "--inputs", tmp_path / "ties.inputs.npz")
+    assert r.exit_code == 0, r.output
+
+
+def test_normalising_ops_are_held_relative_to_the_tensors_magnitude():
+    from irrun.tools.comparing import compare_tensor, tolerance_for
+
+    y = np.array([4.0, -3.0, 0.02], np.float32)
+    x = y + np.array([0, 0, 2e-5], np.float32)      # a mean's rounding, on a small element
+    tol = tolerance_for("f32")
+    assert compare_tensor(x, y, tol)["status"] == "differ"
+    assert compare_tensor(x, y, dict(tol, whole=True))["status"] == "agree"
+    assert compare_tensor(x + 1e-3, y, dict(tol, whole=True))["status"] == "differ"
