@@ -171,6 +171,8 @@ def matmul(a, b):
             or a.dtype.itemsize < 4):
         return np.matmul(a, b)
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    if math.prod(a.shape[:-2]) * math.prod(b.shape[:-2]) * m * k * n < 2 * PARALLEL_MATMUL_MACS:
+        return np.matmul(a, b)      # at most that many multiply-adds: one call is best
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     macs = math.prod(batch) * m * k * n
     threads = config().threads

@@ -78,6 +78,8 @@ class Model:
         self.diagnostics = program.diagnostics
         self._plans: dict[tuple, Plan] = {}
         self._signature_plans = SignaturePlans(program)
+        self._chosen: dict = {}         # (until, outputs) -> targets, names, aliases
+        self._sinks = None              # the Assigns' layer ids, a session's runs' sinks
         # For _feeds, built once since every run's feed goes through them: input name (any
         # of its tensor names) -> (PortInfo, Parameter node); and, for the usual feed (a
         # dict of arrays of each input's own numeric type and static shape under its first
@@ -256,15 +258,36 @@ class Model:
         if self.program.weights is not None:
             self.program.weights.check()    # a truncated map would be SIGBUS, not an error
         feeds = self._feeds(feed)
-        targets, names = self._targets(until)
+        if isinstance(outputs, (str, PortInfo, int)):
+            outputs = [outputs]
+        try:
+            wanted = (until, None if outputs is None else tuple(outputs))
+            hash(wanted)
+        except TypeError:
+            wanted = None
+        chosen = self._chosen.get(wanted) if wanted is not None else None
+        if chosen is None:
+            # What a run computes and how it names it; the same for every run that asks
+            # for the same outputs (a decode loop's thousands), so kept.
+            targets, names = self._targets(until)
+            if outputs is not None:
+                targets, names = self._select(targets, names, list(outputs))
+            aliases = {alt: o.name for o in self.outputs if o.name in names
+                       for alt in o.names if alt != o.name}
+            chosen = (targets, names, aliases)
+            if wanted is not None:
+                if len(self._chosen) > 64:
+                    self._chosen.clear()
+                self._chosen[wanted] = chosen
+        targets, names, aliases = chosen
         order = list(names)
-        if outputs is not None:
-            if isinstance(outputs, (str, PortInfo, int)):
-                outputs = [outputs]
-            targets, names = self._select(targets, names, list(outputs))
-            order = list(names)
-        sinks = () if state is None else tuple(
-            n.id for n in self.program.nodes.values() if n.layer.type.lower() == "assign")
+        if state is None:
+            sinks = ()
+        else:
+            if self._sinks is None:
+                self._sinks = tuple(n.id for n in self.program.nodes.values()
+                                    if n.layer.type.lower() == "assign")
+            sinks = self._sinks
         # A listener sees each layer's outputs (trace, dump, compare), so it gets them all;
         # a plain run skips the outputs nothing reads where an op can (see Plan).
         every = intermediate or getattr(listener, "every_output", listener is not None)
@@ -276,8 +299,6 @@ class Model:
                                        state=state)
             else:
                 outs = execute(self.program, plan, feeds, listener, state=state)
-        aliases = {alt: o.name for o in self.outputs if o.name in order
-                   for alt in o.names if alt != o.name}
         result = Outputs(zip(names, outs), order, aliases)
         if intermediate:
             for (lid, index), slot in plan.slot_of.items():

@@ -123,6 +123,11 @@ def known_values(program, specs: dict[str, list[TensorSpec]]) -> dict[str, tuple
 # left dynamic (a decode step's mask and KV cache grow by one each run; nothing else does).
 SPECIALIZE_AT = 2
 MAX_SIGNATURE_PLANS = 8
+# A signature that fits a pattern's plan gets one of its own only on its EXACT_AFTER_PATTERN-th
+# run: the pattern's plan rechecks a few layers, and building a plan costs as much as a
+# hundred of their rechecks (a decode step's signatures come back only when the same
+# tokens are generated again).
+EXACT_AFTER_PATTERN = 16
 
 
 def signature(feeds: dict, variables: dict | None = None) -> tuple:
@@ -195,13 +200,15 @@ class SignaturePlans:
                 return special or general
             last, self.last[key] = self.last.get(key), sig
             seen = self.seen.get(full, 0) + 1
-            if seen < SPECIALIZE_AT:
+            at = SPECIALIZE_AT if not self.patterns else (
+                EXACT_AFTER_PATTERN if self._narrowest(key, sig) else SPECIALIZE_AT)
+            if seen < at:
                 if len(self.seen) >= 4 * MAX_SIGNATURE_PLANS:
                     self.seen.clear()
                 self.seen[full] = seen
             else:
                 self.seen.pop(full, None)
-        if seen >= SPECIALIZE_AT:
+        if seen >= at:
             shapes = {lid: a.shape for lid, a in feeds.items()}
             shapes_of = {v: a.shape for v, a in (variables or {}).items()}
             special = self._make(shapes, shapes_of, make)
@@ -216,13 +223,9 @@ class SignaturePlans:
     def _pattern_plan(self, key, last, sig, make):
         """The plan of the narrowest pattern `sig` fits, building the pattern `sig` makes
         with the last signature once it has been seen SPECIALIZE_AT times."""
-        best, best_open = None, None
         with self._lock:
-            for (k, pattern), plan in self.patterns.items():
-                if plan and k == key and _fits(pattern, sig):
-                    n = _open_dims(pattern)
-                    if best is None or n < best_open:
-                        best, best_open = (k, pattern), n
+            best = self._narrowest(key, sig)
+            best_open = _open_dims(best[1]) if best else None
             pattern = generalize(last, sig)
             build = False
             if pattern is not None and (key, pattern) not in self.patterns:
@@ -248,6 +251,16 @@ class SignaturePlans:
         with self._lock:
             self.patterns.move_to_end(best)
             return self.patterns.get(best)
+
+    def _narrowest(self, key, sig):
+        """The (key, pattern) of the pattern plan `sig` fits with the fewest dynamic dims."""
+        best, best_open = None, None
+        for (k, pattern), plan in self.patterns.items():
+            if plan and k == key and _fits(pattern, sig):
+                n = _open_dims(pattern)
+                if best is None or n < best_open:
+                    best, best_open = (k, pattern), n
+        return best
 
     def _make(self, shapes, variables, make):
         specs = specialize_shapes(self.program, shapes, variables)
