@@ -19,6 +19,11 @@ class ParameterAttrs:
 class Parameter1:
     @staticmethod
     def infer(attrs):
+        if attrs.element_type in ("dynamic", "undefined"):
+            # A body Parameter of this type takes what its layer feeds it (run/bodies.py);
+            # only one that nothing feeds gets here.
+            fail(f"element_type='{attrs.element_type}': a model's own Parameter needs an "
+                 "element type (only a body Parameter may take it from what its layer feeds)")
         try:
             et = element_type(attrs.element_type)
         except ValueError as e:

@@ -686,3 +686,77 @@ def _nested_expected(x, depth):
         h = np.maximum(p, 0)
         return (h if d == depth else level(h, d + 1)) + h
     return level(x, 1)
+
+
+# ---------------------------------------------------------------- body Parameters of element_type="dynamic"
+
+def build_untyped_bodies(seq, etype, body_type):
+    """A TensorIterator (h_t = 2 h_{t-1} + x_t, every h concatenated) and a Loop (acc = acc +
+    x, three times) whose body Parameters have `body_type`: ov.Type.dynamic, as OpenVINO's
+    converters write them (and every body port then says precision="UNSPECIFIED"), or the
+    input's type. Constants follow the data through ConvertLike, so one body serves every
+    input type."""
+    y = o8.parameter([seq, 2, 3], etype, name="y")
+    h0 = o8.parameter([2, 3], etype, name="h0")
+    xi = o8.parameter([1, 2, 3], body_type, name="xi")
+    hi = o8.parameter([2, 3], body_type, name="hi")
+    two = o8.convert_like(o8.constant(np.float32(2)), hi)
+    nh = o8.add(o8.multiply(hi, two), o8.squeeze(xi, o8.constant([0])))
+    rh, ro = o8.result(nh), o8.result(o8.unsqueeze(nh, o8.constant([0])))
+    ti = o8.tensor_iterator()
+    ti.set_body(ov.Model([rh, ro], [xi, hi], "ti_body"))
+    ti.set_sliced_input(xi, y.output(0), 0, 1, 1, -1, 0)
+    ti.set_merged_input(hi, h0.output(0), rh.output(0))
+    outs = [ti.get_iter_value(rh.output(0), -1),
+            ti.get_concatenated_slices(ro.output(0), 0, 1, 1, -1, 0)]
+    bx = o8.parameter([2, 3], body_type, name="bx")
+    bacc = o8.parameter([2, 3], body_type, name="bacc")
+    it = o8.parameter([], np.int64, name="it")
+    r_cond, r_acc = o8.result(o8.constant(True)), o8.result(o8.add(bacc, bx))
+    loop = o8.loop(o8.constant(np.int64(3)), o8.constant(True))
+    loop.set_function(ov.Model([r_cond, r_acc], [bx, bacc, it], "loop_body"))
+    loop.set_special_body_ports([2, 0])
+    loop.set_invariant_input(bx, h0.output(0))
+    loop.set_merged_input(bacc, h0.output(0), r_acc.output(0))
+    outs.append(loop.get_iter_value(r_acc.output(0), -1))
+    return ov.Model(outs, [y, h0])
+
+
+def test_untyped_body_parameters_are_written_as_dynamic_and_read(tmp_path):
+    xml = save(build_untyped_bodies(4, np.float32, ov.Type.dynamic), tmp_path, "untyped")
+    text = Path(xml).read_text()
+    # OpenVINO's Loop types its body Parameters from its inputs when it validates; its
+    # TensorIterator leaves them as built, and the file says so.
+    assert text.count('element_type="dynamic"') == 2 and 'precision="UNSPECIFIED"' in text
+    assert irrun.validate(xml) == []
+
+
+def test_a_models_own_dynamic_parameter_is_refused_at_its_line(tmp_path):
+    xml = save(build_untyped_bodies(2, np.float32, ov.Type.f32), tmp_path, "typed")
+    text = Path(xml).read_text().replace('shape="2,3" element_type="f32"',
+                                         'shape="2,3" element_type="dynamic"', 1)
+    Path(xml).write_text(text)
+    problems = [p for p in irrun.validate(xml) if p.severity == "error"]
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if 'name="h0" type="Parameter"' in s)
+    assert [(p.line, p.layer_name) for p in problems] == [(line, "h0")], problems
+    assert "a model's own Parameter needs an element type" in problems[0].message
+
+
+@pytest.mark.oracle
+@given(seq=st.integers(1, 5), etype=st.sampled_from([np.float32, np.float16, np.int32, np.int64]),
+       seed=st.integers(0, 2**16))
+@settings(max_examples=12, deadline=None)
+def test_untyped_body_parameters_take_the_fed_type_as_openvino(tmp_path_factory, seq, etype, seed):
+    # OpenVINO reads the untyped file, but its CPU plugin cannot compile a body Convert
+    # "from dynamic precision": the same bodies with typed Parameters are the oracle.
+    d = tmp_path_factory.mktemp("untyped")
+    rng = np.random.default_rng(seed)
+    feed = {"y": rng.integers(-8, 8, (seq, 2, 3)).astype(etype),
+            "h0": rng.integers(-8, 8, (2, 3)).astype(etype)}
+    expected = ov_run(save(build_untyped_bodies(seq, etype, ov.Type(np.dtype(etype))), d, "typed"),
+                      feed)
+    m = irrun.read_model(save(build_untyped_bodies(seq, etype, ov.Type.dynamic), d, "untyped"))
+    got = m.infer(feed)
+    assert len(got) == len(expected) == 3
+    for g, e in zip(got.values(), expected):
+        assert_same(g, e)

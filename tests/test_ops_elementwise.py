@@ -194,7 +194,7 @@ def test_comparisons_of_strings(tmp_path_factory, shapes, data):
     for fn, node, out in zip(want, outs, m.outputs):
         assert got[out.name].dtype == np.bool_
         assert list(got[out.name].shape) == list(node.get_output_shape(0))
-        byte_order = np.vectorize(lambda u, v: fn(u.encode(), v.encode()), otypes=[bool])(a, b)
+        byte_order = np.vectorize(lambda u, v, f=fn: f(u.encode(), v.encode()), otypes=[bool])(a, b)
         np.testing.assert_array_equal(got[out.name], byte_order)
 
 

@@ -29,7 +29,7 @@ def openvino_versions() -> dict[str, int]:
     if not (tables / "opset1_tbl.hpp").is_file():
         pytest.skip("this openvino ships no opset tables (include/openvino/opsets)")
     listed = {k: re.findall(r"^_OPENVINO_OP_REG\((\w+),", (tables / f"opset{k}_tbl.hpp").read_text(),
-                            re.M) for k in range(1, 17)}
+                            re.MULTILINE) for k in range(1, 17)}
     names = {n for ns in listed.values() for n in ns} | {op.type for op in all_ops()}
     names |= {label.rsplit("-", 1)[0] for _, label in all_versions()}
     first: dict[tuple[str, str], int] = {}

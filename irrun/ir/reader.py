@@ -265,6 +265,11 @@ def _first_children(el, tags) -> dict:
 _PRECISION_KNOWN: dict[str, bool] = {}
 
 
+# What OpenVINO's serializer writes as the precision of a port whose element type is dynamic
+# (a body Parameter of element_type="dynamic" and everything downstream of it).
+_NO_PRECISION = frozenset(("UNSPECIFIED", "DYNAMIC", "UNDEFINED"))
+
+
 def _precision_known(precision: str) -> bool:
     known = _PRECISION_KNOWN.get(precision)
     if known is None:
@@ -312,6 +317,8 @@ def _ports(parent, layer: Layer, diag: Collector) -> list[Port]:
             if dims is not None:
                 dims.append(value)
         precision = el.get("precision")
+        if precision is not None and precision.upper() in _NO_PRECISION:
+            precision = None    # OpenVINO's spelling of a dynamic element type: no declaration
         if precision is not None and not _precision_known(precision):
             diag.error("bad-precision", f"port {el.get('id')}: unknown precision '{precision}'",
                        line=line, layer=layer)

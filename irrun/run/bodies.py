@@ -202,7 +202,12 @@ def _shapes_compatible(a, b) -> bool:
 
 
 def body_parameter_spec(node, given: TensorSpec | None, diag: Collector):
-    """A body Parameter's spec: what the layer feeds it, checked against its declaration."""
+    """A body Parameter's spec: what the layer feeds it, checked against its declaration.
+
+    element_type="dynamic" (OpenVINO's converters write it in TensorIterator/Loop bodies)
+    declares nothing: the Parameter takes the type the port map feeds it, as in OpenVINO."""
+    if given is not None and getattr(node.attrs, "element_type", None) in ("dynamic", "undefined"):
+        return [given]
     declared = None
     try:
         declared = node.op.infer(node.attrs)[0]
