@@ -32,6 +32,11 @@ def _matrix_shape(shape, transpose: bool, is_b: bool):
     return tuple(shape), False
 
 
+# Products of fewer multiply-adds than this skip irrun.opkit.matmul's check for a split over
+# the worker pool (far below its threshold; the check cost as much as the product).
+SMALL_MACS = 1 << 15
+
+
 @register("MatMul", since=1, attrs=MatMulAttrs, category="matrix")
 class MatMul1:
     @staticmethod
@@ -61,6 +66,16 @@ class MatMul1:
 
     @staticmethod
     def run(attrs, a, b):
+        if (a.ndim == 2 == b.ndim and a.dtype == b.dtype and a.dtype.kind == "f"
+                and a.dtype.itemsize >= 4):
+            # Two f32/f64 matrices (a recurrent cell's products): the checks below, shortly;
+            # a small product is one np.matmul, as irrun.opkit.matmul would make it anyway.
+            x = a.T if attrs.transpose_a else a
+            y = b.T if attrs.transpose_b else b
+            if x.shape[1] == y.shape[0]:
+                if x.shape[0] * x.shape[1] * y.shape[1] < SMALL_MACS:
+                    return (np.matmul(x, y),)
+                return (matmul(x, y),)
         if a.ndim == 0 or b.ndim == 0:
             fail(f"MatMul inputs must have rank >= 1, got shapes {list(a.shape)} and {list(b.shape)}")
         x = np.swapaxes(a, -1, -2) if attrs.transpose_a and a.ndim >= 2 else a
@@ -68,11 +83,12 @@ class MatMul1:
         if x.shape[-1] != y.shape[-2 if y.ndim >= 2 else 0]:
             fail(f"MatMul inner dims differ: A {list(a.shape)} and B {list(b.shape)} "
                  f"(transpose_a={attrs.transpose_a}, transpose_b={attrs.transpose_b})")
-        try:
-            np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
-        except ValueError:
-            fail(f"MatMul batch dims do not broadcast: A {list(a.shape)} and B "
-                 f"{list(b.shape)}")
+        if x.ndim > 2 and y.ndim > 2:     # else one side has no batch dims to disagree
+            try:
+                np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+            except ValueError:
+                fail(f"MatMul batch dims do not broadcast: A {list(a.shape)} and B "
+                     f"{list(b.shape)}")
         if a.dtype.kind in "fV" and a.dtype.itemsize == 2:
             # f16/bf16 accumulate in f32 and round once, as the CPU plugin does.
             return (as_dtype(matmul(x.astype(np.float32), y.astype(np.float32)), a.dtype),)

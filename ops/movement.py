@@ -194,7 +194,9 @@ class Split1:
         if data.shape[ax] % n:
             fail(f"dim {ax} of data shape {list(data.shape)} is {data.shape[ax]}, "
                  f"which num_splits={n} does not divide")
-        return tuple(np.split(data, n, axis=ax))
+        size = data.shape[ax] // n
+        lead = (slice(None),) * ax
+        return tuple(data[lead + (slice(k * size, (k + 1) * size),)] for k in range(n))
 
 
 def _variadic_sizes(dim, lengths: list[int]):
@@ -306,6 +308,13 @@ def _check_indices(idx: np.ndarray, n: int, axis: int, negative_ok: bool):
 
 def _gather_run(data, indices, axis, batch_dims, negative_ok):
     ax, b = _gather_params(data.ndim, indices.ndim, int(axis.reshape(-1)[0]), batch_dims)
+    if indices.ndim == 0 and data.ndim > ax:
+        # One index (a Loop body's step i of a sequence): a basic index, no index arrays.
+        i, n = int(indices), data.shape[ax]
+        if -n <= i < 0 and negative_ok:
+            i += n
+        if 0 <= i < n:
+            return (np.array(data[(slice(None),) * ax + (i,)]),)
     if data.shape[:b] != indices.shape[:b]:
         fail(f"batch dims of data shape {list(data.shape)} and indices shape "
              f"{list(indices.shape)} differ (batch_dims={b})")
@@ -411,16 +420,21 @@ def _slice_dim(d: Dim, s: slice) -> Dim:
     return Dim(0, bound)
 
 
-def _take(data: np.ndarray, index) -> np.ndarray:
-    """data[index] with each slice clamped the spec's way for its dim."""
+def _clamped(index, shape) -> tuple:
+    """The index with each slice clamped the spec's way for its dim of `shape`."""
     out, j = [], 0
     for x in index:
         if isinstance(x, slice):
-            x = spec_slice(x, data.shape[j])
+            x = spec_slice(x, shape[j])
         out.append(x)
         if x is not None:
             j += 1
-    return np.asarray(data[tuple(out)])
+    return tuple(out)
+
+
+def _take(data: np.ndarray, index) -> np.ndarray:
+    """data[index] with each slice clamped the spec's way for its dim."""
+    return np.asarray(data[_clamped(index, data.shape)])
 
 
 def _slice_elements(data: TensorSpec, index):
@@ -579,8 +593,21 @@ class StridedSlice1:
 
     @staticmethod
     def run(attrs, data, begin, end, stride=None):
-        b = [int(v) for v in begin.reshape(-1).tolist()]
-        e = [int(v) for v in end.reshape(-1).tolist()]
-        s = [1] * len(b) if stride is None else [int(v) for v in stride.reshape(-1).tolist()]
-        index = _strided_index(attrs, shape_dims(data.shape), b, e, s)
-        return (_take(data, index),)
+        b = tuple(int(v) for v in begin.reshape(-1).tolist())
+        e = tuple(int(v) for v in end.reshape(-1).tolist())
+        s = (1,) * len(b) if stride is None else \
+            tuple(int(v) for v in stride.reshape(-1).tolist())
+        # The same slice of the same shape comes back run after run (a Loop body's every
+        # iteration): its checked, clamped NumPy index is kept.
+        key = (attrs, data.shape, b, e, s)
+        index = _STRIDED_INDEX.get(key)
+        if index is None:
+            index = _clamped(_strided_index(attrs, shape_dims(data.shape), b, e, s),
+                             data.shape)
+            if len(_STRIDED_INDEX) >= 1024:
+                _STRIDED_INDEX.clear()
+            _STRIDED_INDEX[key] = index
+        return (np.asarray(data[index]),)
+
+
+_STRIDED_INDEX: dict = {}

@@ -398,12 +398,20 @@ class ScatterUpdate3:
             fail(f"updates has shape {list(updates.shape)}, expected {list(want)} "
                  f"(data[:axis] + indices shape + data[axis+1:])")
         n = data.shape[ax]
+        lead = (slice(None),) * ax
+        if indices.size == 1 and indices.dtype.kind in "iu":
+            # One index (a Loop body writing its step into a TensorList): a basic index.
+            i = int(indices.reshape(-1)[0])
+            if 0 <= i < n:
+                out = data.copy()
+                out[lead + (slice(i, i + 1),)] = updates.reshape(
+                    data.shape[:ax] + (1,) + data.shape[ax + 1:])
+                return (out,)
         idx = _check_indices(indices, n, False, "indices",
                              lambda p: f" for data axis {ax} of size {n}").reshape(-1)
         upd = updates.reshape(data.shape[:ax] + (idx.size,) + data.shape[ax + 1:])
         keep = _last_writes(idx)
         out = data.copy()
-        lead = (slice(None),) * ax
         out[lead + (idx[keep],)] = upd[lead + (keep,)]
         return (out,)
 

@@ -249,3 +249,23 @@ def test_topk_shape_inference():
     from irrun.ir.registry import lookup
     _, problems, _ = R.parse_attrs(lookup("TopK", "opset11").attrs, {"axis": "0", "mode": "max"})
     assert any("sort" in p[1] for p in problems)
+
+
+def test_matmul_of_two_matrices_either_side_of_the_small_product_path():
+    """2-D f32/f64 products below matmul.SMALL_MACS are one np.matmul, larger ones go
+    through irrun.opkit.matmul: the same values either way, transposes honoured."""
+    from irrun.ops.matmul import SMALL_MACS, MatMul1, MatMulAttrs
+    rng = np.random.default_rng(4)
+    for m, k, n in ((4, 12, 36), (64, 64, 64), (1, 300, 200)):
+        for dtype in (np.float32, np.float64):
+            a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+            for ta in (False, True):
+                for tb in (False, True):
+                    x = a.T.copy() if ta else a
+                    y = b.T.copy() if tb else b
+                    (got,) = MatMul1.run(MatMulAttrs(ta, tb), x, y)
+                    assert got.dtype == dtype and got.shape == (m, n)
+                    f32 = dtype == np.float32       # sums of up to 300 products of ~1
+                    np.testing.assert_allclose(got, a @ b, rtol=1e-5 if f32 else 1e-12,
+                                               atol=1e-4 if f32 else 1e-12)
+    assert 4 * 12 * 36 < SMALL_MACS < 64 ** 3

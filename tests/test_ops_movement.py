@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import irrun
 from irrun.errors import IrrunError, ModelError, OpError
 from irrun.ir.shapes import Dim, TensorSpec, shape_of
-from irrun.ops.movement import Gather, StridedSlice1, StridedSliceAttrs
+from irrun.ops.movement import Gather, GatherAttrs, StridedSlice1, StridedSliceAttrs
 
 oracle = pytest.importorskip("oracle")
 ov = oracle.ov
@@ -443,3 +443,54 @@ def test_strided_slice_new_axis_and_shrink():
     out = _ss(y, [0, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1], new_axis_mask=(0, 0, 1),
               shrink_axis_mask=(0, 1), end_mask=(1, 0, 0, 1), begin_mask=(1,))
     np.testing.assert_array_equal(out, y[:, 1, None, 0:])
+
+
+# ---------------------------------------------------------------- one index, a cached slice
+# A Loop body takes step i of a sequence with a scalar Gather and slices its gates with the
+# same StridedSlice every iteration: the scalar index is a basic index, and the slice's
+# checked index is kept per (attributes, data shape, begin, end, stride).
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("version", [1, 7, 8])
+@pytest.mark.parametrize("axis,index", [(0, 0), (0, 2), (1, 1), (-1, 3), (2, -1), (0, -3)])
+def test_gather_of_one_scalar_index_matches_openvino(tmp_path, version, axis, index):
+    if index < 0 and version != 8:
+        pytest.skip("negative indices are Gather-8's")
+    shape = (3, 4, 5)
+    p = param(shape, "f32")
+    ind = o8.parameter([], OV_TYPE["i32"], name="i")
+    node = {1: lambda: o1.gather(p, ind, i64(axis)), 7: lambda: o7.gather(p, ind, i64(axis)),
+            8: lambda: o8.gather(p, ind, i64(axis))}[version]()
+    check(tmp_path, [node], [p, ind], {"x": sample(shape, "f32", 3), "i": np.array(index, np.int32)})
+
+
+def test_gather_of_one_scalar_index_out_of_range_is_the_located_error(tmp_path):
+    p = param((3, 4), "f32")
+    ind = o8.parameter([], OV_TYPE["i64"], name="i")
+    _, m = read(tmp_path, [o8.gather(p, ind, i64(1))], [p, ind])
+    for bad in (4, -5):
+        with pytest.raises(OpError, match=rf"indices = {bad} is out of range \[-4, 3\] for data "
+                                          r"axis 1 of size 4"):
+            m.infer({"x": np.zeros((3, 4), np.float32), "i": np.array(bad)})
+    out = Gather.run(GatherAttrs(), np.arange(12).reshape(3, 4), np.array(-1), np.array(1))[0]
+    assert out.tolist() == [3, 7, 11] and out.flags.owndata     # a copy, as np.take gives
+
+
+def test_strided_slice_kept_index_follows_the_data_shape():
+    attrs = StridedSliceAttrs(begin_mask=(0, 0), end_mask=(1, 0))
+    b, e, s = np.array([0, 1]), np.array([0, -1]), np.array([1, 1])
+    for shape in [(4, 6), (2, 3), (4, 6), (5, 2)]:
+        x = np.arange(np.prod(shape)).reshape(shape)
+        np.testing.assert_array_equal(StridedSlice1.run(attrs, x, b, e, s)[0], x[:, 1:-1])
+    shrink = StridedSliceAttrs(begin_mask=(0,), end_mask=(0,), shrink_axis_mask=(1,))
+    x = np.arange(6).reshape(2, 3)
+    np.testing.assert_array_equal(StridedSlice1.run(shrink, x, A1([1]), A1([2]), A1([1]))[0], x[1])
+    with pytest.raises(IrrunError, match=r"begin\[0\] = 2 \(shrink_axis_mask\) is out of range"):
+        StridedSlice1.run(shrink, x, A1([2]), A1([3]), A1([1]))
+    with pytest.raises(IrrunError, match=r"begin\[0\] = 2 \(shrink_axis_mask\) is out of range"):
+        StridedSlice1.run(shrink, x, A1([2]), A1([3]), A1([1]))      # not kept: refused again
+
+
+def A1(values):
+    return np.array(values, np.int64)
