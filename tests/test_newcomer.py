@@ -201,9 +201,10 @@ def test_output_path_is_written_exactly_or_gets_npz_without_a_suffix(tmp_path):
     r = invoke(CRNN, "-o", tmp_path / "out")
     assert r.exit_code == 0 and f"to {tmp_path / 'out.npz'}" in r.output
     assert (tmp_path / "out.npz").exists() and not (tmp_path / "out").exists()
-    r = invoke(CRNN, "-o", tmp_path / "out.npy")      # an .npz under another suffix: refused
-    assert r.exit_code == 2 and f"did you mean '{tmp_path / 'out.npz'}'?" in r.output
-    assert not (tmp_path / "out.npy").exists()
+    r = invoke(CRNN, "-o", tmp_path / "out.npy")      # an .npz under another suffix: said
+    assert r.exit_code == 0 and f"to {tmp_path / 'out.npy'}" in r.output
+    assert f"did you mean '{tmp_path / 'out.npz'}'?" in r.output
+    assert set(np.load(tmp_path / "out.npy")) == {"decoded_classes", "decoded_lengths"}
     r = invoke(CRNN, "-o", tmp_path / "missing" / "out.npz")
     assert r.exit_code == 1 and "the directory" in r.output and "does not exist" in r.output
     assert "internal error" not in r.output
@@ -262,11 +263,12 @@ def test_the_wrong_file_is_recognised_and_the_message_says_what_to_do(tmp_path):
             assert "Traceback" not in said and "not well formed" not in said
 
 
-def test_output_must_be_an_npz(tmp_path):
+def test_output_with_another_suffix_is_written_and_warned_about(tmp_path):
     done = _cli(CRNN, "-o", tmp_path / "out3.txt")
-    assert done.returncode == 2
-    assert "--output writes an .npz archive; " in done.stderr and "out3.npz" in done.stderr
-    assert not (tmp_path / "out3.txt").exists()
+    assert done.returncode == 0
+    assert done.stderr.startswith("warning: --output writes an .npz archive; ")
+    assert "did you mean" in done.stderr and "out3.npz" in done.stderr
+    assert (tmp_path / "out3.txt").exists()
     assert _cli(CRNN, "-o", tmp_path / "out").returncode == 0
     assert (tmp_path / "out.npz").exists()
 

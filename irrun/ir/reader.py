@@ -329,9 +329,17 @@ def _ports(parent, layer: Layer, diag: Collector) -> list[Port]:
         elif "," not in names and not names[0].isspace() and not names[-1].isspace():
             names = [names]     # one name (most ports): what the split below gives
         else:
-            names = [n.strip() for n in names.split(",") if n.strip()]
+            names = split_names(names)
         ports.append(Port(pid, index, precision, dims, names, line))
     return ports
+
+
+def split_names(text: str) -> list[str]:
+    """Tensor names from a `names`/`output_names` attribute: comma-separated, a comma inside
+    a name written `\\,` as OpenVINO's serializer escapes it (a backslash before anything
+    else is itself)."""
+    parts = re.split(r"(?<!\\),", text)
+    return [n.replace("\\,", ",").strip() for n in parts if n.strip()]
 
 
 def parse_bytes(content: bytes, path: str, diag: Collector) -> IRDocument | None:
@@ -627,7 +635,7 @@ def _layer(el, layers: list, seen: dict, path: str, version: int, diag: Collecto
         layer.data = dict(data_el.attrib)
         layer.data_line = data_el.sourceline
     if el.get("output_names") is not None:
-        layer.output_names = [n.strip() for n in el.get("output_names").split(",") if n.strip()]
+        layer.output_names = split_names(el.get("output_names"))
     layer.inputs = _ports(parts.get("input"), layer, diag)
     layer.outputs = _ports(parts.get("output"), layer, diag)
     if not _NESTED_TAGS.isdisjoint(parts):

@@ -119,6 +119,11 @@ def _source_elements(xml_path: str) -> tuple[dict, list]:
     return extras, attributes, net_extras
 
 
+def join_names(names) -> str:
+    """A `names` attribute, commas inside a name escaped as OpenVINO writes them (`\\,`)."""
+    return ",".join(n.replace(",", "\\,") for n in names)
+
+
 def _wport(port) -> WPort:
     return WPort(port.id, port.precision, list(port.dims) if port.dims is not None else None,
                  list(port.names))
@@ -231,7 +236,7 @@ def _port_el(parent, port: WPort):
     if port.precision:
         attrs["precision"] = port.precision
     if port.names:
-        attrs["names"] = ",".join(port.names)
+        attrs["names"] = join_names(port.names)
     el = etree.SubElement(parent, "port", attrs)
     for d in port.dims or ():
         etree.SubElement(el, "dim").text = str(d)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import stat
 import zipfile
@@ -227,6 +228,7 @@ def load_npz(path: str, inputs=None) -> dict[str, np.ndarray]:
     bomb or a header declaring a huge shape is refused instead of allocated.
     """
     path = str(path)
+    regular_file(path, "inputs file")
     try:
         z = zipfile.ZipFile(path)
     except FileNotFoundError:
@@ -372,6 +374,7 @@ def load_npy(path: str, inputs) -> dict[str, np.ndarray]:
         raise FeedError(f"a .npy file holds one array, not an .npz of named arrays, but the "
                         f"model has {len(inputs)} inputs ({names}): give an .npz keyed by input "
                         "name", file=path)
+    regular_file(path, "inputs file")
     try:
         with open(path, "rb") as f:
             dtype, shape, _ = _npy_header(f)
@@ -393,7 +396,43 @@ def load_npy(path: str, inputs) -> dict[str, np.ndarray]:
 def sample_inputs_for(model_path: str) -> str | None:
     """The sample inputs shipped beside a model: <stem>.inputs.npz or inputs.npz."""
     stem = os.path.splitext(model_path)[0]
-    for candidate in (stem + ".inputs.npz", os.path.join(os.path.dirname(model_path), "inputs.npz")):
+    for candidate in (stem + ".inputs.npz",
+                      os.path.join(os.path.dirname(model_path), "inputs.npz")):
         if os.path.exists(candidate):
             return candidate
     return None
+
+
+def write_text(path: str, text: str) -> None:
+    """`text` into `path`, atomically and without following links: a temporary file made
+    beside it (never an existing one) is renamed over it, so a symbolic link planted at
+    `path` is replaced, not written through, and a reader never sees half a file."""
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+                               dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def regular_file(path: str, what: str) -> None:
+    """Refuse a path that is not a regular file before opening it: a FIFO would block
+    forever, a device never end."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return          # opening it says what is wrong (no such file, no permission)
+    if stat.S_ISDIR(mode):
+        raise ReadError(f"the {what} '{path}' is a directory", file=path)
+    if not stat.S_ISREG(mode):
+        raise ReadError(f"the {what} '{path}' is not a regular file (a FIFO, socket or "
+                        "device): give a file", file=path)

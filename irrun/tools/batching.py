@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import IrrunError, ReadError
 from ..ir.etypes import element_type
+from ..run.feed import write_text
 
 MANIFEST = "manifest.json"
 MANIFEST_EVERY = 0.5     # seconds between manifest rewrites while shards finish
@@ -179,13 +180,9 @@ class BatchResult:
 
 
 def _write_manifest(out_dir: str, manifest: dict) -> None:
-    path = os.path.join(out_dir, MANIFEST)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    # A fresh temporary file renamed over it: a link planted at manifest.json (or at a
+    # fixed manifest.json.tmp) is never written through.
+    write_text(os.path.join(out_dir, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True))
 
 
 def _read_manifest(out_dir: str) -> dict:

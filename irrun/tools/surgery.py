@@ -8,6 +8,7 @@ tensors; a Loop/TensorIterator/If is kept or cut whole.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -220,12 +221,27 @@ def extract(model, outputs, inputs=(), xml_path=None, feed=None):
     `xml_path` the subgraph is written there (and its .bin beside it).
     """
     program = model.program
+    if xml_path:
+        _not_the_source(model, xml_path)
     cut = Cut([resolve_tensor(program, t) for t in outputs],
               [resolve_tensor(program, t) for t in inputs])
     net, stands_for = _cut_model(model, cut)
     written = write_net(net, xml_path)[0] if xml_path else None
     values = cut_values(model, feed, stands_for) if feed is not None else None
     return written, values
+
+
+def _not_the_source(model, xml_path) -> None:
+    """Refuse to write the subgraph over the model it is cut from (its .xml or its .bin)."""
+    xml = os.fspath(xml_path)
+    targets = (xml, os.path.splitext(xml)[0] + ".bin")
+    weights = model.program.bin_path
+    for target, source in zip(targets, (model.path, weights)):
+        if source and os.path.exists(target) and os.path.exists(source) and \
+                os.path.samefile(target, source):
+            raise IrrunError(f"-o {xml} would overwrite the model it is cut from ("
+                             f"{source}): write the subgraph elsewhere", file=model.path,
+                             code="write")
 
 
 # ---------------------------------------------------------------- reduce
@@ -269,7 +285,9 @@ class Condition:
             done = subprocess.run([sys.executable, "-c", _OV_RUNNER, xml, inputs],
                                   capture_output=True, timeout=600)
             return done.returncode != 0
-        cmd = self.command.replace("{model}", xml).replace("{inputs}", inputs)
+        # Quoted: a path with a space or a $ is one word, never interpreted by the shell.
+        cmd = self.command.replace("{model}", shlex.quote(xml)).replace("{inputs}",
+                                                                         shlex.quote(inputs))
         return subprocess.run(cmd, shell=True, capture_output=True, timeout=600).returncode != 0
 
 
@@ -383,7 +401,7 @@ def _distances(program, outputs) -> dict[str, int]:
 
 def write_repro(model_dir: str, reduced: Reduced, command: str) -> None:
     """irrun's and OpenVINO's outputs and a README.txt beside the reduced model."""
-    from ..run.feed import save_npz
+    from ..run.feed import save_npz, write_text
     from ..run.model import read_model
 
     feed = dict(np.load(reduced.inputs))
@@ -396,10 +414,10 @@ def write_repro(model_dir: str, reduced: Reduced, command: str) -> None:
                  {o.name: v for o, v in zip(m.outputs, outs)})
     except Exception as e:     # OpenVINO missing, or the problem is that it fails
         ov_note = f"\nOpenVINO did not run it: {type(e).__name__}: {str(e).splitlines()[0]}\n"
-    with open(os.path.join(model_dir, "README.txt"), "w") as f:
-        f.write(f"A reduced model ({reduced.layers} op layers) made by `irrun reduce` "
+    write_text(os.path.join(model_dir, "README.txt"), (
+                f"A reduced model ({reduced.layers} op layers) made by `irrun reduce` "
                 f"after {reduced.tries} tries.\n\nmodel.xml, model.bin: the model\n"
                 "inputs.npz: its inputs (the values the full model computed at the cut)\n"
                 "irrun_outputs.npz: irrun's outputs\n"
                 "openvino_outputs.npz: OpenVINO's CPU plugin's outputs (f32 precision)\n"
-                f"{ov_note}\nShow the problem with:\n\n    {command}\n")
+                f"{ov_note}\nShow the problem with:\n\n    {command}\n"))

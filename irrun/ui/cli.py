@@ -270,9 +270,10 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, val_ranges, ou
         # `-o out` writes out.npz (as np.savez would name it).
         output_path += ".npz"
     elif output_path and os.path.splitext(output_path)[1].lower() != ".npz":
-        raise click.UsageError(f"--output writes an .npz archive; '{output_path}' has another "
-                               f"suffix (did you mean "
-                               f"'{os.path.splitext(output_path)[0]}.npz'?)")
+        # Written at exactly the path given (a script may want that name), but said: an .npz
+        # under another suffix is most often a slip.
+        _echo(f"warning: --output writes an .npz archive; '{output_path}' has another suffix "
+              f"(did you mean '{os.path.splitext(output_path)[0]}.npz'?)", err=True)
     if loop_back and not steps:
         raise click.UsageError("--loop-back needs --steps N")
     if steps and (until or dump_dir or repeat > 1):
