@@ -4,9 +4,11 @@ MulticlassNms-8/9, MatrixNms-8, NMSRotated-13 and ExperimentalDetectronTopKROIs-
 
 Per batch and class the kernel keeps the candidates scoring above score_threshold, then
 repeatedly selects the best one and suppresses (hard NMS) or decays (Soft-NMS, v5/v9 with
-soft_nms_sigma > 0) the rest by their IoU with it: a Python loop over the *selected* boxes
-(at most max_output_boxes_per_class per class), each step one vectorised IoU against all
-remaining candidates. Arithmetic is f32, with the operation order of OpenVINO's CPU plugin.
+soft_nms_sigma > 0) the rest by their IoU with it. Hard NMS is a compiled loop over the
+candidates in score order (ops/nms_loop.py); Soft-NMS a Python loop over the *selected*
+boxes (at most max_output_boxes_per_class per class), each step the compiled IoU against
+all remaining candidates and a vectorised decay of those it overlaps. Arithmetic is f32,
+with the operation order of OpenVINO's CPU plugin.
 
 Where the spec is silent or loose, irrun follows OpenVINO (see docs/ops.md, "Where irrun chooses a
 rule"):
@@ -184,46 +186,42 @@ def _corners(boxes: np.ndarray, encoding: str) -> np.ndarray:
                      np.maximum(b[..., 0], b[..., 2]), np.maximum(b[..., 1], b[..., 3])], axis=-1)
 
 
-def _iou(box: np.ndarray, area: F32, others: np.ndarray, areas: np.ndarray) -> np.ndarray:
-    """IoU of one corner box with each of `others`, as OpenVINO's CPU plugin computes it."""
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        h = np.maximum(np.minimum(box[2], others[:, 2]) - np.maximum(box[0], others[:, 0]), F32(0))
-        w = np.maximum(np.minimum(box[3], others[:, 3]) - np.maximum(box[1], others[:, 1]), F32(0))
-        inter = h * w
-        iou = inter / (area + areas - inter)
-    return np.where((area <= 0) | (areas <= 0), F32(0), iou).astype(F32)
-
-
 def _select_class(corners, areas, scores, max_out, iou_thr, score_thr, sigma, soft_iou_cut):
     """Selected box indices and their (possibly decayed) scores for one batch and class."""
+    from .nms_loop import hard, overlaps  # the compiled loops (ops/nms_loop.py)
+
     cand = np.flatnonzero(scores > score_thr)            # NaN scores compare false: dropped
     alive = cand[np.argsort(-scores[cand], kind="stable")]  # equal scores: lower index first
+    if sigma <= 0:
+        selected = np.empty(min(max_out, alive.size), np.int64)
+        count = hard(corners, areas, alive, max_out, F32(iou_thr), selected)
+        return selected[:count], scores[selected[:count]]
     cur = scores.astype(F32).copy()
     sel, sel_scores = [], []
-    scale = F32(-0.5) / F32(sigma) if sigma > 0 else F32(0)
+    scale = F32(-0.5) / F32(sigma)
     while alive.size and len(sel) < max_out:
-        if sigma > 0:
-            # the highest current score; equal ones by box index (decays reorder `alive`)
-            s = cur[alive]
-            i = int(alive[s == s.max()].min())
-            k = int(np.flatnonzero(alive == i)[0])
-        else:
-            k, i = 0, int(alive[0])
+        # the highest current score; equal ones by box index (decays reorder `alive`)
+        s = cur[alive]
+        i = int(alive[s == s.max()].min())
+        k = int(np.flatnonzero(alive == i)[0])
         sel.append(i)
         sel_scores.append(cur[i])
         rest = np.delete(alive, k)
-        iou = _iou(corners[i], areas[i], corners[rest], areas[rest])
-        if sigma > 0:
-            with np.errstate(over="ignore", under="ignore"):
-                w = np.exp(scale * iou * iou).astype(F32)
-            cur[rest] = cur[rest] * w
-            keep = cur[rest] > score_thr
-            if soft_iou_cut:
-                keep &= ~(iou >= iou_thr)
-        else:
-            keep = ~(iou >= iou_thr)                     # NaN IoU suppresses nothing
+        iou = np.empty(rest.size, F32)
+        overlaps(corners, areas, i, rest, iou)
+        # A box the selected one does not overlap keeps its score (its factor exp(-0) is 1):
+        # only the others are decayed.
+        hit = np.flatnonzero(iou != 0)
+        if hit.size:
+            t = iou[hit]
+            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+                w = np.exp(scale * t * t).astype(F32)
+            cur[rest[hit]] = cur[rest[hit]] * w
+        keep = cur[rest] > score_thr
+        if soft_iou_cut:
+            keep &= ~(iou >= iou_thr)
         alive = rest[keep]
-    return sel, sel_scores
+    return np.array(sel, np.int64), np.array(sel_scores, F32)
 
 
 def _run(attrs, boxes, scores, max_out=None, iou_thr=None, score_thr=None, sigma=None):
@@ -247,12 +245,13 @@ def _run(attrs, boxes, scores, max_out=None, iou_thr=None, score_thr=None, sigma
             for c in range(nc):
                 sel, ss = _select_class(corners[b], areas[b], sc[b, c], max_out, iou_thr,
                                         score_thr, sigma, attrs.version == 5)
-                rows_b += [b] * len(sel)
-                rows_c += [c] * len(sel)
-                rows_i += sel
-                rows_s += ss
-    bi, ci, ii = (np.array(r, np.int64) for r in (rows_b, rows_c, rows_i))
-    si = np.array(rows_s, F32)
+                rows_b.append(np.full(sel.size, b, np.int64))
+                rows_c.append(np.full(sel.size, c, np.int64))
+                rows_i.append(sel)
+                rows_s.append(ss)
+    bi, ci, ii = (np.concatenate(r) if r else np.zeros(0, np.int64)
+                  for r in (rows_b, rows_c, rows_i))
+    si = np.concatenate(rows_s).astype(F32) if rows_s else np.zeros(0, F32)
     if attrs.sort_result_descending and si.size:
         order = np.lexsort((ii, ci, bi, -si))
         bi, ci, ii, si = bi[order], ci[order], ii[order], si[order]

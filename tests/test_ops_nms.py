@@ -462,6 +462,69 @@ def test_oracle_random(data, tmp_path_factory):
 
 
 @pytest.mark.oracle
+@pytest.mark.parametrize("iou", [0.5, 0.1, 0.0])
+def test_oracle_many_boxes(iou, tmp_path):
+    # 1,500 boxes a class: more than 64 candidates, so hard NMS with iou_threshold > 0 files
+    # the kept boxes in a grid; small boxes crowded together, large ones spread over many
+    # cells, boxes of zero area, and equal scores.
+    rng = np.random.default_rng(int(iou * 10))
+    n = 1500
+    lo = rng.uniform(0, 300, (2, n, 2))
+    size = np.where(rng.random((2, n, 1)) < 0.05, rng.uniform(50, 300, (2, n, 2)),
+                    rng.uniform(2, 15, (2, n, 2)))
+    size[:, ::97] = 0
+    boxes = np.concatenate([lo, lo + size], -1).astype(F32)
+    scores = (rng.integers(0, 400, (2, 3, n)) / 400).astype(F32)
+    b = o9.parameter([2, n, 4], ov.Type.f32, name="boxes")
+    s = o9.parameter([2, 3, n], ov.Type.f32, name="scores")
+    node = o9.non_max_suppression(b, s, o9.constant(np.array(1000, np.int64)),
+                                  o9.constant(np.array(iou, F32)), o9.constant(np.array(0.1, F32)),
+                                  sort_result_descending=False)
+    model = ov.Model([o9.result(o) for o in node.outputs()], [b, s], "nms")
+    oracle.compare(model, {"boxes": boxes, "scores": scores}, tmpdir=tmp_path)
+
+
+def test_hard_nms_grid_agrees_with_the_plain_loop():
+    # The grid (iou_threshold > 0, more than 64 candidates) against every pair compared in
+    # NumPy, with boxes that are NaN, infinite or of zero area, small ones and ones spread
+    # over more than MAX_CELLS cells.
+    from irrun.ops.nms_loop import _hard_grid
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        n = int(rng.integers(65, 600))
+        lo = rng.uniform(0, 100, (n, 2))
+        size = rng.uniform(0, [2, 10, 60][trial % 3], (n, 2))
+        corners = np.concatenate([lo, lo + size], -1).astype(F32)
+        corners[rng.random((n, 4)) < 0.02] = rng.choice([np.nan, np.inf, -np.inf])
+        with np.errstate(invalid="ignore", over="ignore"):
+            areas = ((corners[:, 2] - corners[:, 0]) * (corners[:, 3] - corners[:, 1])).astype(F32)
+        order = rng.permutation(n).astype(np.int64)
+        thr = F32(rng.choice([0.05, 0.3, 0.7]))
+        max_out = int(rng.integers(1, n + 1))
+        got, want = np.empty(n, np.int64), np.empty(n, np.int64)
+        k = _hard_grid(corners, areas, order, max_out, thr, got)
+        count = 0
+        for i in order:
+            if count < max_out and _plain(corners, areas, want[:count], i, thr):
+                want[count] = i
+                count += 1
+        np.testing.assert_array_equal(got[:k], want[:count])
+
+
+def _plain(corners, areas, kept, i, thr):
+    """Whether box i survives the kept boxes (NumPy, as NonMaxSuppression computed it)."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        h = np.maximum(np.minimum(corners[kept, 2], corners[i, 2]) -
+                       np.maximum(corners[kept, 0], corners[i, 0]), F32(0))
+        w = np.maximum(np.minimum(corners[kept, 3], corners[i, 3]) -
+                       np.maximum(corners[kept, 1], corners[i, 1]), F32(0))
+        inter = h * w
+        iou = inter / (areas[kept] + areas[i] - inter)
+    iou = np.where((areas[kept] <= 0) | (areas[i] <= 0), F32(0), iou)
+    return not (iou >= thr).any()
+
+
+@pytest.mark.oracle
 def test_oracle_empty_boxes(tmp_path):
     b = o9.parameter([1, -1, 4], ov.Type.f32, name="boxes")
     s = o9.parameter([1, 2, -1], ov.Type.f32, name="scores")
