@@ -244,6 +244,9 @@ def _plain(a: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class SearchSortedAttrs:
     right_mode: bool = False
+    # Not on the spec page; OpenVINO 2026.4 has it (i32 or i64, default i64) and writes it
+    # into every SearchSorted it saves.
+    output_type: Literal["i32", "i64"] = "i64"
 
 
 @register("SearchSorted", since=15, attrs=SearchSortedAttrs, category="sort")
@@ -264,10 +267,11 @@ class SearchSorted15:
         if val is not None and len(val) == 0 and seq is not None and len(seq) != 1:
             fail(f"values is a scalar, so sorted_sequence must be 1D; got shape "
                  f"{format_shape(seq)}")
+        out = attrs.output_type
         if seq is None or len(seq) == 1:
-            return [TensorSpec.make("i64", val)]
+            return [TensorSpec.make(out, val)]
         if val is None:
-            return [TensorSpec.make("i64", (*seq[:-1], None))]
+            return [TensorSpec.make(out, (*seq[:-1], None))]
         if len(val) != len(seq):
             fail(f"sorted_sequence {format_shape(seq)} has rank {len(seq)} > 1, so values "
                  f"must have that rank; got {format_shape(val)}")
@@ -283,7 +287,7 @@ class SearchSorted15:
                 _check_boundaries(_plain(sorted_sequence.value), "sorted_sequence")
             except OpProblem as e:
                 warn(f"constant {e.message}")
-        return [TensorSpec.make("i64", (*dims, val[-1]))]
+        return [TensorSpec.make(out, (*dims, val[-1]))]
 
     @staticmethod
     def run(attrs, sorted_sequence, values):
@@ -297,4 +301,5 @@ class SearchSorted15:
         _check_boundaries(seq, "sorted_sequence")
         # right_mode=false: the first i with values <= seq[i] (std::lower_bound), which is
         # Bucketize's with_right_bound=true; right_mode=true: std::upper_bound.
-        return (search_sorted(seq, val, not attrs.right_mode, np.int64),)
+        dtype = np.int64 if attrs.output_type == "i64" else np.int32
+        return (search_sorted(seq, val, not attrs.right_mode, dtype),)

@@ -715,6 +715,12 @@ class ROIPoolingAttrs:
     pooled_w: int
     spatial_scale: float
     method: Literal["max", "bilinear"] = "max"
+    # OpenVINO's serializer also writes the output size as output_size="h, w" and
+    # output_roi="h, w" (names of its C++ fields). Its reader takes output_size, then
+    # output_roi, then pooled_h and pooled_w, each replacing the one before: with the
+    # spec's required pooled_h/pooled_w present, these two never decide anything.
+    output_size: tuple[int, ...] | None = None
+    output_roi: tuple[int, ...] | None = None
 
 
 def _round_half_away(x):

@@ -94,3 +94,66 @@ def test_ops_page_states_the_measured_coverage():
     page = (ROOT / "docs" / "ops.md").read_text()
     assert f"against the {TOTAL} op versions of OpenVINO" in page
     assert f"**{have} of {TOTAL} op versions of opsets 1-16**" in page
+
+
+def _written_attributes(label: str) -> set[str]:
+    """The <data> attribute names OpenVINO's serializer writes for an op version: what its
+    attribute visitor (the one ov.save_model walks) reports for a node of that version.
+    Bodies and port maps of TensorIterator/Loop/If are elements of their own, not <data>."""
+    ov = pytest.importorskip("openvino")
+    from openvino.utils.node_factory import NodeFactory
+
+    name, k = label.rsplit("-", 1)
+    if label in ("ReadValue-6", "Assign-6"):
+        # A default-constructed one has no variable, and visiting it crashes: make a real one.
+        import openvino.opset6 as o6
+        from openvino.op.util import Variable, VariableInfo
+
+        info = VariableInfo()
+        info.data_shape, info.data_type, info.variable_id = ov.PartialShape([2]), ov.Type.f32, "v"
+        variable = Variable(info)
+        read = o6.read_value(o6.parameter([2], ov.Type.f32), variable)
+        return set((read if name == "ReadValue" else o6.assign(read, variable)).get_attributes())
+    return set(NodeFactory(f"opset{k}").factory.create(name).get_attributes())
+
+
+def test_irrun_reads_every_attribute_openvino_writes():
+    """No op version's <data> as OpenVINO writes it gets an "unknown attribute" warning from
+    irrun, and none lacks an attribute irrun requires."""
+    pytest.importorskip("openvino")
+    from irrun.ir.registry import lookup, schema
+
+    unknown, required = [], []
+    for _, label in all_versions():
+        runtime = next((v for v, lab in IRRUN_LABEL.items() if lab == label), label)
+        written = _written_attributes(runtime)
+        name, k = label.rsplit("-", 1)
+        known = schema(lookup(name, f"opset{k}").attrs)
+        unknown += [f"{label}: {a}" for a in sorted(written - set(known))]
+        required += [f"{label}: {a}" for a, (_, req) in sorted(known.items())
+                     if req and a not in written]
+    assert not unknown, f"attributes OpenVINO writes that irrun does not know: {unknown}"
+    assert not required, f"attributes irrun requires that OpenVINO does not write: {required}"
+
+
+def test_roi_pooling_as_openvino_saves_it_validates_without_warnings(tmp_path):
+    ov = pytest.importorskip("openvino")
+    import openvino.opset2 as o2
+    import numpy as np
+
+    import irrun
+
+    x = o2.parameter([1, 2, 8, 8], ov.Type.f32, name="x")
+    rois = o2.parameter([3, 5], ov.Type.f32, name="rois")
+    model = ov.Model([o2.roi_pooling(x, rois, [2, 3], 1.0, "max")], [x, rois])
+    xml = str(tmp_path / "roi.xml")
+    ov.save_model(model, xml)
+    text = pathlib.Path(xml).read_text()
+    assert 'output_roi="2, 3"' in text and 'output_size="2, 3"' in text
+    assert irrun.validate(xml) == []
+    m = irrun.read_model(xml)
+    feed = {"x": np.arange(128, dtype=np.float32).reshape(1, 2, 8, 8),
+            "rois": np.array([[0, 0, 0, 7, 7], [0, 1, 2, 5, 6], [0, 3, 3, 3, 3]], np.float32)}
+    (got,) = m.infer(feed).values()
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    np.testing.assert_array_equal(got, compiled(feed)[0])
