@@ -172,7 +172,6 @@ def test_shape_rules():
 
 ov = pytest.importorskip("openvino")
 oracle = pytest.importorskip("oracle")
-import openvino.opset15 as o15
 
 
 @pytest.mark.oracle

@@ -138,8 +138,8 @@ def test_irrun_reads_every_attribute_openvino_writes():
 
 def test_roi_pooling_as_openvino_saves_it_validates_without_warnings(tmp_path):
     ov = pytest.importorskip("openvino")
-    import openvino.opset2 as o2
     import numpy as np
+    import openvino.opset2 as o2
 
     import irrun
 
