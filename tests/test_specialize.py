@@ -7,6 +7,7 @@ import pytest
 
 from irrun.run import specialize
 from irrun.tools.builder import GraphBuilder
+import irrun
 from irrun.errors import OpError
 from irrun.run.executor import Plan
 
@@ -169,3 +170,62 @@ def test_a_session_variable_that_grows_each_run_gets_one_plan_for_every_run():
     np.testing.assert_array_equal(session.infer({"x": x})["twice"], 2 * x)
     with pytest.raises(Exception, match="Concat"):
         session.infer({"x": np.ones((2, 1, 4), np.float32)})
+
+
+def _float_range():
+    """out = Range(0, stop, 1) for a fed f32 scalar stop, in two layers of the same rule."""
+    g = GraphBuilder("float_range")
+    stop = g.parameter("stop", "f32", [])
+    zero, one = g.constant(np.array(0, np.float32)), g.constant(np.array(1, np.float32))
+    for name in ("a", "b"):
+        g.result(g.op("Range", [zero, stop, one], version="opset4", output_type="f32"),
+                 name=name)
+    return g.model()
+
+
+def test_a_rule_that_reads_float_values_is_checked_again_for_new_ones(monkeypatch):
+    """Layers of one rule share what it accepted, without the values of float inputs only
+    when the rule did not read them: Range reads its float bounds, so a new stop of the
+    same shape is checked again, and one past the memory limit is refused by the rule
+    (before the kernel allocates) in each layer."""
+    m = _float_range()
+    for stop in (3, 5, 5, 2):
+        got = m.infer({"stop": np.array(stop, np.float32)})
+        assert got["a"].tolist() == got["b"].tolist() == list(range(stop))
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "4096")
+    with pytest.raises(irrun.ResourceError, match=r"output 0: shape \[2000\]"):
+        m.infer({"stop": np.array(2000, np.float32)})
+
+
+def test_layers_of_one_rule_share_its_verdict_on_the_same_shapes():
+    """The KV cache model's plan for growing runs: its Concat and Multiply of the cache see
+    new shapes each run; the rule runs once per (rule, shapes), not once per layer."""
+    from irrun.run import executor
+
+    m = _kv_cache()
+    session = m.create_session()
+    calls = []
+    real = executor.check_inputs
+    executor._ACCEPTED.clear()        # what other tests' models of the same rules left
+    x = np.ones((1, 1, 4), np.float32)
+    for _ in range(4):
+        session.infer({"x": x})
+
+    def counting(node, *args):
+        calls.append(node.layer.type)
+        return real(node, *args)
+
+    executor.check_inputs = counting
+    try:
+        session.infer({"x": x})
+        first = list(calls)
+        calls.clear()
+        session.reset_state()
+        for _ in range(5):
+            session.infer({"x": 2 * x})     # the same shapes as the runs before, other values
+    finally:
+        executor.check_inputs = real
+    assert "Concat" in first
+    # After the reset the cache grows through shapes the rules accepted before: runs 2-5
+    # (caches of 1..4 rows) recheck nothing the first round saw with other values.
+    assert "Concat" not in calls and "Multiply" not in calls, calls

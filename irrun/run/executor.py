@@ -7,6 +7,7 @@ torch.fx adds "While executing <node>".
 from __future__ import annotations
 
 import contextvars
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -27,12 +28,40 @@ class Recheck:
     """A layer whose shapes were not all known when the plan was made: its shape rule runs
     again on the real inputs, unless they are the ones it accepted last time."""
 
-    __slots__ = ("etypes", "accepted", "shapes")
+    __slots__ = ("etypes", "accepted", "shapes", "rule")
 
-    def __init__(self, etypes: tuple, outputs: int):
+    def __init__(self, etypes: tuple, outputs: int, rule: int):
         self.etypes = etypes                 # the inputs' element types
         self.accepted = None                 # the inputs (see _input_key) the rule last accepted
         self.shapes = (None,) * outputs      # the output shapes check_output last accepted
+        self.rule = rule                     # the same for layers of one op, attributes and
+                                             # input types (see _RULES)
+
+
+# A shape rule is a pure function of the op, its attributes and its inputs' types, shapes
+# and small values: layers with the same three (a decoder's K and V, its layers' caches)
+# share what their rule accepted. _RULES numbers the (op, attributes, input types) seen;
+# _ACCEPTED holds (rule number, _input_key) pairs that passed check_inputs.
+_RULES: dict = {}
+_ACCEPTED: set = set()
+MAX_ACCEPTED = 4096
+_numbers = itertools.count()
+
+
+def _rule_number(node, etypes) -> int:
+    """A layer with bodies (whose attributes may hold them) or attributes that do not hash
+    gets a number of its own; numbers are never reused, so forgetting is always safe."""
+    if node.bodies:
+        return next(_numbers)
+    try:
+        number = _RULES.get((node.op.label, node.attrs, etypes))
+        if number is None:
+            if len(_RULES) >= 4 * MAX_ACCEPTED:
+                _RULES.clear()
+            number = _RULES[(node.op.label, node.attrs, etypes)] = next(_numbers)
+        return number
+    except TypeError:
+        return next(_numbers)
 
 
 @dataclass
@@ -113,7 +142,8 @@ class Plan:
                 if node.layer.type.lower() in ("readvalue", "assign"):
                     step.kind, step.variable = node.layer.type.lower(), node.attrs.variable_id
                 if not all(is_static(s.shape) for s in list(in_specs) + list(node_specs)):
-                    step.recheck = Recheck(tuple(s.etype for s in in_specs), len(outs))
+                    etypes = tuple(s.etype for s in in_specs)
+                    step.recheck = Recheck(etypes, len(outs), _rule_number(node, etypes))
                 elif step.variable is None:
                     # The interpreter's fast path: no state, no shape rule to run again.
                     step.kind, step.call = "run", node.op.impl.run
@@ -222,17 +252,21 @@ def _location(program, node):
                 op=layer.op_label)
 
 
-def check_inputs(node, etypes, arrays, limit: int | None = None) -> None:
+def check_inputs(node, etypes, arrays, limit: int | None = None) -> bool:
     """Run the op's shape rule again on the real inputs, for a layer whose shapes were not all
     known at load time.
 
     So a kernel never sees inputs its rule refuses (a rank that a dynamic-rank Parameter let
     through, lengths that disagree), and an output whose size comes from input values (a
     Range, a num_segments, a Broadcast target) is refused before it is allocated (`limit`:
-    the per-tensor limit in force, when the caller has it at hand).
+    the per-tensor limit in force, when the caller has it at hand). Returns whether the
+    rule read the value of a float input: when it did not, its verdict holds for any
+    float values of the same shapes.
     """
-    specs = [TensorSpec(et, _dims(a.shape), a if a.size <= FOLD_MAX_ELEMENTS else None)
-             for et, a in zip(etypes, arrays)]
+    read = [False]
+    specs = [(_Watched(et, _dims(a.shape), a, read) if a.dtype.kind in "fc" else
+              TensorSpec(et, _dims(a.shape), a)) if a.size <= FOLD_MAX_ELEMENTS else
+             TensorSpec(et, _dims(a.shape)) for et, a in zip(etypes, arrays)]
     try:
         out_specs = node.op.infer(node.attrs, *specs)
     except OpProblem as e:
@@ -248,6 +282,22 @@ def check_inputs(node, etypes, arrays, limit: int | None = None) -> None:
                         n or all(d.lo <= INT64_MAX for d in spec.shape)):
                     continue          # what check_alloc would find, without its words
             check_alloc([d.lo for d in spec.shape], spec.etype, f"output {index}")
+    return read[0]
+
+
+class _Watched(TensorSpec):
+    """An input spec whose value, when a shape rule reads it, says so (in `read`)."""
+
+    def __init__(self, etype, shape, value=None, read=None, dims=None):
+        # The frozen dataclass's fields, set as its own __init__ would; `value` is this
+        # class's property.
+        self.__dict__.update(etype=etype, shape=shape, dims=dims, _value=value,
+                             _read=read if read is not None else [False])
+
+    @property
+    def value(self):
+        self._read[0] = True
+        return self._value
 
 
 _DIMS: dict = {}
@@ -264,9 +314,13 @@ def _dims(shape: tuple) -> tuple:
     return dims
 
 
-def _input_key(arrays, limit: int) -> tuple:
+_FLOAT = "float values"
+
+
+def _input_key(arrays, limit: int, floats: bool = False) -> tuple | None:
     """What a shape rule sees of the inputs: dtype and shape, and the values of those small
-    enough to be partial values (check_inputs passes them on), as bytes. The memory limit
+    enough to be partial values (check_inputs passes them on), as bytes; a float input's
+    values only with `floats` (else the marker _FLOAT stands for them). The memory limit
     in force (`limit`) goes in too: the rule's allocation checks depend on it."""
     key = [limit]
     for a in arrays:
@@ -274,8 +328,31 @@ def _input_key(arrays, limit: int) -> tuple:
             return None           # strings: their bytes are pointers, not the values
         key.append(a.dtype)
         key.append(a.shape)
-        key.append(a.tobytes() if a.size <= FOLD_MAX_ELEMENTS else None)
+        key.append((a.tobytes() if floats or a.dtype.kind not in "fc" else _FLOAT)
+                   if a.size <= FOLD_MAX_ELEMENTS else None)
     return tuple(key)
+
+
+def _recheck(node, recheck, args, key, limit) -> None:
+    """Check a layer's inputs with its rule (check_inputs) unless the rule accepted the same
+    already, for this layer or another of the same rule (see _ACCEPTED): `key` is
+    _input_key's without float values, which the rule's verdict did not depend on when it
+    did not read them."""
+    recheck.accepted = None
+    rule = recheck.rule
+    if key is not None and (rule, key) in _ACCEPTED:
+        recheck.accepted = key
+        return
+    full = key if key is None or _FLOAT not in key else _input_key(args, limit, True)
+    if full is not None and full is not key and (rule, full) in _ACCEPTED:
+        return
+    read = check_inputs(node, recheck.etypes, args, limit)
+    if key is not None:
+        if len(_ACCEPTED) >= MAX_ACCEPTED:
+            _ACCEPTED.clear()
+        _ACCEPTED.add((rule, full if read else key))
+        if not read:
+            recheck.accepted = key
 
 
 def check_output(node, index, value, specs=None):
@@ -470,9 +547,7 @@ def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget
                     # values: the same inputs as the last run need not be checked again.
                     key = _input_key(args, limit)
                     if key is None or key != recheck.accepted:
-                        recheck.accepted = None
-                        check_inputs(node, recheck.etypes, args, limit)
-                        recheck.accepted = key
+                        _recheck(node, recheck, args, key, limit)
                 if track_all or step.tracked:
                     budget.before(step.expect)
                 outputs = step.call(node.attrs, *args)
