@@ -208,8 +208,8 @@ def _check_lengths(lengths: np.ndarray, n: int, t: int) -> np.ndarray:
     if lengths.shape != (n,):
         fail(f"sequence_lengths has shape {list(lengths.shape)}, expected [{n}] (the batch size)")
     lens = lengths.astype(np.int64)
-    bad = np.flatnonzero((lens < 0) | (lens > t))
-    if bad.size:
+    if n and (lens.min() < 0 or lens.max() > t):
+        bad = np.flatnonzero((lens < 0) | (lens > t))
         i = int(bad[0])
         fail(f"sequence_lengths[{i}] = {int(lengths[i])} is out of range [0, {t}] (X has "
              f"{t} time steps)", code="value")
@@ -465,22 +465,27 @@ def _sequence_run(attrs, x, states, lengths, w, r, b, gates, bias_size, state_na
     hs = attrs.hidden_size
     d = _num_directions(attrs)
     g = f"{gates} * hidden_size" if gates > 1 else "hidden_size"
-    _unify(list(zip(
-        ["X"] + state_names + ["sequence_lengths", "W", "R", "B"],
-        _dims_of([x] + states + [lengths, w, r, b]),
-        [[("batch_size", "N"), ("seq_length", "T"), ("input_size", "I")]]
-        + [[("batch_size", "N"), ("num_directions", d), ("hidden_size", hs)]] * len(states)
-        + [[("batch_size", "N")], [("num_directions", d), (g, gates * hs), ("input_size", "I")],
-           [("num_directions", d), (g, gates * hs), ("hidden_size", hs)],
-           [("num_directions", d), ("bias size", bias_size)]])))
-    n, t, i = x.shape
+    arrays = [x] + states + [lengths, w, r, b]
+    n, t, i = x.shape if x.ndim == 3 else (None, None, None)
+    if x.ndim != 3 or [a.shape for a in arrays] != [(n, t, i)] + [(n, d, hs)] * len(states) + [
+            (n,), (d, gates * hs, i), (d, gates * hs, hs), (d, bias_size)]:
+        # Not the shapes X's implies: the general check words the problem.
+        _unify(list(zip(
+            ["X"] + state_names + ["sequence_lengths", "W", "R", "B"], _dims_of(arrays),
+            [[("batch_size", "N"), ("seq_length", "T"), ("input_size", "I")]]
+            + [[("batch_size", "N"), ("num_directions", d), ("hidden_size", hs)]] * len(states)
+            + [[("batch_size", "N")],
+               [("num_directions", d), (g, gates * hs), ("input_size", "I")],
+               [("num_directions", d), (g, gates * hs), ("hidden_size", hs)],
+               [("num_directions", d), ("bias size", bias_size)]])))
     lens = _check_lengths(lengths, n, t)
     cd = _compute_dtype(x)
-    rs = r.astype(cd)
-    made = [make_step(rs[di], b[di].astype(cd)) for di in range(d)]
+    rs = r.astype(cd, copy=False)
+    made = [make_step(rs[di], b[di].astype(cd, copy=False)) for di in range(d)]
     # The input projections of all steps and both directions: one product, [N, T, D * G].
     width = d * gates * hs
-    xp = matmul(x.astype(cd).reshape(n * t, i), w.astype(cd).reshape(width, i).T)
+    xp = matmul(x.astype(cd, copy=False).reshape(n * t, i),
+                w.astype(cd, copy=False).reshape(width, i).T)
     xp += np.concatenate([bias for _, bias in made])
     xp = xp.reshape(n, t, width)
     reverse = [attrs.direction == "reverse" or di == 1 for di in range(d)]

@@ -118,6 +118,30 @@ def test_sequence_shape_errors(change, message):
         LSTMSequence5.infer(LSTMSequenceAttrs(4), *args)
 
 
+@pytest.mark.parametrize("change, message", [
+    ({"w": [1, 16, 3]}, r"W has shape \[1,16,3\]: dim 2 \(input_size\) is 3, but elsewhere I is 2"),
+    ({"h": [5, 2, 4]}, r"initial_hidden_state has shape \[5,2,4\].* dim 1 \(num_directions\) is 2, not 1"),
+    ({"b": [1, 12]}, r"B has shape \[1,12\].* dim 1 \(bias size\) is 12, not 16"),
+    ({"s": [4]}, r"sequence_lengths has shape \[4\]: dim 0 \(batch_size\) is 4, but elsewhere N is 5"),
+    ({"x": [5, 3]}, r"X must be 3-D \[batch_size, seq_length, input_size\], got \[5,3\]"),
+])
+def test_sequence_shape_errors_at_run_time(change, message):
+    """The kernel compares the shapes with those X's implies; what differs gets the
+    shape rule's words."""
+    shapes = {"x": [5, 3, 2], "h": [5, 1, 4], "c": [5, 1, 4], "s": [5], "w": [1, 16, 2],
+              "r": [1, 16, 4], "b": [1, 16]}
+    shapes.update(change)
+    args = [np.full(shapes[k], 3 if k == "s" else 0.5, np.int32 if k == "s" else np.float32)
+            for k in "xhcswrb"]
+    with pytest.raises(OpProblem, match=message):
+        LSTMSequence5.run(LSTMSequenceAttrs(4), *args)
+    (y, ho, co) = LSTMSequence5.run(LSTMSequenceAttrs(4), *(
+        np.full(v, 3 if k == "s" else 0.5, np.int32 if k == "s" else np.float32)
+        for k, v in {"x": [5, 3, 2], "h": [5, 1, 4], "c": [5, 1, 4], "s": [5],
+                     "w": [1, 16, 2], "r": [1, 16, 4], "b": [1, 16]}.items()))
+    assert y.shape == (5, 1, 3, 4) and ho.shape == co.shape == (5, 1, 4)
+
+
 def test_attribute_and_type_errors():
     args = (spec([1, 2]), spec([1, 3]), spec([3, 2]), spec([3, 3]))
     with pytest.raises(OpProblem, match="activation 'elu' is not one of sigmoid, tanh, relu"):
