@@ -370,6 +370,9 @@ def test_outputs_the_plugin_refuses_are_listed(tmp_path, monkeypatch):
             return self.core.compile_model(model, *args)
 
     monkeypatch.setattr(ov, "Core", RefusesMatMulOutputs)
+    from irrun.tools import comparing
+
+    monkeypatch.setattr(comparing, "OPENVINO_IN_CHILD", False)     # the fake Core is here
     data = json.loads(invoke(xml, "--format", "json").output)
     assert [t["layer"] for t in data["tensors"]] == ["ess", "relu"]
     assert [(m["layer"], m["port"]) for m in data["missing"]] == [("mm", 0)]
@@ -565,3 +568,19 @@ def test_normalising_ops_are_held_relative_to_the_tensors_magnitude():
     assert compare_tensor(x, y, tol)["status"] == "differ"
     assert compare_tensor(x, y, dict(tol, whole=True))["status"] == "agree"
     assert compare_tensor(x + 1e-3, y, dict(tol, whole=True))["status"] == "differ"
+
+
+def test_a_crash_of_openvino_is_a_located_error_not_the_end_of_irrun(tmp_path, monkeypatch):
+    """OpenVINO runs in a child process: a plugin that dies of a signal (as OpenVINO's does
+    on some small files: a Range with extreme bounds, SIGFPE) is reported on the model."""
+    pytest.importorskip("openvino")
+    xml = MODELS_DIR / "crnn" / "model.xml"
+    from irrun.tools import comparing
+
+    monkeypatch.setattr(comparing, "_CHILD", "import os, signal; os.kill(os.getpid(), "
+                                              "signal.SIGSEGV)")
+    r = invoke(xml)
+    assert r.exit_code == 1
+    assert r.output.strip() == (f"{xml}: error: OpenVINO's CPU plugin crashed (SIGSEGV) on this "
+                                "model; irrun's run of it completed, so this is OpenVINO's "
+                                "failure (compare it with `irrun MODEL` alone)")

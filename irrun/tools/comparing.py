@@ -661,7 +661,72 @@ def split_exposable(candidates: list, works) -> tuple[list, list]:
 
 def run_openvino(model, feeds_by_id: dict, ports: list, device: str, precision: str):
     """OpenVINO's values of `ports` ({(layer id, port): array}), the ports it could not give
-    ({key: reason}), a description of the run, notes and the precision it computed in."""
+    ({key: reason}), a description of the run, notes and the precision it computed in.
+
+    OpenVINO runs in a child process: a small file can crash its CPU plugin (SIGFPE,
+    SIGSEGV), which is then a located error of this model's, not the end of irrun."""
+    import pickle
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
+    _openvino()                 # not installed: the one clear error, before a child starts
+    if not OPENVINO_IN_CHILD:
+        return run_openvino_here(model, feeds_by_id, ports, device, precision)
+    program = model.program
+    with tempfile.TemporaryDirectory(prefix="irrun-compare-") as tmp:
+        request, answer = os.path.join(tmp, "request.pkl"), os.path.join(tmp, "answer.pkl")
+        with open(request, "wb") as f:
+            pickle.dump(dict(path=program.path, weights=_bin_of(program), feeds=feeds_by_id,
+                             ports=ports, device=device, precision=precision), f)
+        done = subprocess.run([sys.executable, "-c", _CHILD, request, answer],
+                              capture_output=True, text=True)
+        if done.returncode < 0:
+            try:
+                name = signal.Signals(-done.returncode).name
+            except ValueError:
+                name = f"signal {-done.returncode}"
+            raise IrrunError(f"OpenVINO's {device} plugin crashed ({name}) on this model; "
+                             f"irrun's run of it completed, so this is OpenVINO's failure "
+                             f"(compare it with `irrun MODEL` alone)", file=program.path,
+                             code="openvino-crash")
+        if not os.path.exists(answer):
+            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise IrrunError(f"OpenVINO's side of the comparison failed (exit status "
+                             f"{done.returncode}): {last}", file=program.path, code="openvino")
+        with open(answer, "rb") as f:
+            outcome = pickle.load(f)       # written by our own child, never by a user
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+# False runs OpenVINO in this process (tests that stand in for its plugin with a fake Core).
+OPENVINO_IN_CHILD = True
+
+# The child: irrun's loading stages for the names (never raising for a model irrun cannot
+# run: OpenVINO's side needs its layers, not its kernels), then OpenVINO.
+_CHILD = """
+import pickle, sys
+from irrun.errors import IrrunError
+from irrun.run.program import load_program
+from irrun.tools.comparing import run_openvino_here
+with open(sys.argv[1], "rb") as f:
+    r = pickle.load(f)
+class Model:
+    program = load_program(r["path"], r["weights"])
+try:
+    outcome = run_openvino_here(Model, r["feeds"], r["ports"], r["device"], r["precision"])
+except IrrunError as e:
+    outcome = e
+with open(sys.argv[2], "wb") as f:
+    pickle.dump(outcome, f)
+"""
+
+
+def run_openvino_here(model, feeds_by_id: dict, ports: list, device: str, precision: str):
+    """run_openvino, in this process."""
     ov = _openvino()
     program = model.program
     core = ov.Core()

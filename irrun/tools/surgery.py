@@ -247,12 +247,30 @@ def _not_the_source(model, xml_path) -> None:
 # ---------------------------------------------------------------- reduce
 
 def _ov_outputs(xml: str, feed: dict) -> list[np.ndarray]:
-    import openvino as ov
+    """OpenVINO's CPU plugin's outputs, computed in a child process (a crash of the plugin
+    is an exception here, not the end of irrun)."""
+    import tempfile
 
-    core = ov.Core()
-    compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    result = compiled.create_infer_request().infer(feed)
-    return [np.asarray(result[o]) for o in compiled.outputs]
+    with tempfile.TemporaryDirectory(prefix="irrun-reduce-") as tmp:
+        inputs, outputs = os.path.join(tmp, "in.npz"), os.path.join(tmp, "out.npz")
+        np.savez(inputs, **feed)
+        done = subprocess.run([sys.executable, "-c", _OV_OUTPUTS, xml, inputs, outputs],
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            raise RuntimeError(last if done.returncode > 0 else
+                               f"OpenVINO's CPU plugin crashed (signal {-done.returncode})")
+        with np.load(outputs) as z:
+            return [z[f"out{i}"] for i in range(len(z.files))]
+
+
+_OV_OUTPUTS = """
+import sys, numpy as np, openvino as ov
+core = ov.Core()
+c = core.compile_model(core.read_model(sys.argv[1]), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+r = c.create_infer_request().infer(dict(np.load(sys.argv[2])))
+np.savez(sys.argv[3], **{f"out{i}": np.asarray(r[o]) for i, o in enumerate(c.outputs)})
+"""
 
 
 _OV_RUNNER = """
