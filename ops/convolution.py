@@ -175,11 +175,7 @@ def _conv_im2col(attrs, x, w, pb, pe, counts):
     3 or 7 taps: for 64 channels of a 16x16 map and a 3x3 kernel the copy took 0.36 ms
     the other way round and 0.06 ms this way.
 
-    The product is [O, C*k] @ patches, NCHW already, unless O is small beside P: OpenBLAS
-    threads a product with few rows and many columns badly on a busy machine (8x144 @
-    144x1024 took 26-50 ms here with its threads, 0.05 ms without; 1024x144 @ 144x8
-    0.04 ms either way), so there the product is patches^T @ w^T, both transposed views,
-    and its [P, O] result is transposed back."""
+    The product is [O, C*k] @ patches, NCHW already; see _product for the exception."""
     n, c = x.shape[:2]
     kernel = w.shape[2:]
     nd = len(kernel)
@@ -211,9 +207,6 @@ def _patches(attrs, x, kernel, pb, pe, counts) -> np.ndarray:
         xp, (n, c) + tuple(kernel) + tuple(counts), (st[0], st[1]) + taps + steps,
         writeable=False).reshape(n, ck, p)
 
-
-# Fewer output channels than this make the im2col product's rows the output positions.
-_IM2COL_MIN_ROWS = 32
 
 # Kernels of more than one tap whose output rows have at most this many positions, in a
 # patch matrix of at most this many elements (per batch item), take _gathered_patches.
@@ -260,10 +253,26 @@ def _patch_index(data_shape, kernel, strides, dilations, pb, counts) -> np.ndarr
     return index
 
 
+# Products of at least this many multiply-adds are split over the kit's pool
+# (irrun.opkit.matmul: by batch, else by rows).
+_SPLIT_MACS = 8_000_000
+# With fewer output channels than this, such a product runs as patches^T @ w^T.
+_IM2COL_MIN_ROWS = 32
+
+
 def _product(wm, patches):
-    """wm [O, K] @ patches [N, K, P] -> [N, O, P], as _conv_im2col explains."""
-    o, p = wm.shape[0], patches.shape[2]
-    if o < _IM2COL_MIN_ROWS and p > o:
+    """wm [O, K] @ patches [N, K, P] -> [N, O, P].
+
+    As one BLAS call (BLAS runs at one thread during runs, irrun.opkit.pool) the direct
+    product is the fastest: torch_ssdlite's [16, 8] @ [8, 25600] took 191 us, 250 as
+    patches^T @ w^T. Large products are split over the kit's pool by rows, which leaves a
+    few rows of O to each part when O is small: there the transposed product, whose rows
+    are the P positions, splits well (raft_small's [16, 147] @ [147, 4096]: 371 us
+    transposed, 701 direct). (The transposed form was once used for every small O, while
+    OpenBLAS ran its own threads and handled few rows badly.)"""
+    o, k = wm.shape
+    n, p = patches.shape[0], patches.shape[2]
+    if o < _IM2COL_MIN_ROWS and p > o and n * o * k * p >= _SPLIT_MACS:
         return np.ascontiguousarray(matmul(patches.transpose(0, 2, 1), wm.T).transpose(0, 2, 1))
     return matmul(wm, patches)
 

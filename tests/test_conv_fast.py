@@ -40,7 +40,7 @@ def _attrs(op, strides, dil, pb, pe):
     return a
 
 
-# 6 output channels: im2col's product has the positions as rows; 40: the channels.
+# Few output channels and many (6 and 40): both products of shapes BLAS blocks differently.
 @pytest.mark.parametrize("out_channels", [6, 40])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape, k, strides, dil, pb, pe", CASES)
@@ -231,3 +231,20 @@ def test_depthwise_loop_matches_openvino(shape, k, strides, dil, pb, pe):
     wd = ops.constant(rng.standard_normal((shape[1], 1, 1) + k).astype(np.float32))
     z = ops.group_convolution(p, wd, list(strides), list(pb), list(pe), list(dil))
     compare(ov.Model([z], [p]), {"x": x}, atol=1e-5)
+
+
+@pytest.mark.parametrize("split_macs", [0, 1 << 62])
+def test_products_of_few_output_channels_either_way(monkeypatch, split_macs):
+    # Few output channels: the transposed product where it would be split over the pool
+    # (here forced with _SPLIT_MACS = 0), the direct one below that; both the convolution.
+    from irrun.ops import convolution
+
+    monkeypatch.setattr(convolution, "_SPLIT_MACS", split_macs)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 3, 20, 18)).astype(np.float32)
+    w = rng.standard_normal((5, 3, 7, 7)).astype(np.float32)
+    conv = registry.lookup("Convolution", "opset1")
+    (got,) = conv.run(_attrs(conv, (2, 2), (1, 1), (3, 3), (3, 3)), x, w)
+    assert got.flags.c_contiguous
+    np.testing.assert_allclose(got, naive_conv(x, w, (2, 2), (1, 1), (3, 3), (3, 3)),
+                               rtol=1e-5, atol=1e-4)
