@@ -384,20 +384,12 @@ def multinomial(attrs, probs: np.ndarray, num_samples: int) -> np.ndarray:
         out = found - np.arange(batch)[:, None] * classes
         # a sample above every value of its row (it cannot exceed the normalised 1.0)
         return np.minimum(out, classes - 1)
+    # Each draw changes the CDF the next one reads: the compiled loop of
+    # ops/multinomial_loop.py, draw by draw.
+    from .multinomial_loop import without_replacement
+
     out = np.zeros((batch, num_samples), dtype=np.int64)
-    r = np.arange(batch)
-    cols = np.arange(classes)[None, :]
-    for j in range(num_samples):        # each draw changes the CDF the next one reads
-        hit = u[:, j:j + 1] <= cdf
-        found = hit.any(axis=1)
-        sel = np.argmax(hit, axis=1)
-        out[:, j] = sel
-        below = np.where(sel > 0, cdf[r, np.maximum(sel - 1, 0)], np.float32(0))
-        chosen = (cdf[r, sel] - below).astype(np.float32)
-        divisor = (np.float32(1) - chosen).astype(np.float32)
-        shifted = np.where(cols >= sel[:, None], cdf - chosen[:, None], cdf).astype(np.float32)
-        with np.errstate(divide="ignore", invalid="ignore"):   # the last class: 0 / 0, unused
-            cdf = np.where(found[:, None], shifted / divisor[:, None], cdf).astype(np.float32)
+    without_replacement(np.ascontiguousarray(cdf, np.float32), np.ascontiguousarray(u), out)
     return out
 
 

@@ -464,6 +464,32 @@ def test_multinomial_reproduces_openvino_for_20_seeds(tmp_path):
 
 
 @pytest.mark.oracle
+def test_multinomial_without_replacement_many_draws_match_openvino(tmp_path):
+    # Many draws from many classes (the compiled loop, draw by draw).
+    rng = np.random.default_rng(21)
+    probs = rng.random((3, 400)).astype(np.float32)
+    probs[:, ::3] = 0
+    logits = (rng.standard_normal((3, 400)) * 3).astype(np.float32)
+    pp = o13.parameter([3, 400], ov.Type.f32, name="p")
+    pl = o13.parameter([3, 400], ov.Type.f32, name="l")
+    outs = [o13.multinomial(pp, ov.op.Constant(np.array([260], np.int64)), "i32", False, False, 3, 4),
+            o13.multinomial(pl, ov.op.Constant(np.array([400], np.int64)), "i64", False, True, 5, 6)]
+    expected, got = run_both(ov.Model([o13.result(o) for o in outs], [pp, pl]),
+                             {"p": probs, "l": logits}, tmp_path)
+    for g, e in zip(got, expected):
+        oracle.assert_same(g, e)
+
+
+def test_multinomial_without_replacement_after_the_mass_runs_out():
+    # Drawing the last class with probability left divides the CDF by 1 - 1 = 0: no class
+    # reaches a later sample, and irrun draws class 0 (OpenVINO's CPU plugin leaves those
+    # entries unwritten).
+    few = np.array([[0, 0, 2, 0, 0], [0, 1, 0, 0, 3], [5, 0, 0, 0, 0]], np.float32)
+    y = G.multinomial(mn_attrs(with_replacement=False, global_seed=7, op_seed=8), few, 4)
+    assert y.tolist() == [[2, 0, 0, 0], [4, 1, 0, 0], [0, 0, 0, 0]]
+
+
+@pytest.mark.oracle
 @settings(max_examples=8)
 @given(batch=st.integers(1, 4), classes=st.integers(1, 30), data=st.data(),
        gs=st.integers(1, 2**40), os_=st.integers(0, 2**40), repl=st.booleans(), logp=st.booleans(),
