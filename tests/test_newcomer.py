@@ -184,7 +184,7 @@ def test_info_shows_what_it_can_of_a_model_that_cannot_run(tmp_path):
     assert "problems: " in r.output and "unknown op type 'ReLUX'" in r.output
     assert "cannot read the weights file" in r.output
     shutil.copy(CRNN.with_suffix(".bin"), tmp_path / "m.bin")
-    assert "weights" not in invoke("info", tmp_path / "m.xml").output
+    assert "cannot read the weights file" not in invoke("info", tmp_path / "m.xml").output
 
 
 def test_layer_name_typos_are_suggested(tmp_path):
@@ -284,3 +284,29 @@ def test_importing_from_the_folder_above_a_checkout_named_irrun(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[0] == "True"
     assert done.stdout.split()[1].endswith(os.path.join("irrun", "__init__.py"))
+
+
+def test_info_tells_weights_parameters_name_and_producer_and_speaks_json(tmp_path):
+    import json
+
+    done = _cli("info", MODELS / "tiny_llama" / "model.xml")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "name: Model0" in lines or any(line.startswith("name: ") for line in lines)
+    weights = next(line for line in lines if line.startswith("weights: "))
+    assert "f16" in weights and "parameters" in weights
+    assert "  conversion_parameters/framework: pytorch" in lines
+    data = json.loads(_cli("info", "--format", "json", MODELS / "tiny_llama" / "model.xml").stdout)
+    assert data["inputs"][0]["name"] == "input_ids" and data["inputs"][0]["element_type"] == "i64"
+    assert data["rt_info"]["conversion_parameters/framework"] == "pytorch"
+    # Every byte of the .bin belongs to some Const (the converter packs them), and the f16
+    # weights alone hold half their bytes' worth of parameters.
+    weights = data["weights"]
+    assert weights["bytes"] == (MODELS / "tiny_llama" / "model.bin").stat().st_size
+    assert weights["parameters"] >= weights["by_element_type"]["f16"] // 2
+    assert data["opsets"] and data["ops"]["MatMul-1"] == 15 and data["problems"] == []
+    # A model with problems still shows what it can, with its errors, in JSON too.
+    text = (MODELS / "crnn" / "model.xml").read_text().replace('type="ReLU"', 'type="ReLUX"')
+    (tmp_path / "m.xml").write_text(text)
+    broken = json.loads(_cli("info", "--format", "json", tmp_path / "m.xml").stdout)
+    assert broken["inputs"] and broken["problems"]

@@ -804,56 +804,48 @@ def validate_cmd(ctx, files, strict, fmt, weights):
 
 @cli.command("info")
 @click.argument("model", type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Output format.")
 @click.pass_context
-def info_cmd(ctx, model):
-    """Inputs, outputs, op counts by type and version, and opsets used."""
-    from collections import Counter
-
+def info_cmd(ctx, model, fmt):
+    """Inputs, outputs, op counts by type and version, opsets, weights, and what wrote it."""
 
     def go():
-        from ..run.model import _input_info, _output_info, output_names_of
-        from ..run.program import all_nodes
-        from ..tools.drawing import load_for_drawing
+        from ..tools.inspect_model import describe
 
         # Everything that can be read is shown, even for a model read_model refuses (an
         # unregistered op, a missing .bin); the problems are flagged after it.
-        program = load_for_drawing(model)
-        doc = program.doc
-        nodes = list(all_nodes(program))     # with the layers inside Loop/If bodies
-        inner = len(nodes) - len(doc.layers)
-        more = f", {inner} more inside bodies" if inner else ""
-        _echo(f"model: {model} (IR v{doc.version}, {len(doc.layers)} layers{more})")
+        info = describe(model)
+        if fmt == "json":
+            import json
 
-        def port(info_of, node, declared):
-            try:
-                return str(info_of(node))
-            except (IndexError, TypeError, KeyError, AttributeError):
-                # Not inferred: the name and what the file declares.
-                from ..tools.drawing import _declared
-
-                if node.kind == "result":
-                    name = output_names_of(program, node)[0]
-                else:
-                    name = declared.names[0] if declared is not None and declared.names else \
-                        node.layer.name
-                shown = _declared(declared) if declared is not None else "? (not inferred)"
-                return f"{name}: {shown}"
-
+            _echo(json.dumps(info, indent=2))
+            return
+        more = f", {info['layers_in_bodies']} more inside bodies" \
+            if info["layers_in_bodies"] else ""
+        _echo(f"model: {model} (IR v{info['ir_version']}, {info['layers']} layers{more})")
+        if info["name"]:
+            _echo(f"name: {info['name']}")
         _echo("inputs:")
-        for p in program.parameters:
-            _echo(f"  {port(_input_info, p, (p.layer.outputs or [None])[0])}")
+        for p in info["inputs"]:
+            _echo(f"  {p['text']}")
         _echo("outputs:")
-        for r in program.results:
-            _echo(f"  {port(lambda n: _output_info(program, n), r, (r.layer.inputs or [None])[0])}")
-        counts = Counter(n.op.label if n.op is not None else
-                         f"{n.layer.type}-{n.layer.version} (no kernel)" for n in nodes)
+        for p in info["outputs"]:
+            _echo(f"  {p['text']}")
         _echo("ops:")
-        for label, c in sorted(counts.items()):
+        for label, c in info["ops"].items():
             _echo(f"  {label:32s} {c}")
-        opsets = sorted({n.layer.version for n in nodes if n.layer.version},
-                        key=lambda v: (len(v), v))
-        _echo(f"opsets: {', '.join(opsets)}")
-        errors = [d for d in program.diagnostics if d.severity == "error"]
+        _echo(f"opsets: {', '.join(info['opsets'])}")
+        weights = info["weights"]
+        if weights["bytes"]:
+            by_type = ", ".join(f"{et} {_size(b)}" for et, b in weights["by_element_type"].items())
+            _echo(f"weights: {_size(weights['bytes'])} ({by_type}); "
+                  f"{_count(weights['parameters'])} parameters")
+        if info["rt_info"]:
+            _echo("rt_info:")
+            for key, value in info["rt_info"].items():
+                _echo(f"  {key}: {value}")
+        errors = info["problems"]
         if errors:
             _echo(f"problems: {len(errors)} error{'s' if len(errors) != 1 else ''} "
                   "(the model cannot run; `irrun validate` lists every one):")
@@ -863,6 +855,20 @@ def info_cmd(ctx, model):
                 _echo(f"  ... and {len(errors) - 5} more")
 
     _guard(ctx, go)
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _count(n: int) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.2f}{unit}"
+    return str(n)
 
 
 @cli.command("generate")
