@@ -303,7 +303,10 @@ class Unsqueeze1:
     @staticmethod
     def run(attrs, data, axes):
         norm = _unsqueeze_axes(axes.reshape(-1).tolist(), data.ndim)
-        return (data.reshape(static_values(_unsqueeze_shape(shape_dims(data.shape), norm))),)
+        out = list(data.shape)             # _unsqueeze_shape's, on ints
+        for a in sorted(norm):
+            out.insert(a, 1) if a < len(out) else out.append(1)
+        return (data.reshape(out),)
 
 
 # ---------------------------------------------------------------- Range
@@ -493,17 +496,31 @@ def _explicit_alias(attrs):
     return Broadcast3Attrs("explicit") if attrs.mode == "none" else attrs
 
 
+def _numpy_broadcast(a: tuple, b: tuple) -> tuple | None:
+    """np.broadcast_shapes of two int shapes (without its cost), None when they do not."""
+    n = max(len(a), len(b))
+    out = []
+    for x, y in zip((1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            return None
+    return tuple(out)
+
+
 def _broadcast_run(attrs, data, target, axes_mapping):
     attrs = _explicit_alias(attrs)
     shape = tuple(int(v) for v in target.reshape(-1).tolist())
     if any(v < 0 for v in shape):
         fail(f"target_shape {list(shape)} has a negative dim")
     if attrs.mode == "bidirectional":
-        try:
-            shape = np.broadcast_shapes(data.shape, shape)
-        except ValueError:
+        both = _numpy_broadcast(data.shape, shape)
+        if both is None:
             fail(f"bidirectional mode: data shape {list(data.shape)} and target "
                  f"{list(shape)} do not broadcast")
+        shape = both
     elif attrs.mode == "numpy":
         off = len(shape) - data.ndim
         if off < 0 or any(d != 1 and d != shape[off + i] for i, d in enumerate(data.shape)):
