@@ -1,5 +1,5 @@
 """What `irrun info` shows of a model, as data: inputs and outputs, op counts, opsets, the
-weights by element type, the parameter count, and the producer's rt_info (framework,
+weights by element type (each stored region of the .bin once), the parameter count, and the producer's rt_info (framework,
 conversion parameters, OpenVINO version). Whatever can be read is described, even for a
 model irrun cannot run (an unknown op, a missing .bin); its errors come with it."""
 from __future__ import annotations
@@ -40,6 +40,7 @@ def describe(path: str) -> dict:
                      f"{n.layer.type}-{n.layer.version} (no kernel)" for n in nodes)
     by_type: Counter = Counter()
     parameters = 0
+    stored = set()        # (offset, size): the writer stores equal Consts once
     for n in nodes:
         if n.layer.type.lower() != "const":
             continue
@@ -49,6 +50,10 @@ def describe(path: str) -> dict:
             dims = [int(d) for d in n.layer.data.get("shape", "").split(",") if d.strip()]
         except (ValueError, KeyError, Exception):   # noqa: BLE001 - a broken Const: skipped
             continue
+        where = (n.layer.data.get("offset"), size)
+        if where in stored:
+            continue
+        stored.add(where)
         by_type[et.name] += size
         # Parameters: the elements of every Const but the integer vectors and scalars that
         # carry shapes and axes.
