@@ -66,14 +66,16 @@ class MatMul1:
 
     @staticmethod
     def run(attrs, a, b):
-        if (a.ndim == 2 == b.ndim and a.dtype == b.dtype and a.dtype.kind == "f"
+        if (a.ndim >= 2 and b.ndim == 2 and a.dtype == b.dtype and a.dtype.kind == "f"
                 and a.dtype.itemsize >= 4):
-            # Two f32/f64 matrices (a recurrent cell's products): the checks below, shortly;
-            # a small product is one np.matmul, as irrun.opkit.matmul would make it anyway.
-            x = a.T if attrs.transpose_a else a
+            # f32/f64 data times a matrix (a recurrent cell's products, a decoder's
+            # projections of [1, 1, E]): the checks below, shortly (the matrix has no batch
+            # dims to disagree); a small product is one np.matmul, as irrun.opkit.matmul
+            # would make it anyway.
+            x = np.swapaxes(a, -1, -2) if attrs.transpose_a else a
             y = b.T if attrs.transpose_b else b
-            if x.shape[1] == y.shape[0]:
-                if x.shape[0] * x.shape[1] * y.shape[1] < SMALL_MACS:
+            if x.shape[-1] == y.shape[0]:
+                if x.size * y.shape[1] < SMALL_MACS:
                     return (np.matmul(x, y),)
                 return (matmul(x, y),)
         if a.ndim == 0 or b.ndim == 0:
