@@ -107,6 +107,15 @@ def _dims_of(arrays):
     return [None if a is None else tuple(Dim.of(d) for d in a.shape) for a in arrays]
 
 
+def _check_run_shapes(names, arrays, patterns, implied):
+    """A kernel's shape check: the arrays' shapes against those X's shape `implied` (None
+    when X has the wrong rank); the shape rule's check (_unify) words any difference. The
+    comparison costs a tenth of the general check, which a cell ran at every call."""
+    if implied is None or any(a is not None and a.shape != want
+                              for a, want in zip(arrays, implied)):
+        _unify(list(zip(names, _dims_of(arrays), patterns)))
+
+
 # ---------------------------------------------------------------- one time step per family
 
 
@@ -327,21 +336,25 @@ class LSTMCell:
             fail("LSTMCell-4 takes 6 inputs; peepholes (input 6) are LSTMCell-1's")
         acts = _check_attrs(attrs, 3)
         hs = attrs.hidden_size
-        _unify([(n, s, pat) for n, s, pat in zip(
+        n, i = x.shape if x.ndim == 2 else (None, None)
+        _check_run_shapes(
             ["X", "initial_hidden_state", "initial_cell_state", "W", "R", "B", "P"],
-            _dims_of([x, h, c, w, r, b, p]),
+            [x, h, c, w, r, b, p],
             [[("batch_size", "N"), ("input_size", "I")], [("batch_size", "N"), ("hidden_size", hs)],
              [("batch_size", "N"), ("hidden_size", hs)], [("4 * hidden_size", 4 * hs), ("input_size", "I")],
              [("4 * hidden_size", 4 * hs), ("hidden_size", hs)], [("4 * hidden_size", 4 * hs)],
-             [("3 * hidden_size", 3 * hs)]])])
+             [("3 * hidden_size", 3 * hs)]],
+            None if n is None else [(n, i), (n, hs), (n, hs), (4 * hs, i), (4 * hs, hs),
+                                    (4 * hs,), (3 * hs,)])
         cd = _compute_dtype(x)
         fmt = attrs.weights_format
         w, r, b = (_fico(a, fmt) for a in (w, r, b))
-        bias = 0 if b is None else b.astype(cd)
-        x_proj = x.astype(cd) @ w.astype(cd).T + bias
-        ho, co = _lstm_step(acts, _clipper(attrs.clip), x_proj, h.astype(cd), c.astype(cd),
-                            r.astype(cd), None if p is None else p.astype(cd), attrs.input_forget)
-        return ho.astype(x.dtype), co.astype(x.dtype)
+        bias = 0 if b is None else b.astype(cd, copy=False)
+        x_proj = x.astype(cd, copy=False) @ w.astype(cd, copy=False).T + bias
+        ho, co = _lstm_step(acts, _clipper(attrs.clip), x_proj, h.astype(cd, copy=False),
+                            c.astype(cd, copy=False), r.astype(cd, copy=False),
+                            None if p is None else p.astype(cd, copy=False), attrs.input_forget)
+        return ho.astype(x.dtype, copy=False), co.astype(x.dtype, copy=False)
 
 
 # ---------------------------------------------------------------- GRUCell / RNNCell
@@ -369,17 +382,22 @@ class GRUCell3:
     def run(attrs, x, h, w, r, b=None):
         acts = _check_attrs(attrs, 2)
         hs, lbr = attrs.hidden_size, attrs.linear_before_reset
-        _unify(list(zip(["X", "initial_hidden_state", "W", "R", "B"], _dims_of([x, h, w, r, b]),
-                        [[("batch_size", "N"), ("input_size", "I")],
-                         [("batch_size", "N"), ("hidden_size", hs)],
-                         [("3 * hidden_size", 3 * hs), ("input_size", "I")],
-                         [("3 * hidden_size", 3 * hs), ("hidden_size", hs)],
-                         [("B size", 4 * hs if lbr else 3 * hs)]])))
+        n, i = x.shape if x.ndim == 2 else (None, None)
+        nb = 4 * hs if lbr else 3 * hs
+        _check_run_shapes(["X", "initial_hidden_state", "W", "R", "B"], [x, h, w, r, b],
+                          [[("batch_size", "N"), ("input_size", "I")],
+                           [("batch_size", "N"), ("hidden_size", hs)],
+                           [("3 * hidden_size", 3 * hs), ("input_size", "I")],
+                           [("3 * hidden_size", 3 * hs), ("hidden_size", hs)],
+                           [("B size", nb)]],
+                          None if n is None else [(n, i), (n, hs), (3 * hs, i), (3 * hs, hs),
+                                                  (nb,)])
         cd = _compute_dtype(x)
         xb, rbh = _gru_bias(b, hs, lbr, cd)
-        x_proj = x.astype(cd) @ w.astype(cd).T + xb
-        ho = _gru_step(acts, _clipper(attrs.clip), lbr, x_proj, h.astype(cd), r.astype(cd), rbh)
-        return (ho.astype(x.dtype),)
+        x_proj = x.astype(cd, copy=False) @ w.astype(cd, copy=False).T + xb
+        ho = _gru_step(acts, _clipper(attrs.clip), lbr, x_proj, h.astype(cd, copy=False),
+                       r.astype(cd, copy=False), rbh)
+        return (ho.astype(x.dtype, copy=False),)
 
 
 @register("RNNCell", since=1, attrs=RNNCellAttrs, category="sequence")
@@ -402,15 +420,18 @@ class RNNCell1:
     def run(attrs, x, h, w, r, b=None):
         acts = _check_attrs(attrs, 1)
         hs = attrs.hidden_size
-        _unify(list(zip(["X", "H", "W", "R", "B"], _dims_of([x, h, w, r, b]),
-                        [[("batch_size", "N"), ("input_size", "I")],
-                         [("batch_size", "N"), ("hidden_size", hs)],
-                         [("hidden_size", hs), ("input_size", "I")],
-                         [("hidden_size", hs), ("hidden_size", hs)], [("hidden_size", hs)]])))
+        n, i = x.shape if x.ndim == 2 else (None, None)
+        _check_run_shapes(["X", "H", "W", "R", "B"], [x, h, w, r, b],
+                          [[("batch_size", "N"), ("input_size", "I")],
+                           [("batch_size", "N"), ("hidden_size", hs)],
+                           [("hidden_size", hs), ("input_size", "I")],
+                           [("hidden_size", hs), ("hidden_size", hs)], [("hidden_size", hs)]],
+                          None if n is None else [(n, i), (n, hs), (hs, i), (hs, hs), (hs,)])
         cd = _compute_dtype(x)
-        x_proj = x.astype(cd) @ w.astype(cd).T + (0 if b is None else b.astype(cd))
-        return (_rnn_step(acts, _clipper(attrs.clip), x_proj, h.astype(cd),
-                          r.astype(cd)).astype(x.dtype),)
+        x_proj = x.astype(cd, copy=False) @ w.astype(cd, copy=False).T + (
+            0 if b is None else b.astype(cd, copy=False))
+        return (_rnn_step(acts, _clipper(attrs.clip), x_proj, h.astype(cd, copy=False),
+                          r.astype(cd, copy=False)).astype(x.dtype, copy=False),)
 
 
 # ---------------------------------------------------------------- sequences
@@ -465,19 +486,17 @@ def _sequence_run(attrs, x, states, lengths, w, r, b, gates, bias_size, state_na
     hs = attrs.hidden_size
     d = _num_directions(attrs)
     g = f"{gates} * hidden_size" if gates > 1 else "hidden_size"
-    arrays = [x] + states + [lengths, w, r, b]
     n, t, i = x.shape if x.ndim == 3 else (None, None, None)
-    if x.ndim != 3 or [a.shape for a in arrays] != [(n, t, i)] + [(n, d, hs)] * len(states) + [
-            (n,), (d, gates * hs, i), (d, gates * hs, hs), (d, bias_size)]:
-        # Not the shapes X's implies: the general check words the problem.
-        _unify(list(zip(
-            ["X"] + state_names + ["sequence_lengths", "W", "R", "B"], _dims_of(arrays),
-            [[("batch_size", "N"), ("seq_length", "T"), ("input_size", "I")]]
-            + [[("batch_size", "N"), ("num_directions", d), ("hidden_size", hs)]] * len(states)
-            + [[("batch_size", "N")],
-               [("num_directions", d), (g, gates * hs), ("input_size", "I")],
-               [("num_directions", d), (g, gates * hs), ("hidden_size", hs)],
-               [("num_directions", d), ("bias size", bias_size)]])))
+    _check_run_shapes(
+        ["X"] + state_names + ["sequence_lengths", "W", "R", "B"],
+        [x] + states + [lengths, w, r, b],
+        [[("batch_size", "N"), ("seq_length", "T"), ("input_size", "I")]]
+        + [[("batch_size", "N"), ("num_directions", d), ("hidden_size", hs)]] * len(states)
+        + [[("batch_size", "N")], [("num_directions", d), (g, gates * hs), ("input_size", "I")],
+           [("num_directions", d), (g, gates * hs), ("hidden_size", hs)],
+           [("num_directions", d), ("bias size", bias_size)]],
+        None if n is None else [(n, t, i)] + [(n, d, hs)] * len(states)
+        + [(n,), (d, gates * hs, i), (d, gates * hs, hs), (d, bias_size)])
     lens = _check_lengths(lengths, n, t)
     cd = _compute_dtype(x)
     rs = r.astype(cd, copy=False)

@@ -142,6 +142,18 @@ def test_sequence_shape_errors_at_run_time(change, message):
     assert y.shape == (5, 1, 3, 4) and ho.shape == co.shape == (5, 1, 4)
 
 
+def test_cell_shape_errors_at_run_time():
+    z = np.zeros
+    with pytest.raises(OpProblem, match=r"R has shape \[16,3\], expected \[4 \* hidden_size, "
+                                        r"hidden_size\]: dim 1 \(hidden_size\) is 3, not 4"):
+        LSTMCell.run(LSTMCell4Attrs(4), z((2, 3)), z((2, 4)), z((2, 4)), z((16, 3)), z((16, 3)))
+    with pytest.raises(OpProblem, match=r"X must be 2-D \[batch_size, input_size\], got \[2\]"):
+        GRUCell3.run(GRUCellAttrs(4), z(2), z((2, 4)), z((12, 3)), z((12, 4)))
+    with pytest.raises(OpProblem, match=r"H has shape \[3,4\]: dim 0 \(batch_size\) is 3, "
+                                        r"but elsewhere N is 2"):
+        RNNCell1.run(RNNCellAttrs(4), z((2, 3)), z((3, 4)), z((4, 3)), z((4, 4)), z(4))
+
+
 def test_attribute_and_type_errors():
     args = (spec([1, 2]), spec([1, 3]), spec([3, 2]), spec([3, 3]))
     with pytest.raises(OpProblem, match="activation 'elu' is not one of sigmoid, tanh, relu"):
