@@ -180,6 +180,20 @@ def _unique_axis(axis: TensorSpec | None, rank: int | None) -> int | None:
     return normalize_axis(values[0], rank, "axis (input 1)")
 
 
+def _unique_with_nans(keys: np.ndarray, nan: np.ndarray):
+    """(first, inverse, counts) of a flat array holding NaNs, as OpenVINO compares values
+    (==): each NaN is a value of its own, after every number in the sorted order, in the
+    order they occur. np.unique would make the NaNs one value."""
+    good, bad = np.flatnonzero(~nan), np.flatnonzero(nan)
+    _, first, inverse, counts = np.unique(keys[good], return_index=True, return_inverse=True,
+                                          return_counts=True)
+    all_inverse = np.empty(keys.size, np.int64)
+    all_inverse[good] = inverse.reshape(-1)
+    all_inverse[bad] = first.size + np.arange(bad.size)
+    return (np.concatenate([good[first], bad]), all_inverse,
+            np.concatenate([counts, np.ones(bad.size, counts.dtype)]))
+
+
 @register("Unique", since=10, attrs=UniqueAttrs, category="movement")
 class Unique10:
     @staticmethod
@@ -212,8 +226,12 @@ class Unique10:
         if axis is None:
             flat = data.reshape(-1)
             keys = widened(flat, etype_name(flat))       # f16/bf16 compare exactly in f32
-            _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True,
-                                                  return_counts=True)
+            nan = np.isnan(keys) if keys.dtype.kind == "f" else np.zeros(0, bool)
+            if nan.any():
+                first, inverse, counts = _unique_with_nans(keys, nan)
+            else:
+                _, first, inverse, counts = np.unique(keys, return_index=True,
+                                                      return_inverse=True, return_counts=True)
             ax = 0
             source = flat
         else:
@@ -226,7 +244,8 @@ class Unique10:
             if rows.shape[0] == 0:
                 first = inverse = counts = np.zeros(0, np.int64)
             else:
-                # Slices compare lexicographically, element by element in C order.
+                # Slices compare lexicographically, element by element in C order, a NaN
+                # after every number; a slice holding a NaN equals no other (NaN != NaN).
                 _, first, inverse, counts = np.unique(rows, axis=0, return_index=True,
                                                       return_inverse=True, return_counts=True)
             source = data

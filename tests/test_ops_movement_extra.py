@@ -249,6 +249,44 @@ def test_unique_values_sorted_and_unsorted():
     assert u.shape == (0, 3)
 
 
+def test_unique_each_nan_is_its_own_value():
+    # Values compare with ==, as OpenVINO's: every NaN is a unique value of its own, -0
+    # equals 0 (the first one's sign is kept). Sorted, the NaNs follow the numbers in the
+    # order they occur (docs/ops.md, "Where irrun chooses a rule").
+    nan = np.nan
+    x = np.array([1, nan, 2, nan, 1, -0.0, 0.0, nan], np.float32)
+    u, first, inv, cnt = run_op("Unique", 10, {"sorted": "false"}, x)
+    assert np.array_equal(u, [1, nan, 2, nan, 0, nan], equal_nan=True) and np.signbit(u[4])
+    assert first.tolist() == [0, 1, 2, 3, 5, 7] and inv.tolist() == [0, 1, 2, 3, 0, 4, 4, 5]
+    assert cnt.tolist() == [2, 1, 1, 1, 2, 1]
+    u, first, inv, cnt = run_op("Unique", 10, {"sorted": "true"}, x.astype(np.float16))
+    assert u.dtype == np.float16 and np.array_equal(u, [0, 1, 2, nan, nan, nan], equal_nan=True)
+    assert first.tolist() == [5, 0, 2, 1, 3, 7] and inv.tolist() == [1, 3, 2, 4, 1, 0, 0, 5]
+    assert cnt.tolist() == [2, 2, 1, 1, 1, 1]
+    rows = np.array([[1, nan], [1, nan], [0.0, 2], [-0.0, 2], [nan, 1]], np.float32)
+    u, first, inv, cnt = run_op("Unique", 10, {"sorted": "true"}, rows, np.array(0))
+    assert first.tolist() == [2, 0, 1, 4] and inv.tolist() == [1, 2, 0, 0, 3]
+    assert cnt.tolist() == [2, 1, 1, 1]
+
+
+@pytest.mark.oracle
+@settings(max_examples=10)
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), data=st.data(),
+       et=st.sampled_from(["f32", "f16"]), seed=st.integers(0, 2**32 - 1))
+def test_unique_with_nans_matches_openvino(tmp_path_factory, shape, data, et, seed):
+    # Unsorted: OpenVINO's CPU plugin takes values (and slices) in order and compares them
+    # with ==. Sorted, its order of NaNs is not defined (a sort by <), so not compared here.
+    rng = np.random.default_rng(seed)
+    x = rng.choice(np.array([0.0, -0.0, 1.0, np.nan], NP[et]), shape)
+    axis = data.draw(st.none() | st.integers(-len(shape), len(shape) - 1))
+    p = o10.parameter(shape, getattr(ov.Type, et), name="x")
+    if axis is None:
+        u = o10.unique(p, sorted=False)
+    else:
+        u = o10.unique(p, ov.op.Constant(np.array(axis, np.int64)), False)
+    compare(ov.Model([o10.result(u.output(i)) for i in range(4)], [p]), {"x": x}, tmp_path_factory.getbasetemp())
+
+
 def test_unique_errors():
     with pytest.raises(ShapeError, match=r"axis \(input 1\) 2 is out of range \[-2, 1\]"):
         infer("Unique", 10, {}, S("f32", [3, 3]), V(2))
