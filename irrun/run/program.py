@@ -24,7 +24,7 @@ from ..ir.shapes import TensorSpec, is_static, parse_partial_shape, static_value
 from ..ir.weights import Weights, check_alloc, const_value, reuse_memory
 from ..opkit.compressed import CompressedWeights
 from ..opkit.pool import serial_blas
-from . import bodies, decompress
+from . import bodies, decompress, dequantize
 from .infer import FOLD_MAX_ELEMENTS, check_declared_inputs, check_declared_outputs, infer_node
 
 
@@ -489,7 +489,9 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
 # kernel fails here (the run reports that failure where it happens). Off with
 # read_model(..., fold=False) or IRRUN_FOLD=0. A large decompression Convert whose every
 # consumer reads f16 weights itself is folded to its source instead, kept compressed
-# (irrun.run.decompress.compressed_source).
+# (irrun.run.decompress.compressed_source). The Convert to f32 that ends a weight
+# decompression chain (int weights, f16 zero point and scale) computes the chain in f32,
+# as OpenVINO's plugin does (irrun.run.dequantize).
 FOLD_MAX_RATIO = 4
 NEVER_FOLD = frozenset(("Result", "ReadValue", "Assign", "RandomUniform", "Multinomial"))
 
@@ -549,6 +551,14 @@ def fold_node(node: Node, input_specs, known: dict[str, int], seconds: float,
                 type(v) is not np.ndarray or v.dtype != s.etype.dtype or
                 v.shape != static_values(s.shape) for v, s in zip(values, specs)):
             return     # the executor's output check words this at run time
+    if node.layer.type == "Convert":
+        exact = dequantize.decompressed_in_f32(node)
+        if exact is not None:
+            # A weight decompression chain, in f32 as OpenVINO's plugin computes it; a small
+            # one inference already folded passes the same values on to its consumers.
+            values = [exact]
+            if specs[0].value is not None:
+                node.specs = [TensorSpec.of_value(exact, specs[0].etype)]
     frozen = []
     for v in values:
         v = v.view()
