@@ -117,8 +117,9 @@ def _last_writes(flat: np.ndarray) -> np.ndarray:
         # Few indices into a long axis: sort them rather than count over the axis.
         _, first_in_reversed = np.unique(flat[::-1], return_index=True)
         return np.sort(flat.size - 1 - first_in_reversed)
-    counts = np.bincount(flat, minlength=top + 1)
-    if counts.max() <= 1:
+    marks = np.zeros(top + 1, np.uint8)
+    marks[flat] = 1
+    if np.count_nonzero(marks) == flat.size:        # as many targets as updates
         return slice(None)
     # The last write of each index is the largest position holding it (np.maximum.at is
     # unbuffered, and a maximum does not depend on the order it is taken in).
@@ -637,7 +638,9 @@ class ScatterElementsUpdate:
         strides = [math.prod(data.shape[k + 1:]) for k in range(data.ndim)]
         others = sum((g * strides[k] for k, g in enumerate(np.indices(indices.shape, sparse=True))
                       if k != ax), np.zeros((1,) * indices.ndim, np.int64))
-        lin = (idx * strides[ax] + others).reshape(-1)
+        lin = np.multiply(idx, strides[ax], out=idx if idx.base is None else None)
+        lin += others                       # (in place: a large array's pages cost too)
+        lin = lin.reshape(-1)
         out = data.reshape(-1).copy()
         return (_scatter_flat(out, lin, updates.reshape(-1), attrs.mode,
                               attrs.use_init_val).reshape(data.shape),)
