@@ -310,3 +310,22 @@ def test_info_tells_weights_parameters_name_and_producer_and_speaks_json(tmp_pat
     (tmp_path / "m.xml").write_text(text)
     broken = json.loads(_cli("info", "--format", "json", tmp_path / "m.xml").stdout)
     assert broken["inputs"] and broken["problems"]
+
+
+def test_dump_leaves_weights_out_unless_a_pattern_names_them(tmp_path):
+    """A converted model's decompression Converts are folded into constants at load: they
+    are weights, not the run's tensors, and are dumped only when a pattern names them."""
+    import json
+
+    xml = MODELS / "tiny_llama" / "model.xml"
+    m = irrun.read_model(xml)
+    folded = {n.layer.name for n in m.program.nodes.values() if n.folded is not None}
+    assert folded
+    done = _cli(xml, "--dump", tmp_path / "all")
+    assert done.returncode == 0, done.stderr
+    dumped = {e["layer"] for e in json.loads((tmp_path / "all" / "index.json").read_text())}
+    assert dumped and not dumped & folded
+    one = sorted(folded)[0]
+    done = _cli(xml, "--dump", tmp_path / "one", "--dump-layers", one)
+    assert done.returncode == 0, done.stderr
+    assert {e["layer"] for e in json.loads((tmp_path / "one" / "index.json").read_text())} == {one}

@@ -426,7 +426,9 @@ class Dumper:
         if node.kind == "result":
             return False
         if not self.patterns:
-            return node.kind != "const"
+            # Weights are not a run's tensors: Consts, and the layers folded into constants
+            # at load (a weight's decompression Convert: most of a converted model's bytes).
+            return node.kind != "const" and getattr(node, "folded", None) is None
         return any(fnmatch.fnmatchcase(node.layer.name, p) for p in self.patterns)
 
     def _file_for(self, layer, port: int) -> str:
