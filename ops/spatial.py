@@ -109,6 +109,15 @@ def pad(x: np.ndarray, begins, ends, mode: str, value) -> np.ndarray:
         return np.zeros(out_shape, x.dtype)
     if x.size == 0:           # constant mode only (the checks refuse the others)
         return np.full(out_shape, value, x.dtype)
+    if not any(begins) and not any(ends):
+        return x
+    if mode == "constant":
+        # The data, cropped by the negative pads, copied into a tensor of the pad value.
+        kept = x[tuple(slice(max(-b, 0), s - max(-e, 0))
+                       for b, e, s in zip(begins, ends, x.shape))]
+        out = np.full(out_shape, np.asarray(value, x.dtype), x.dtype)
+        out[tuple(slice(max(b, 0), max(b, 0) + k) for b, k in zip(begins, kept.shape))] = kept
+        return out
     index, mask = [], None
     for axis, (n, b, s) in enumerate(zip(out_shape, begins, x.shape)):
         j, inside = _source_index(n, b, s, mode)

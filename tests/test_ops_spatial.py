@@ -139,6 +139,19 @@ def test_pad_matches_openvino(tmp_path_factory, shape, seed, mode, etype, v12, d
     ov_compare([out], [px], {"x": x}, tmp_path_factory)
 
 
+@pytest.mark.oracle
+@pytest.mark.parametrize("b, e, value", [
+    ([0, 0, 0], [0, 0, 0], 0.0),           # torch_fasterrcnn's: the data as it is
+    ([0, -2, -1], [0, -1, -3], 0.0),       # crops only
+    ([1, -2, 3], [0, 2, -1], np.nan),      # both, a NaN pad value
+])
+def test_pad_constant_zero_crop_and_mixed_match_openvino(b, e, value, tmp_path_factory):
+    x = np.random.default_rng(4).standard_normal((3, 6, 7)).astype(np.float32)
+    px = param("x", [3, 6, 7], "f32")
+    out = o12.pad(px, oracle.i64(b), oracle.i64(e), "constant", o1.constant(np.array(value, np.float32)))
+    ov_compare([out], [px], {"x": x}, tmp_path_factory)
+
+
 # ---------------------------------------------------------------- DepthToSpace, SpaceToDepth,
 # BatchToSpace, SpaceToBatch, ShuffleChannels, Roll, ExtractImagePatches, Squeeze-15
 
