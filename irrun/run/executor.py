@@ -174,6 +174,20 @@ class Plan:
         # With some dynamic shapes, the static slots' bytes (`static_bytes`) are reserved
         # the same way and only the dynamic layers' outputs are counted (`Step.tracked`).
         self.most_bytes = _most_bytes(steps)
+        # A run that nobody listens to and that keeps nothing finds the Consts' and folded
+        # layers' outputs in its slots from the start (`initial`) and runs only the other
+        # steps (`lean_steps`): a decoder's weights are a third of its steps.
+        self.initial = [None] * len(slot_of)
+        self.lean_steps = []
+        for step in steps:
+            if step.kind in ("const", "folded") and not step.free:
+                values = (step.node.const_value,) if step.kind == "const" else step.values
+                for slot, v in zip(step.outs, values):
+                    self.initial[slot] = v
+            elif step.kind == "result" and not step.free:
+                pass
+            else:
+                self.lean_steps.append(step)
         self.static_bytes = 0
         for step in steps:
             if not step.counted or step.kind == "result":
@@ -401,7 +415,8 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
     nothing is freed and every slot is returned too. Without a state, a ReadValue gives its
     initial value and an Assign's write is dropped.
     """
-    values: list = [None] * plan.n_slots
+    lean = listener is None and not keep_all
+    values: list = list(plan.initial) if lean else [None] * plan.n_slots
     clock = time.perf_counter
     token = current_run.set(RunContext(listener, state, run_body))
     # Overflow to inf and NaN from 0/0 are what IR semantics compute, not a reason for NumPy
@@ -470,7 +485,7 @@ def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget
     # Most layers of most runs: one output of a known shape, nothing listening, nothing to
     # count, no output past the per-tensor limit. Their steps take the shortest path.
     shortest = listener is None and not keep_all and not track_all
-    for step in plan.steps:
+    for step in plan.lean_steps if listener is None and not keep_all else plan.steps:
         node = step.node
         try:
             fast = step.fast if shortest else None
