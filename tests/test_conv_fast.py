@@ -138,7 +138,10 @@ def test_empty_batches_and_channels_give_empty_outputs(shape, k, dtype):
 # Depthwise GroupConvolution through its compiled loop (ops/depthwise_loop.py): planar for
 # maps at least 3x wider than their channels, channel-last otherwise; 1-D runs as 2-D.
 DEPTHWISE = [   # x shape, kernel, strides, dilations, pads_begin, pads_end
-    ((1, 4, 20, 24), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),      # planar
+    ((1, 4, 20, 24), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),      # the loop of a fixed kernel
+    ((2, 3, 9, 40), (5, 5), (1, 1), (2, 2), (3, 1), (0, 4)),       # fixed, dilated, uneven pads
+    ((1, 20, 12, 17), (7, 3), (1, 1), (1, 3), (3, 0), (3, 6)),     # fixed, many channels
+    ((1, 2, 6, 15), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),       # planar (rows of 15)
     ((2, 3, 17, 19), (5, 5), (2, 2), (1, 1), (2, 2), (2, 2)),      # planar, stride 2
     ((1, 2, 13, 23), (3, 4), (3, 3), (2, 1), (1, 0), (2, 3)),      # planar, stride 3, dilated
     ((1, 2, 6, 11), (3, 3), (1, 40), (1, 1), (1, 1), (1, 1)),      # stride wider than the map
@@ -191,15 +194,15 @@ def test_depthwise_cases_take_both_layouts(monkeypatch):
     from irrun.ops import depthwise_loop
 
     seen = set()
-    for name in ("_depthwise", "_depthwise_last"):
+    for name in ("_depthwise", "_depthwise_last", "_depthwise_fixed"):
         real = getattr(depthwise_loop, name)
         monkeypatch.setattr(depthwise_loop, name,
                             lambda *a, _real=real, _name=name: seen.add(_name) or _real(*a))
     gconv = registry.lookup("GroupConvolution", "opset1")
-    for shape, k, strides, dil, pb, pe in DEPTHWISE[:1] + DEPTHWISE[4:5]:
+    for shape, k, strides, dil, pb, pe in DEPTHWISE[:1] + DEPTHWISE[3:4] + DEPTHWISE[7:8]:
         gconv.run(_attrs(gconv, strides, dil, pb, pe), np.ones(shape, np.float32),
                   np.ones((shape[1], 1, 1) + k, np.float32))
-    assert seen == {"_depthwise", "_depthwise_last"}
+    assert seen == {"_depthwise", "_depthwise_last", "_depthwise_fixed"}
 
 
 def test_depthwise_work_splits_over_the_pool(monkeypatch):
@@ -209,7 +212,7 @@ def test_depthwise_work_splits_over_the_pool(monkeypatch):
 
     gconv = registry.lookup("GroupConvolution", "opset1")
     rng = np.random.default_rng(3)
-    for shape, k, strides, dil, pb, pe in DEPTHWISE[1:2] + DEPTHWISE[5:6]:
+    for shape, k, strides, dil, pb, pe in DEPTHWISE[:2] + DEPTHWISE[4:5] + DEPTHWISE[8:9]:
         x = rng.standard_normal(shape).astype(np.float32)
         w = rng.standard_normal((shape[1], 1, 1) + k).astype(np.float32)
         attrs = _attrs(gconv, strides, dil, pb, pe)
