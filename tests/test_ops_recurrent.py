@@ -438,9 +438,9 @@ def test_gru_and_rnn_cells_match_openvino(tmp_path_factory, lbr, acts, rnn_act, 
 
 
 # ---------------------------------------------------------------- the two time loops
-# Sizes up to recurrent.COMPILED_MAX_R run the compiled loop (ops/recurrent_loop.py), larger
+# Sizes up to recurrent.COMPILED_MAX_MACS run the compiled loop (ops/recurrent_loop.py), larger
 # ones a NumPy loop; the hypothesis tests above are all small. Here the NumPy loop is forced
-# (COMPILED_MAX_R = 0) and both are checked against OpenVINO and against each other.
+# (COMPILED_MAX_MACS = 0) and both are checked against OpenVINO and against each other.
 
 def _sequence_case(family, direction, n, t, i, h, lbr, acts, clip, rng, dtype=np.float32):
     d = 2 if direction == "bidirectional" else 1
@@ -477,12 +477,12 @@ CASES = [("lstm", "bidirectional", 3, 6, 5, 7, False, ("sigmoid", "tanh", "tanh"
 def test_compiled_and_numpy_loops_agree(case, monkeypatch):
     import irrun.ops.recurrent as rec
     gates = {"lstm": 4, "gru": 3, "rnn": 1}[case[0]]
-    assert gates * case[5] ** 2 <= rec.COMPILED_MAX_R     # the first run is the compiled loop
+    assert case[2] * gates * case[5] ** 2 <= rec.COMPILED_MAX_MACS    # the compiled loop first
     rng = np.random.default_rng(11)
     for dtype, rtol in ((np.float32, 2e-6), (np.float64, 1e-13)):
         op, attrs, args = _sequence_case(*case, rng, dtype)
         compiled = op.run(attrs, *args)
-        monkeypatch.setattr(rec, "COMPILED_MAX_R", 0)
+        monkeypatch.setattr(rec, "COMPILED_MAX_MACS", 0)
         looped = op.run(attrs, *args)
         monkeypatch.undo()
         for c, p in zip(compiled, looped):
@@ -502,7 +502,7 @@ def test_compiled_and_numpy_loops_agree(case, monkeypatch):
 def test_both_loops_match_openvino(case, numpy_loop, tmp_path, monkeypatch):
     import irrun.ops.recurrent as rec
     if numpy_loop:
-        monkeypatch.setattr(rec, "COMPILED_MAX_R", 0)
+        monkeypatch.setattr(rec, "COMPILED_MAX_MACS", 0)
     family, direction, _, _, _, h, lbr, acts, clip = case
     rng = np.random.default_rng(12)
     _, _, args = _sequence_case(*case, rng)
