@@ -183,8 +183,11 @@ def binary_run(name: str, attrs, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarr
     if a.shape != b.shape:
         check_arrays_broadcast(attrs.auto_broadcast, a, b)
     dtype = np.bool_ if out_kind == "bool" else a.dtype
-    et = etype_name(a)
-    y = kernel(widened(a, et), widened(b, et), attrs)
+    if a.dtype.char in "fd":
+        y = kernel(a, b, attrs)           # f32/f64: nothing to widen
+    else:
+        et = etype_name(a)
+        y = kernel(widened(a, et), widened(b, et), attrs)
     if type(y) is np.ndarray and y.dtype == dtype:
         return (y,)
     return (as_dtype(y, dtype),)

@@ -83,7 +83,8 @@ class Step:
     values: tuple | None = None  # kind "folded": the outputs
     call: object = None          # kinds "run" and "op": the kernel, run(attrs, *arrays) (the
                                  # op's run_first where nobody reads its other outputs)
-    need: int = 0                # kind "run": the bytes of its outputs (the budget's check)
+    need: int = 0                # kinds "run" and "op": the bytes of its static outputs (the
+                                 # budget's check)
     recheck: Recheck | None = None   # kind "op": see Recheck
     variable: str | None = None  # ReadValue/Assign: the session variable it reads or writes
     fast: tuple | None = None    # kind "run", one output: (call, attrs, args, out slot, dtype,
@@ -138,7 +139,8 @@ class Plan:
                 in_specs = [specs[src][out] for src, out in node.inputs]
                 step.expect = tuple((s.etype.dtype, static_values(s.shape) if is_static(s.shape)
                                      else None) for s in node_specs)
-                step.call = node.op.run
+                step.call = node.op.impl.run
+                step.need = _nbytes(step.expect)
                 if node.layer.type.lower() in ("readvalue", "assign"):
                     step.kind, step.variable = node.layer.type.lower(), node.attrs.variable_id
                 if not all(is_static(s.shape) for s in list(in_specs) + list(node_specs)):
@@ -146,8 +148,7 @@ class Plan:
                     step.recheck = Recheck(etypes, len(outs), _rule_number(node, etypes))
                 elif step.variable is None:
                     # The interpreter's fast path: no state, no shape rule to run again.
-                    step.kind, step.call = "run", node.op.impl.run
-                    step.need = _nbytes(step.expect)
+                    step.kind = "run"
             steps.append(step)
         self.targets = [slot_of[t] for t in targets]
         keep = set(self.targets)
@@ -216,8 +217,7 @@ def _first_output_only(step, last_use, keep) -> None:
     step.call, step.outs, step.expect = first, step.outs[:1], step.expect[:1]
     if step.recheck is not None:
         step.recheck.shapes = step.recheck.shapes[:1]
-    if step.kind == "run":
-        step.need = _nbytes(step.expect)
+    step.need = _nbytes(step.expect)
 
 
 def _nbytes(expect) -> int:
@@ -563,7 +563,7 @@ def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget
                     key = _input_key(args, limit)
                     if key is None or key != recheck.accepted:
                         _recheck(node, recheck, args, key, limit)
-                if track_all or step.tracked:
+                if step.need and (track_all or step.tracked):
                     budget.before(step.expect)
                 outputs = step.call(node.attrs, *args)
                 if len(outputs) != len(step.outs):
