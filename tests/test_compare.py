@@ -584,3 +584,20 @@ def test_a_crash_of_openvino_is_a_located_error_not_the_end_of_irrun(tmp_path, m
     assert r.output.strip() == (f"{xml}: error: OpenVINO's CPU plugin crashed (SIGSEGV) on this "
                                 "model; irrun's run of it completed, so this is OpenVINO's "
                                 "failure (compare it with `irrun MODEL` alone)")
+
+
+def test_verdicts_count_in_good_english(tmp_path):
+    from irrun.tools.comparing import CompareResult, TensorResult
+
+    def result(statuses):
+        r = CompareResult("m.xml", "reference", "reference", "given")
+        r.tensors = [TensorResult(status=s, layer="l", layer_id=str(i), port=0, op="ReLU-opset1",
+                                  line=1, names=[], shape=[1], dtype="f32", other_shape=[1],
+                                  other_dtype="f32", tolerance={"exact": True}, size=1,
+                                  mismatches=0) for i, s in enumerate(statuses)]
+        return r.verdict()
+
+    assert result(["agree"]) == "the one compared tensor agrees"
+    assert result(["agree", "agree"]) == "all 2 compared tensors agree"
+    assert result(["agree", "drift"]).startswith(
+        "no layer diverges on its own: 1 of 2 compared tensors agrees, 1 differs only")

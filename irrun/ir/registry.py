@@ -500,7 +500,12 @@ def _parser(annotation) -> Callable[[str], Any]:
             for a in args:
                 if isinstance(a, str) and a.lower() == text.lower():
                     return a
-            raise ValueError(f"is not one of {', '.join(map(str, args))}")
+            import difflib
+
+            words = [a for a in args if isinstance(a, str)]
+            close = difflib.get_close_matches(text.lower(), words, n=1, cutoff=0.6)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ValueError(f"is not one of {', '.join(map(str, args))}{hint}")
         return literal
     if origin is tuple:
         return lambda text: _parse_tuple(text, _parser(args[0]))

@@ -221,8 +221,10 @@ class CompareResult:
             explained = len(self.explained)
             same = n - drift - explained
             if not drift and not explained:
-                return f"all {n} compared tensor{'s' if n != 1 else ''} agree"
-            parts = [f"{same} of {n} compared tensors agree"]
+                return ("the one compared tensor agrees" if n == 1 else
+                        f"all {n} compared tensors agree")
+            parts = [f"{same} of {n} compared tensor{'s' if n != 1 else ''} agree"
+                     f"{'s' if same == 1 and n != 1 else ''}"]
             if explained:
                 parts.append(f"{explained} differ{'s' if explained == 1 else ''} for the "
                              f"reason{'s' if explained != 1 else ''} given above")
@@ -252,7 +254,8 @@ class CompareResult:
             if d.unchecked_inputs:
                 lines.append("    inputs not compared, the divergence may start there (--layers "
                              "all compares them): " + ", ".join(d.unchecked_inputs))
-        lines.append(f"{len(self.differing)} of {n} compared tensors differ"
+        lines.append(f"{len(self.differing)} of {n} compared tensor{'s' if n != 1 else ''} "
+                     f"differ{'s' if len(self.differing) == 1 else ''}"
                      + (f"; {carried}" if drift else ""))
         return "\n".join(lines)
 

@@ -350,7 +350,9 @@ def reduce(model, feed, condition: Condition, out_dir: str, log=None) -> Reduced
         inputs = os.path.join(work, f"try{tries}.inputs.npz")
         save_npz(inputs, cut_values(model, feed, stands_for))
         ok = condition.holds(xml, inputs)
-        log(f"try {tries}: {_op_layers(net)} op layers, {len(cut.inputs)} cuts: "
+        layers, cuts = _op_layers(net), len(cut.inputs)
+        log(f"try {tries}: {layers} op layer{'s' if layers != 1 else ''}, {cuts} "
+            f"cut{'s' if cuts != 1 else ''}: "
             f"{'still fails' if ok else 'passes'}")
         return ok, net, xml, inputs
 
@@ -433,7 +435,8 @@ def write_repro(model_dir: str, reduced: Reduced, command: str) -> None:
     except Exception as e:     # OpenVINO missing, or the problem is that it fails
         ov_note = f"\nOpenVINO did not run it: {type(e).__name__}: {str(e).splitlines()[0]}\n"
     write_text(os.path.join(model_dir, "README.txt"), (
-                f"A reduced model ({reduced.layers} op layers) made by `irrun reduce` "
+                f"A reduced model ({reduced.layers} op layer{'s' if reduced.layers != 1 else ''}) "
+                f"made by `irrun reduce` "
                 f"after {reduced.tries} tries.\n\nmodel.xml, model.bin: the model\n"
                 "inputs.npz: its inputs (the values the full model computed at the cut)\n"
                 "irrun_outputs.npz: irrun's outputs\n"
