@@ -6,8 +6,8 @@ Per batch and class the kernel keeps the candidates scoring above score_threshol
 repeatedly selects the best one and suppresses (hard NMS) or decays (Soft-NMS, v5/v9 with
 soft_nms_sigma > 0) the rest by their IoU with it. Hard NMS is a compiled loop over the
 candidates in score order (ops/nms_loop.py); Soft-NMS a Python loop over the *selected*
-boxes (at most max_output_boxes_per_class per class), each step the compiled IoU against
-all remaining candidates and a vectorised decay of those it overlaps. Arithmetic is f32,
+boxes (at most max_output_boxes_per_class per class), each step two compiled calls around
+NumPy's exp of the decays of the boxes the selected one overlaps. Arithmetic is f32,
 with the operation order of OpenVINO's CPU plugin.
 
 Where the spec is silent or loose, irrun follows OpenVINO (see docs/ops.md, "Where irrun chooses a
@@ -188,10 +188,11 @@ def _corners(boxes: np.ndarray, encoding: str) -> np.ndarray:
 
 def _select_class(corners, areas, scores, max_out, iou_thr, score_thr, sigma, soft_iou_cut):
     """Selected box indices and their (possibly decayed) scores for one batch and class."""
-    from .nms_loop import hard, overlaps  # the compiled loops (ops/nms_loop.py)
+    from .nms_loop import hard, soft_apply, soft_pick  # the compiled loops (ops/nms_loop.py)
 
     cand = np.flatnonzero(scores > score_thr)            # NaN scores compare false: dropped
     alive = cand[np.argsort(-scores[cand], kind="stable")]  # equal scores: lower index first
+    alive = alive.astype(np.int64)
     if sigma <= 0:
         selected = np.empty(min(max_out, alive.size), np.int64)
         count = hard(corners, areas, alive, max_out, F32(iou_thr), selected)
@@ -199,28 +200,18 @@ def _select_class(corners, areas, scores, max_out, iou_thr, score_thr, sigma, so
     cur = scores.astype(F32).copy()
     sel, sel_scores = [], []
     scale = F32(-0.5) / F32(sigma)
-    while alive.size and len(sel) < max_out:
-        # the highest current score; equal ones by box index (decays reorder `alive`)
-        s = cur[alive]
-        i = int(alive[s == s.max()].min())
-        k = int(np.flatnonzero(alive == i)[0])
+    n = alive.size
+    rest, hits = np.empty(n, np.int64), np.empty(n, np.int64)
+    iou, args = np.empty(n, F32), np.empty(n, F32)
+    while n and len(sel) < max_out:
+        # the highest current score, equal ones by box index; the others' IoUs with it
+        i, h = soft_pick(corners, areas, cur, alive, n, scale, rest, iou, hits, args)
         sel.append(i)
         sel_scores.append(cur[i])
-        rest = np.delete(alive, k)
-        iou = np.empty(rest.size, F32)
-        overlaps(corners, areas, i, rest, iou)
-        # A box the selected one does not overlap keeps its score (its factor exp(-0) is 1):
-        # only the others are decayed.
-        hit = np.flatnonzero(iou != 0)
-        if hit.size:
-            t = iou[hit]
-            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-                w = np.exp(scale * t * t).astype(F32)
-            cur[rest[hit]] = cur[rest[hit]] * w
-        keep = cur[rest] > score_thr
-        if soft_iou_cut:
-            keep &= ~(iou >= iou_thr)
-        alive = rest[keep]
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            w = np.exp(args[:h])                  # NumPy's f32 exp (see ops/nms_loop.py)
+        n = soft_apply(cur, rest, n - 1, iou, hits, h, w, F32(score_thr), F32(iou_thr),
+                       soft_iou_cut, alive)
     return np.array(sel, np.int64), np.array(sel_scores, F32)
 
 

@@ -11,8 +11,10 @@ sum less the overlap, 0 for a box of zero or negative area; the selected box fir
 operation, and a NaN carried as np.minimum and np.maximum carry it (the NumPy expression
 this loop replaced).
 
-Soft-NMS (`overlaps`): each selected box's IoU with the candidates left; the decay itself
-stays in NumPy (ops/nms.py), whose f32 exp numba's does not match bit for bit.
+Soft-NMS (`soft_pick`, `soft_apply`): each step's selection, IoUs and exponents, then
+the decays and the cut; the exp between them stays NumPy's (ops/nms.py), whose f32 exp
+numba's does not match bit for bit. A box the selected one does not overlap keeps its
+score (its factor exp(-0) is 1), so only the boxes it overlaps are decayed.
 
 Imported on the op's first run, so loading models without NonMaxSuppression never imports
 numba.
@@ -180,7 +182,47 @@ def _hard_grid(corners, areas, order, max_out, iou_thr, selected):
 
 
 @cached_loop
-def overlaps(corners, areas, s, rest, out):
-    """out[k] = IoU of the selected box s with box rest[k]."""
-    for k in range(rest.size):
-        out[k] = _iou(corners, areas, s, rest[k])
+def soft_pick(corners, areas, cur, alive, n, scale, rest, iou, hits, args):
+    """One Soft-NMS step's selection: the box of alive[:n] with the highest current score
+    cur (equal ones: the lowest box index); the others, in order, to rest[:n - 1] with their
+    IoU with it in iou; hits[:h] their positions there with an IoU other than 0 and
+    args[:h] = scale * IoU * IoU (f32), the decays' exponents. Returns (box, h)."""
+    best = -1
+    top = cur[0]
+    for p in range(n):
+        b = alive[p]
+        v = cur[b]
+        if best < 0 or v > top or (v == top and b < best):
+            best, top = b, v
+    m = 0
+    h = 0
+    for p in range(n):
+        b = alive[p]
+        if b == best:
+            continue
+        x = _iou(corners, areas, best, b)
+        rest[m] = b
+        iou[m] = x
+        if x != 0:
+            hits[h] = m
+            args[h] = scale * x * x
+            h += 1
+        m += 1
+    return best, h
+
+
+@cached_loop
+def soft_apply(cur, rest, m, iou, hits, h, w, score_thr, iou_thr, cut, alive):
+    """The rest of a Soft-NMS step: the scores of rest[hits[:h]] times their decays w[:h]
+    (f32), then the boxes of rest[:m] still above score_thr (and, with cut, overlapping the
+    selected box less than iou_thr) to alive, in order. Returns their count."""
+    for q in range(h):
+        b = rest[hits[q]]
+        cur[b] = cur[b] * w[q]
+    n = 0
+    for p in range(m):
+        b = rest[p]
+        if cur[b] > score_thr and not (cut and iou[p] >= iou_thr):
+            alive[n] = b
+            n += 1
+    return n

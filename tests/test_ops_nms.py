@@ -484,6 +484,26 @@ def test_oracle_many_boxes(iou, tmp_path):
     oracle.compare(model, {"boxes": boxes, "scores": scores}, tmpdir=tmp_path)
 
 
+@pytest.mark.oracle
+@pytest.mark.parametrize("version", [5, 9])
+def test_oracle_soft_nms_many_boxes(version, tmp_path):
+    # Soft-NMS over 300 boxes a class, crowded so that most steps decay many boxes: every
+    # step's selection and decays (the compiled steps around NumPy's exp).
+    rng = np.random.default_rng(version)
+    n = 300
+    lo = rng.uniform(0, 100, (1, n, 2))
+    boxes = np.concatenate([lo, lo + rng.uniform(5, 30, (1, n, 2))], -1).astype(F32)
+    scores = rng.permutation(2 * n).reshape(1, 2, n).astype(F32) / (2 * n)
+    op = OPSET[version]
+    b = o9.parameter([1, n, 4], ov.Type.f32, name="boxes")
+    s = o9.parameter([1, 2, n], ov.Type.f32, name="scores")
+    consts = [o9.constant(np.array(200, np.int64)), o9.constant(np.array(1.5 if version == 5 else 0.6, F32)),
+              o9.constant(np.array(0.05, F32)), o9.constant(np.array(0.5, F32))]
+    node = op.non_max_suppression(b, s, *consts, sort_result_descending=False)
+    model = ov.Model([o9.result(o) for o in node.outputs()], [b, s], "nms")
+    oracle.compare(model, {"boxes": boxes, "scores": scores}, rtol=1e-5, atol=1e-7, tmpdir=tmp_path)
+
+
 def test_hard_nms_grid_agrees_with_the_plain_loop():
     # The grid (iou_threshold > 0, more than 64 candidates) against every pair compared in
     # NumPy, with boxes that are NaN, infinite or of zero area, small ones and ones spread
