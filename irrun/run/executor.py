@@ -44,6 +44,7 @@ class Recheck:
 # _ACCEPTED holds (rule number, _input_key) pairs that passed check_inputs.
 _RULES: dict = {}
 _ACCEPTED: set = set()
+_READS_FLOATS: set = set()      # rule numbers that read a float input's values
 MAX_ACCEPTED = 4096
 _numbers = itertools.count()
 
@@ -357,15 +358,22 @@ def _recheck(node, recheck, args, key, limit) -> None:
     if key is not None and (rule, key) in _ACCEPTED:
         recheck.accepted = key
         return
-    full = key if key is None or _FLOAT not in key else _input_key(args, limit, True)
+    # Verdicts under the key with float values exist only for rules that read them.
+    full = key if key is None or rule not in _READS_FLOATS or _FLOAT not in key \
+        else _input_key(args, limit, True)
     if full is not None and full is not key and (rule, full) in _ACCEPTED:
         return
     read = check_inputs(node, recheck.etypes, args, limit)
     if key is not None:
         if len(_ACCEPTED) >= MAX_ACCEPTED:
             _ACCEPTED.clear()
-        _ACCEPTED.add((rule, full if read else key))
-        if not read:
+        if read:
+            _READS_FLOATS.add(rule)
+            if full is key:
+                full = _input_key(args, limit, True)
+            _ACCEPTED.add((rule, full))
+        else:
+            _ACCEPTED.add((rule, key))
             recheck.accepted = key
 
 
