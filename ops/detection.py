@@ -676,7 +676,7 @@ class ROIAlign3:
         _check_roi_batch_indices("ROIAlign", batch_indices, rois, n)
         ph, pw = attrs.pooled_h, attrs.pooled_w
         check_alloc([r, c, ph, pw], data.dtype, "ROIAlign's output")
-        fm = data.astype(F32)
+        fm = data.astype(F32, copy=False)       # read only
         box = rois.astype(F32)
         src, dst = {"asymmetric": (0.0, 0.0), "half_pixel_for_nn": (0.0, -0.5),
                     "half_pixel": (0.5, -0.5)}[attrs.aligned_mode]

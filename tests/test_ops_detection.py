@@ -788,6 +788,25 @@ def test_oracle_roi_align_many_boxes(ratio, mode, aligned, tmp_path):
 
 
 @pytest.mark.oracle
+@pytest.mark.parametrize("mode", ["avg", "max"])
+def test_oracle_roi_align_few_boxes_on_large_maps(mode, tmp_path):
+    # Fewer samples than pixels: the compiled loop reads the maps channel by channel
+    # instead of transposing them.
+    rng = np.random.default_rng(len(mode))
+    x = rng.standard_normal((2, 16, 60, 80)).astype(F32)
+    lo = rng.uniform(-20, 300, (5, 2))
+    boxes = np.concatenate([lo, lo + rng.uniform(1, 120, (5, 2))], 1).astype(F32)
+    bi = np.array([1, 0, 1, 1, 0], np.int32)
+    p = o9.parameter([2, 16, 60, 80], ov.Type.f32, name="x")
+    b = o9.parameter([5, 4], ov.Type.f32, name="boxes")
+    i = o9.parameter([5], ov.Type.i32, name="ids")
+    node = o9.roi_align(p, b, i, pooled_h=7, pooled_w=6, sampling_ratio=0, spatial_scale=0.25,
+                        mode=mode, aligned_mode="half_pixel")
+    oracle.compare(ov.Model([o9.result(node)], [p, b, i], "ra"), {"x": x, "boxes": boxes, "ids": bi},
+                   rtol=1e-5, atol=1e-5, tmpdir=tmp_path)
+
+
+@pytest.mark.oracle
 @settings(max_examples=20)
 @given(data=st.data())
 def test_oracle_roi_pooling(data, tmp_path_factory):
