@@ -329,3 +329,27 @@ def test_dump_leaves_weights_out_unless_a_pattern_names_them(tmp_path):
     done = _cli(xml, "--dump", tmp_path / "one", "--dump-layers", one)
     assert done.returncode == 0, done.stderr
     assert {e["layer"] for e in json.loads((tmp_path / "one" / "index.json").read_text())} == {one}
+
+
+def test_an_output_of_several_names_is_known_by_each_as_in_openvino(tmp_path):
+    ov = pytest.importorskip("openvino")
+    import openvino.opset13 as ops
+
+    p = ops.parameter([2], np.float32, name="x")
+    r = ops.relu(p)
+    r.get_output_tensor(0).set_names({"last_hidden_state", "316"})
+    r.set_friendly_name("encoder_out")
+    xml = tmp_path / "names.xml"
+    ov.save_model(ov.Model([r], [p], "m"), xml)
+    theirs = ov.Core().read_model(xml)
+    m = irrun.read_model(xml)
+    assert m.outputs[0].name == theirs.outputs[0].get_any_name()
+    x = {"x": np.array([-1, 2], np.float32)}
+    for name in ("316", "last_hidden_state", "encoder_out"):
+        out = m.infer(x, outputs=[name])
+        assert list(out) == [m.outputs[0].name] and out[name].tolist() == [0, 2]
+        assert m.infer(x, until=name)[name].tolist() == [0, 2]
+    np.savez(tmp_path / "in.npz", **x)
+    np.savez(tmp_path / "ref.npz", last_hidden_state=np.array([0, 2], np.float32))
+    done = _cli("compare", xml, "--reference", tmp_path / "ref.npz", "-i", tmp_path / "in.npz")
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -38,7 +38,13 @@ def _input_info(node) -> PortInfo:
     port = node.layer.outputs[0] if node.layer.outputs else None
     names = tuple(port.names) if port and port.names else (node.layer.name,)
     spec = node.specs[0]
-    return PortInfo(names[0], names, spec.etype.name, spec.shape, node.layer.name)
+    return PortInfo(any_name(names), names, spec.etype.name, spec.shape, node.layer.name)
+
+
+def any_name(names) -> str:
+    """The name a port is known by among its tensor names, as OpenVINO's get_any_name()
+    chooses it: the least in sort order (its serializer writes them sorted)."""
+    return min(names)
 
 
 def output_names_of(program: Program, result) -> tuple[str, ...]:
@@ -59,7 +65,7 @@ def _output_info(program: Program, result) -> PortInfo:
     producer = program.nodes[src]
     names = output_names_of(program, result)
     spec = producer.specs[out]
-    return PortInfo(names[0], names, spec.etype.name, spec.shape, result.layer.name)
+    return PortInfo(any_name(names), names, spec.etype.name, spec.shape, result.layer.name)
 
 
 class Model:
@@ -170,6 +176,11 @@ class Model:
                     raise FeedError(f"layer '{until}' has no outputs", file=self.path)
                 names = [until if n == 1 else f"{until}:{i}" for i in range(n)]
                 return [(node.layer.id, i) for i in range(n)], names
+        # A tensor name: the output port that carries it.
+        for node in self.program.nodes.values():
+            for i, port in enumerate(node.layer.outputs):
+                if until in (port.names or ()) and node.specs and i < len(node.specs):
+                    return [(node.layer.id, i)], [until]
         raise FeedError(f"no layer named '{until}' in the model{self._nearest(until)}",
                         file=self.path)
 
@@ -236,8 +247,19 @@ class Model:
         """
         return self._run(feed, intermediate, until, listener, None, outputs)
 
+    def _output_aliases(self) -> list[tuple[str, ...]]:
+        """Per output, every name it is known by: its tensor names, its Result's name and the
+        name of the layer that computes it (OpenVINO's friendly names)."""
+        return [(*info.names, info.layer, self.program.nodes[result.inputs[0][0]].layer.name)
+                for info, result in zip(self.outputs, self.program.results)]
+
     def _select(self, targets, names, wanted):
-        """The targets of the requested model outputs (names, positions or PortInfos)."""
+        """The targets of the requested model outputs (names, positions or PortInfos), each
+        known by any of its names (_output_aliases)."""
+        known = {}
+        for i, aliases in enumerate(self._output_aliases()):
+            for alias in aliases:
+                known.setdefault(alias, i)
         chosen = []
         for w in wanted:
             if isinstance(w, PortInfo):
@@ -249,6 +271,8 @@ class Model:
                 chosen.append(int(w) % len(names))
             elif w in names:
                 chosen.append(names.index(w))
+            elif w in known and len(names) == len(self.outputs):
+                chosen.append(known[w])
             else:
                 raise FeedError(f"no output named '{w}' (outputs: {', '.join(names)})",
                                 file=self.path)
@@ -272,8 +296,8 @@ class Model:
             targets, names = self._targets(until)
             if outputs is not None:
                 targets, names = self._select(targets, names, list(outputs))
-            aliases = {alt: o.name for o in self.outputs if o.name in names
-                       for alt in o.names if alt != o.name}
+            aliases = {alt: o.name for o, alts in zip(self.outputs, self._output_aliases())
+                       if o.name in names for alt in alts if alt != o.name}
             chosen = (targets, names, aliases)
             if wanted is not None:
                 if len(self._chosen) > 64:
