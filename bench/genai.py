@@ -81,8 +81,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     import openvino as ov
 
+    # Other work on the machine moves both columns (OpenVINO's two threads more than irrun's
+    # step, mostly one thread's Python), so the load goes beside them.
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     print(f"openvino {ov.get_version()}; IRRUN_THREADS={os.environ['IRRUN_THREADS']}; "
-          f"{args.tokens} decode steps x {args.rounds} rounds, median step of the best round")
+          f"{args.tokens} decode steps x {args.rounds} rounds, median step of the best round; "
+          f"load average {load}")
     print(f"{'folder':20s} {'prompt':>6s} {'irrun ms':>9s} {'openvino ms':>12s} {'ratio':>7s}")
     for folder in args.folders:
         with open(os.path.join(folder, "oracle.json"), encoding="utf-8") as f:
