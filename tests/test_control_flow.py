@@ -760,3 +760,47 @@ def test_untyped_body_parameters_take_the_fed_type_as_openvino(tmp_path_factory,
     assert len(got) == len(expected) == 3
     for g, e in zip(got.values(), expected):
         assert_same(g, e)
+
+
+def test_nested_loops_infer_in_linear_time(tmp_path):
+    """Each Loop's rule asks for its body's inference twice (its own rule, then the pass
+    that settles the back edges): with the same specs, the second is the first's results,
+    so 12 nested Loops take about 12 inferences of a body, not 2**12. Counted, not timed."""
+    from irrun.run import bodies
+
+    def nested(depth):
+        def level(d):
+            bx = o8.parameter([3], np.float32, name=f"bx{d}")
+            out = o8.add(bx, o8.constant(np.float32(1))) if d == 0 else level(d - 1)(bx)
+            r, rc = o8.result(out), o8.result(o8.constant(True))
+
+            def apply(x):
+                loop = o8.loop(o8.constant(np.int64(2)), o8.constant(True))
+                loop.set_function(ov.Model([r, rc], [bx]))
+                loop.set_special_body_ports([-1, 1])
+                loop.set_merged_input(bx, x.output(0), r.output(0))
+                return loop.get_iter_value(r.output(0), -1)
+            return apply
+        x = o8.parameter([3], np.float32, name="x")
+        return ov.Model([o8.result(level(depth)(x))], [x])
+
+    calls = {"n": 0}
+    real = bodies.Body.infer
+
+    def counting(self, specs):
+        calls["n"] += 1 if self._last_key is None or bodies._specs_key(specs) != \
+            self._last_key else 0
+        return real(self, specs)
+
+    import unittest.mock
+    counts = {}
+    with unittest.mock.patch.object(bodies.Body, "infer", counting):
+        for depth in (4, 8):
+            calls["n"] = 0
+            xml = save(nested(depth), tmp_path / str(depth))
+            assert irrun.validate(xml) == []
+            counts[depth] = calls["n"]
+    assert counts[8] <= 4 * counts[4]          # linear (2**8 / 2**4 = 16 times if not)
+    m = irrun.read_model(save(nested(6), tmp_path / "run"))
+    np.testing.assert_array_equal(m.infer({"x": np.zeros(3, np.float32)})[0],
+                                  np.full(3, 2.0 ** 7, np.float32))   # 7 Loops of 2: +1 128 times

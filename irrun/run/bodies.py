@@ -19,6 +19,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from ..errors import Collector, IrrunError
 from ..ir.shapes import TensorSpec, format_shape
 
@@ -104,6 +106,7 @@ class Body:
         self.diagnostics: list = []              # of the last infer()
         self.inferred = False                    # infer() ran at least once
         self.plans = None                        # the body runner's plans, made on first run
+        self._last_key = self._last_out = None   # infer()'s last specs and results
 
     @property
     def owner(self):
@@ -127,6 +130,13 @@ class Body:
         body until the shapes settle); BodyFailed when there are errors.
         """
         self.inferred = True
+        key = _specs_key(specs)
+        if key is not None and key == self._last_key:
+            # The same specs as the last inference, which succeeded: its results stand (a
+            # Loop's rule and its settling pass ask twice; nested Loops would ask 2^depth
+            # times). Only the last call is kept: the body's nodes hold its specs.
+            return list(self._last_out)
+        self._last_key = self._last_out = None
         diag = Collector(file=self.program.path)
         given = {pid: s for pid, s in zip(self.parameter_ids, specs) if s is not None}
         self._infer_network(self.program, diag, given)
@@ -156,7 +166,13 @@ class Body:
                              f"{len(errors) or 'uninferred'} error{'s' if len(errors) != 1 else ''}"
                              + (f" (at line {lines})" if lines else ""))
         self.plans = None    # the specs changed: plan again at the next run
+        self._last_key, self._last_out = key, list(out)
         return out
+
+    def forget(self) -> None:
+        """The body's nodes are about to be inferred apart from infer(): its last results
+        no longer describe them."""
+        self._last_key = self._last_out = None
 
     @property
     def results(self) -> tuple[TensorSpec | None, ...]:
@@ -186,6 +202,28 @@ class Body:
             e.diagnostic.message += f" (in the {role} of layer '{owner.name}' ({owner.op_label}))"
             e.args = (e.diagnostic.message,)
             raise
+
+
+def _specs_key(specs):
+    """What infer() depends on of the Parameters' specs, hashable; None when a spec holds
+    something that cannot be keyed (then nothing is reused)."""
+    key = []
+    for s in specs:
+        if s is None:
+            key.append(None)
+            continue
+        value = None
+        if s.value is not None:
+            v = np.asarray(s.value)
+            if v.dtype.kind == "O" or v.size > 64:
+                return None
+            value = (v.dtype.str, v.shape, v.tobytes())
+        key.append((s.etype.name, s.shape, value, s.dims))
+    try:
+        hash(tuple(key))
+    except TypeError:
+        return None
+    return tuple(key)
 
 
 def _declared_shape(node):

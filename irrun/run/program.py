@@ -385,6 +385,8 @@ def _check_bodies_alone(node, input_specs, diag: Collector, only_uninferred: boo
                 diag.error("body-type", f"the body Parameter is {d.etype.name}, but layer "
                            f"'{node.layer.name}' ({node.layer.op_label}) feeds it {s.etype.name}",
                            line=pnode.layer.data_line or pnode.layer.line, layer=pnode.layer)
+    for view in node.views:
+        view.body.forget()
     for prog in node.bodies:
         if id(prog) not in checked:
             infer_network(prog, diag)
