@@ -240,6 +240,32 @@ def _descending_order(x: np.ndarray) -> np.ndarray:
     return (n - 1 - rev)[..., ::-1]
 
 
+def _few_of_one_row(x: np.ndarray, k: int, largest: bool) -> np.ndarray:
+    """The first k of the full order of one row x (the largest descending, NaN first, or
+    the smallest ascending, NaN last; equal values by ascending index), without sorting
+    the row: the k-th value found by a partition, the values beyond it and the first of
+    those equal to it taken in index order, and only those sorted."""
+    n = x.size
+    nan = np.isnan(x) if x.dtype.kind == "f" else None
+    if largest:
+        t = np.partition(x, n - k)[n - k]        # NaN counts as the largest, as here
+        if nan is not None and np.isnan(t):
+            better, equal = np.zeros(n, bool), nan
+        else:
+            better = x > t if nan is None else (x > t) | nan
+            equal = x == t
+    else:
+        t = np.partition(x, k - 1)[k - 1]
+        if nan is not None and np.isnan(t):
+            better, equal = ~nan, nan            # every number, then NaNs by index
+        else:
+            better, equal = x < t, x == t
+    above = np.flatnonzero(better)
+    chosen = np.sort(np.concatenate([above, np.flatnonzero(equal)[:k - above.size]]))
+    sub = x[chosen]
+    return chosen[_descending_order(sub) if largest else np.argsort(sub, kind="stable")]
+
+
 def topk_run(attrs, data: np.ndarray, k: np.ndarray):
     kv = _k_of(k)
     if not -data.ndim <= attrs.axis < data.ndim:   # only reachable when the rank was unknown
@@ -250,11 +276,13 @@ def topk_run(attrs, data: np.ndarray, k: np.ndarray):
         fail(f"TopK k={kv} is out of range [0, {n}] for dim {axis} of data {list(data.shape)}")
     x = np.moveaxis(data, axis, -1)
     keys = x.astype(np.float32) if x.dtype.kind == "V" else x  # bf16 sorts through f32
-    if attrs.mode == "max":
-        order = _descending_order(keys)
+    if keys.size == n and n >= 64 and 0 < kv and 4 * kv <= n:
+        order = _few_of_one_row(keys.reshape(n), kv, attrs.mode == "max").reshape(
+            x.shape[:-1] + (kv,))
+    elif attrs.mode == "max":
+        order = _descending_order(keys)[..., :kv]
     else:
-        order = np.argsort(keys, axis=-1, kind="stable")
-    order = order[..., :kv]
+        order = np.argsort(keys, axis=-1, kind="stable")[..., :kv]
     if attrs.sort == "index":
         order = np.sort(order, axis=-1)
     values = np.take_along_axis(x, order, axis=-1)
