@@ -594,6 +594,42 @@ def _check_elements_shapes(attrs, data_shape, indices_shape, updates_shape, ax, 
                  "of indices may exceed data's")
 
 
+# Data types the compiled loop of ScatterElementsUpdate without reduction takes.
+_LOOP_TYPES = {"float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+               "uint32", "uint64", "bool"}
+
+
+def _flat_bases(dims: tuple, strides: list) -> np.ndarray:
+    """The flat offset in data of each position of `dims` (C order), given data's strides
+    (in elements) for those dims."""
+    bases = np.zeros(dims, np.int64)
+    for k, grid in enumerate(np.indices(dims, sparse=True)):
+        bases = bases + grid * strides[k]
+    return bases.reshape(-1)
+
+
+def _scatter_elements_none(data, indices, updates, ax: int) -> np.ndarray:
+    """ScatterElementsUpdate without reduction through the compiled loop of
+    ops/scatter_elements_loop.py: each index checked, placed and written in one pass, in
+    row-major order (a repeated target keeps the last write)."""
+    from .scatter_elements_loop import scatter_none
+
+    n = data.shape[ax]
+    strides = [math.prod(data.shape[k + 1:]) for k in range(data.ndim)]
+    lead, tail = indices.shape[:ax], indices.shape[ax + 1:]
+    shape3 = (math.prod(lead), indices.shape[ax], math.prod(tail))
+    out = data.copy()
+    bad = scatter_none(out.reshape(-1), np.ascontiguousarray(indices).reshape(shape3),
+                       np.ascontiguousarray(updates).reshape(shape3),
+                       _flat_bases(lead, strides[:ax]), _flat_bases(tail, strides[ax + 1:]),
+                       strides[ax], n)
+    if bad >= 0:        # the first index out of range: the checks' own message
+        _check_indices(indices, n, True, "indices", lambda p: f" for data axis {ax} of size {n}")
+        fail(f"indices[{bad}] (flat) = {int(indices.reshape(-1)[bad])} is out of range "
+             f"[{-n}, {n - 1}] for data axis {ax} of size {n}", code="value")
+    return out
+
+
 @register("ScatterElementsUpdate", since=(3, 12),
           attrs=(ScatterElementsUpdateAttrs, ScatterElementsUpdate12Attrs), category="movement")
 class ScatterElementsUpdate:
@@ -631,6 +667,9 @@ class ScatterElementsUpdate:
         _check_elements_shapes(attrs, data.shape, indices.shape, updates.shape, ax,
                                lambda s: str(list(s)))
         n = data.shape[ax]
+        if (attrs.mode == "none" and indices.dtype in (np.int32, np.int64)
+                and updates.dtype == data.dtype and data.dtype.name in _LOOP_TYPES):
+            return (_scatter_elements_none(data, indices, updates, ax),)
         idx = _check_indices(indices, n, True, "indices",
                              lambda p: f" for data axis {ax} of size {n}")
         # Each update's flat position in data: the other axes' coordinates (a sum of small
