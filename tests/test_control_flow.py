@@ -804,3 +804,44 @@ def test_nested_loops_infer_in_linear_time(tmp_path):
     m = irrun.read_model(save(nested(6), tmp_path / "run"))
     np.testing.assert_array_equal(m.infer({"x": np.zeros(3, np.float32)})[0],
                                   np.full(3, 2.0 ** 7, np.float32))   # 7 Loops of 2: +1 128 times
+
+
+def build_loop_in_if(n):
+    """x f32[n] -> If whose then_body holds h = relu(p) while a Loop of 2 iterations runs,
+    each iteration holding relu(acc) beside acc and their sum (acc starts at h)."""
+    p = _f32((n,), "p")
+    h = o8.relu(p)
+    bacc = _f32((n,), "bacc")
+    r_cond = o8.result(o8.constant(True))
+    r_acc = o8.result(o8.add(o8.relu(bacc), bacc))
+    body = ov.Model([r_cond, r_acc], [bacc], "body")
+    loop = o8.loop(o8.constant(np.int64(2)), o8.constant(True))
+    loop.set_function(body)
+    loop.set_special_body_ports([-1, 0])
+    loop.set_merged_input(bacc, h.output(0), r_acc.output(0))
+    then = ov.Model([o8.result(loop.get_iter_value(r_acc.output(0), -1))], [p], "then")
+    x = _f32((n,), "x")
+    c = o8.parameter([], bool, name="c")
+    node = o8.if_op(c)
+    ep = _f32((n,), "ep")
+    node.set_then_body(then)
+    node.set_else_body(ov.Model([o8.result(ep)], [ep], "else"))
+    node.set_input(x.output(0), p, ep)
+    out = node.set_output(then.get_results()[0], node.get_else_body().get_results()[0])
+    return ov.Model([out], [x, c])
+
+
+def test_a_loop_body_counts_against_the_budget_of_the_run_around_it(tmp_path, monkeypatch):
+    """Inside the If, h (1 MiB, as x) stays alive while the Loop runs; an iteration holds
+    acc, relu(acc) and their sum: with x, 4 MiB or more at once, though the Loop's body alone
+    holds 3. Refused under 3.5 MiB; under 8 MiB the value is 4 relu(x)."""
+    n = 1 << 18
+    xml = save(build_loop_in_if(n), tmp_path)
+    x = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    m = irrun.read_model(xml)
+    monkeypatch.setenv("IRRUN_MAX_BYTES", str(7 << 19))
+    with pytest.raises(irrun.ResourceError, match="live tensors would need"):
+        m.infer({"x": x, "c": np.array(True)})
+    monkeypatch.setenv("IRRUN_MAX_BYTES", str(8 << 20))
+    got = m.infer({"x": x, "c": np.array(True)})[m.outputs[0].name]
+    np.testing.assert_allclose(got, 4 * np.maximum(x, 0), rtol=1e-6)
