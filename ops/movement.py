@@ -319,6 +319,12 @@ def _gather_run(data, indices, axis, batch_dims, negative_ok):
         fail(f"batch dims of data shape {list(data.shape)} and indices shape "
              f"{list(indices.shape)} differ (batch_dims={b})")
     n = data.shape[ax]
+    if b == 0 and 0 < indices.size <= 8:
+        # A few indices (a token's embedding row, a beam's cache): checked as Python ints;
+        # in range and non-negative, taken as they are.
+        values = indices.reshape(-1).tolist()
+        if 0 <= min(values) and max(values) < n:
+            return (np.asarray(np.take(data, indices, axis=ax)),)
     idx = indices.astype(np.int64)
     _check_indices(idx, n, ax, negative_ok)
     if negative_ok:

@@ -541,7 +541,9 @@ def _broadcast_run(attrs, data, target, axes_mapping):
     else:
         raise UnsupportedError(f"Broadcast mode '{attrs.mode}' is not supported yet")
     check_alloc(shape, data.dtype, "Broadcast output")
-    return (np.array(np.broadcast_to(data, shape)),)
+    out = np.empty(shape, data.dtype)
+    np.copyto(out, data)          # broadcasts data (np.broadcast_to's checks were done above)
+    return (out,)
 
 
 @dataclass(frozen=True)
