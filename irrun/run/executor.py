@@ -33,7 +33,7 @@ class Recheck:
     def __init__(self, etypes: tuple, outputs: int, rule: int):
         self.etypes = etypes                 # the inputs' element types
         self.accepted = None                 # the inputs (see _input_key) the rule last accepted
-        self.shapes = (None,) * outputs      # the output shapes check_output last accepted
+        self.shapes = set()                  # (output index, shape) check_output accepted
         self.rule = rule                     # the same for layers of one op, attributes and
                                              # input types (see _RULES)
 
@@ -220,8 +220,6 @@ def _first_output_only(step, last_use, keep) -> None:
     if first is None or any(s in last_use or s in keep for s in step.outs[1:]):
         return
     step.call, step.outs, step.expect = first, step.outs[:1], step.expect[:1]
-    if step.recheck is not None:
-        step.recheck.shapes = step.recheck.shapes[:1]
     step.need = _nbytes(step.expect)
 
 
@@ -581,17 +579,19 @@ def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget
                 if len(outputs) != len(step.outs):
                     raise OpError(f"internal error: the kernel returned {len(outputs)} outputs, "
                                   f"inference promised {len(step.outs)}")
-                seen = recheck.shapes if recheck is not None else (None,) * len(outputs)
+                passed = recheck.shapes if recheck is not None else None
                 for i, (v, (dtype, shape)) in enumerate(zip(outputs, step.expect)):
                     # The common case costs two comparisons; anything else (a dynamic
                     # shape, a mismatch, an ndarray subclass) takes the full check, which
                     # words the error. A dynamic output's shape that passed it before (the
                     # promise does not change between runs) passes again.
                     if type(v) is not np.ndarray or v.dtype != dtype or (
-                            v.shape != shape and v.shape != seen[i]):
+                            v.shape != shape and (passed is None or (i, v.shape) not in passed)):
                         check_output(node, i, v, step.specs)
-                if recheck is not None:
-                    recheck.shapes = tuple(v.shape for v in outputs)
+                        if passed is not None:
+                            if len(passed) >= 256:
+                                passed.clear()
+                            passed.add((i, v.shape))
                 if kind == "assign" and state is not None:
                     state.pending[step.variable] = outputs[0]
             if step.counted and (track_all or step.tracked):
