@@ -486,11 +486,22 @@ class Slice8:
 
     @staticmethod
     def run(attrs, data, start, stop, step, axes=None):
-        vals = [[int(v) for v in a.reshape(-1).tolist()] for a in (start, stop, step)]
-        ax = list(range(len(vals[0]))) if axes is None else \
-            [int(v) for v in axes.reshape(-1).tolist()]
-        index = slice_index(data.ndim, *vals, ax)
-        return (_take(data, index),)
+        # The clamped index is a pure function of the shape and the four inputs' values: a
+        # decoder slices the same shapes every step, so it is kept (a refused one raises).
+        key = (data.shape,) + tuple(tuple(a.reshape(-1).tolist()) if a is not None else None
+                                    for a in (start, stop, step, axes))
+        index = _SLICES.get(key)
+        if index is None:
+            vals = [[int(v) for v in part] for part in key[1:4]]
+            ax = list(range(len(vals[0]))) if axes is None else [int(v) for v in key[4]]
+            index = _clamped(slice_index(data.ndim, *vals, ax), data.shape)
+            if len(_SLICES) >= 4096:
+                _SLICES.clear()
+            _SLICES[key] = index
+        return (np.asarray(data[index]),)
+
+
+_SLICES: dict = {}     # (data shape, start, stop, step, axes) -> Slice's clamped index
 
 
 # ---------------------------------------------------------------- StridedSlice

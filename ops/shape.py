@@ -71,6 +71,9 @@ class ShapeOf3:
 # ---------------------------------------------------------------- Reshape
 
 
+_TARGETS: dict = {}      # (input shape, pattern, special_zero) -> reshape_target's answer
+
+
 def reshape_target(shape, pattern, special_zero: bool) -> tuple[int, ...]:
     """The concrete output shape for a concrete input shape and pattern."""
     out: list[int | None] = []
@@ -216,7 +219,15 @@ class Reshape1:
 
     @staticmethod
     def run(attrs, data, pattern):
-        target = reshape_target(data.shape, pattern.reshape(-1).tolist(), attrs.special_zero)
+        # reshape_target is a pure function of these three: a decode step reshapes the same
+        # shapes every step, so the targets are kept (a refused one raises, and is not).
+        key = (data.shape, tuple(pattern.reshape(-1).tolist()), attrs.special_zero)
+        target = _TARGETS.get(key)
+        if target is None:
+            target = reshape_target(data.shape, list(key[1]), attrs.special_zero)
+            if len(_TARGETS) >= 4096:
+                _TARGETS.clear()
+            _TARGETS[key] = target
         return (data.reshape(target),)
 
 
