@@ -109,3 +109,24 @@ def test_escaped_commas_in_tensor_names_are_openvinos(tmp_path):
     out = tmp_path / "again.xml"
     irrun.save_model(m, out)
     assert set(ov.Core().read_model(out).outputs[0].get_names()) == {"y,z", "a\\b"}
+
+
+def test_a_layer_with_100000_attributes_is_refused_unread(tmp_path):
+    """libxml2 finds each attribute's value by scanning the element's attributes: reading
+    100,000 of them took minutes. They are counted (one pass) and refused, located."""
+    attrs = " ".join(f'a{i}="{i}"' for i in range(100_000))
+    xml = tmp_path / "attrs.xml"
+    xml.write_text(
+        '<?xml version="1.0"?>\n<net name="x" version="11"><layers>\n'
+        f'<layer id="0" name="x" type="Parameter" version="opset1"><data shape="2" '
+        f'element_type="f32" {attrs}/>\n'
+        '<output><port id="0" precision="FP32" names="x"><dim>2</dim></port></output></layer>\n'
+        '<layer id="1" name="y" type="Result" version="opset1"><input><port id="0" '
+        'precision="FP32"><dim>2</dim></port></input></layer>\n'
+        '</layers><edges><edge from-layer="0" from-port="0" to-layer="1" to-port="0"/></edges>'
+        '</net>\n')
+    done = subprocess.run([sys.executable, "-m", "irrun", "validate", str(xml)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert (f"{xml}:3: error: layer 'x' (Parameter-opset1): <data> has 100002 attributes; "
+            "no op has more than a few dozen (irrun reads at most 1024)") in done.stdout

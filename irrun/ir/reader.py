@@ -591,6 +591,10 @@ def _network(layer_els, edges_el, path: str, version: int, diag: Collector):
     return layers, edges
 
 
+# The most <data> attributes a layer may have (the most any op has is a few dozen).
+MAX_DATA_ATTRIBUTES = 1024
+
+
 def _layer(el, layers: list, seen: dict, path: str, version: int, diag: Collector) -> None:
     """Read one <layer> element into `layers` (and `seen`, by id), reporting its problems."""
     lid, ltype, lversion = el.get("id"), el.get("type"), el.get("version")
@@ -632,8 +636,17 @@ def _layer(el, layers: list, seen: dict, path: str, version: int, diag: Collecto
     parts = _first_children(el, _LAYER_PARTS)
     data_el = parts.get("data")
     if data_el is not None:
-        layer.data = dict(data_el.attrib)
         layer.data_line = data_el.sourceline
+        count = len(data_el.attrib)          # counting walks the list once
+        if count > MAX_DATA_ATTRIBUTES:
+            # libxml2 finds an attribute's value by scanning the element's attributes, so
+            # reading n of them costs n**2 (100,000: minutes). No op has more than a few
+            # dozen: refused unread.
+            diag.error("bad-attribute", f"<data> has {count} attributes; no op has more than "
+                       f"a few dozen (irrun reads at most {MAX_DATA_ATTRIBUTES})",
+                       line=data_el.sourceline, layer=layer)
+        else:
+            layer.data = dict(data_el.attrib.items())
     if el.get("output_names") is not None:
         layer.output_names = split_names(el.get("output_names"))
     layer.inputs = _ports(parts.get("input"), layer, diag)
