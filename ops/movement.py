@@ -108,11 +108,12 @@ class Concat1:
     @staticmethod
     def run(attrs, *inputs):
         axis = normalize_axis(attrs.axis, inputs[0].ndim, "axis")
+        first = inputs[0].shape
+        rest = first[:axis] + first[axis + 1:]
         for i, a in enumerate(inputs):
-            if a.ndim != inputs[0].ndim or any(
-                    x != y for j, (x, y) in enumerate(zip(a.shape, inputs[0].shape)) if j != axis):
+            if a.shape[:axis] + a.shape[axis + 1:] != rest or a.ndim != len(first):
                 fail(f"input {i} has shape {list(a.shape)}, input 0 has "
-                     f"{list(inputs[0].shape)}: only dim {axis} may differ")
+                     f"{list(first)}: only dim {axis} may differ")
         return (np.concatenate(inputs, axis=axis),)
 
 
@@ -488,8 +489,9 @@ class Slice8:
     def run(attrs, data, start, stop, step, axes=None):
         # The clamped index is a pure function of the shape and the four inputs' values: a
         # decoder slices the same shapes every step, so it is kept (a refused one raises).
-        key = (data.shape,) + tuple(tuple(a.reshape(-1).tolist()) if a is not None else None
-                                    for a in (start, stop, step, axes))
+        key = (data.shape, tuple(start.reshape(-1).tolist()), tuple(stop.reshape(-1).tolist()),
+               tuple(step.reshape(-1).tolist()),
+               None if axes is None else tuple(axes.reshape(-1).tolist()))
         index = _SLICES.get(key)
         if index is None:
             vals = [[int(v) for v in part] for part in key[1:4]]

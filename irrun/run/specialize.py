@@ -166,8 +166,17 @@ def _fits(pattern: tuple, sig: tuple) -> bool:
     return True
 
 
+_OPEN: dict = {}
+
+
 def _open_dims(pattern: tuple) -> int:
-    return sum(d is None for _, _, shape in pattern for d in shape)
+    """How many dims the pattern leaves dynamic (kept: every run asks)."""
+    n = _OPEN.get(pattern)
+    if n is None:
+        if len(_OPEN) >= 256:
+            _OPEN.clear()
+        n = _OPEN[pattern] = sum(d is None for _, _, shape in pattern for d in shape)
+    return n
 
 
 class SignaturePlans:
@@ -200,8 +209,8 @@ class SignaturePlans:
                 return special or general
             last, self.last[key] = self.last.get(key), sig
             seen = self.seen.get(full, 0) + 1
-            at = SPECIALIZE_AT if not self.patterns else (
-                EXACT_AFTER_PATTERN if self._narrowest(key, sig) else SPECIALIZE_AT)
+            best = self._narrowest(key, sig) if self.patterns else None
+            at = EXACT_AFTER_PATTERN if best else SPECIALIZE_AT
             if seen < at:
                 if len(self.seen) >= 4 * MAX_SIGNATURE_PLANS:
                     self.seen.clear()
@@ -218,13 +227,12 @@ class SignaturePlans:
                     self.plans.popitem(last=False)
             if special:
                 return special
-        return self._pattern_plan(key, last, sig, make) or general
+        return self._pattern_plan(key, last, sig, make, best) or general
 
-    def _pattern_plan(self, key, last, sig, make):
-        """The plan of the narrowest pattern `sig` fits, building the pattern `sig` makes
-        with the last signature once it has been seen SPECIALIZE_AT times."""
+    def _pattern_plan(self, key, last, sig, make, best):
+        """The plan of `best`, the narrowest pattern `sig` fits, building the pattern `sig`
+        makes with the last signature once it has been seen SPECIALIZE_AT times."""
         with self._lock:
-            best = self._narrowest(key, sig)
             best_open = _open_dims(best[1]) if best else None
             pattern = generalize(last, sig)
             build = False
