@@ -353,3 +353,14 @@ def test_an_output_of_several_names_is_known_by_each_as_in_openvino(tmp_path):
     np.savez(tmp_path / "ref.npz", last_hidden_state=np.array([0, 2], np.float32))
     done = _cli("compare", xml, "--reference", tmp_path / "ref.npz", "-i", tmp_path / "in.npz")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_input_name_in_another_case_gets_a_did_you_mean(tmp_path):
+    feed = dict(np.load(CRNN.parent / "inputs.npz"))
+    np.savez(tmp_path / "case.npz", Image=feed["image"], sequence_length=feed["sequence_length"])
+    done = _cli(CRNN, "-i", tmp_path / "case.npz")
+    assert done.returncode == 1
+    assert done.stderr.rstrip().endswith("did you mean 'image' for 'Image'?")
+    with pytest.raises(irrun.FeedError, match="did you mean 'image' for 'IMAGE'"):
+        irrun.read_model(CRNN).infer({"IMAGE": feed["image"],
+                                      "sequence_length": feed["sequence_length"]})

@@ -257,8 +257,8 @@ def load_npz(path: str, inputs=None) -> dict[str, np.ndarray]:
             if unknown:
                 raise FeedError(f"unknown input name{'s' if len(unknown) > 1 else ''} "
                                 f"{', '.join(repr(k) for k in unknown)} in the inputs file; the "
-                                "model's inputs are " + ", ".join(str(i) for i in inputs),
-                                file=path)
+                                "model's inputs are " + ", ".join(str(i) for i in inputs)
+                                + did_you_mean(unknown, known), file=path)
         limit = max_tensor_bytes()
         declared = sum(info.file_size for _, info in members)
         if declared > limit + 4096 * len(members):    # headers are at most a few KiB each
@@ -277,6 +277,21 @@ def load_npz(path: str, inputs=None) -> dict[str, np.ndarray]:
                                 file=path) from None
             total += result[key].nbytes
     return result
+
+
+def did_you_mean(unknown, known) -> str:
+    """'; did you mean 'x' for 'X'?' for the unknown names that differ from a known one only
+    in case, or are close to one; '' when none is."""
+    import difflib
+
+    lower = {k.lower(): k for k in known}
+    hints = []
+    for name in unknown:
+        match = lower.get(name.lower()) or next(iter(difflib.get_close_matches(
+            name, list(known), n=1, cutoff=0.75)), None)
+        if match is not None:
+            hints.append(f"'{match}' for '{name}'")
+    return f"; did you mean {', '.join(hints)}?" if hints else ""
 
 
 # ---------------------------------------------------------------- writing outputs

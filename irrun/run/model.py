@@ -11,7 +11,7 @@ from ..errors import ConfigError, Diagnostic, FeedError, ModelError, ReadError
 from ..ir.graph import ancestors_and_self
 from ..ir.shapes import format_shape
 from .executor import Plan, State, execute
-from .feed import cast_input
+from .feed import cast_input, did_you_mean
 from .program import Program, gc_paused, load_program
 from .specialize import SignaturePlans
 
@@ -140,7 +140,9 @@ class Model:
         if unknown:
             raise FeedError(f"unknown input name{'s' if len(unknown) > 1 else ''} "
                             f"{', '.join(repr(k) for k in unknown)}; the model's inputs are "
-                            + ", ".join(str(i) for i in self.inputs), file=self.path)
+                            + ", ".join(str(i) for i in self.inputs)
+                            + did_you_mean([str(k) for k in unknown], list(by_name)),
+                            file=self.path)
         result = {}
         given = {}
         for key, value in feed.items():
