@@ -424,3 +424,39 @@ def test_graph_help():
     assert r.exit_code == 0
     assert "Usage: cli graph [OPTIONS] MODEL" in r.stdout or "graph [OPTIONS] MODEL" in r.stdout
     assert "--layout [auto|dot|builtin]" in r.stdout and "--format [dot|svg|html]" in r.stdout
+
+
+def _bezier(p0, c1, c2, p1, n=24):
+    for i in range(n + 1):
+        s = i / n
+        yield tuple((1 - s) ** 3 * a + 3 * (1 - s) ** 2 * s * b + 3 * (1 - s) * s ** 2 * c
+                    + s ** 3 * d for a, b, c, d in zip(p0, c1, c2, p1))
+
+
+def test_builtin_svg_routes_a_skip_connection_around_the_boxes_it_passes():
+    """ResNet's residual edge used to be a straight line through the layers between: every
+    drawn edge now stays out of every box but its own two."""
+    from pathlib import Path
+
+    from irrun.tools import drawing
+
+    xml = Path(__file__).resolve().parent.parent / "models" / "resnetish" / "model.xml"
+    program = drawing.load_for_drawing(str(xml))
+    boxes, arrows, geo = drawing.layout(program)
+    paths = drawing.edge_paths(arrows, geo)
+    routed = 0
+    for a, (p0, c1, c2, p1, rest) in zip(arrows, paths):
+        points = list(_bezier(p0, c1, c2, p1))
+        if rest is not None:
+            routed += 1
+            q0, d1, d2, q1 = rest
+            points += [(p1[0], p1[1] + (q0[1] - p1[1]) * k / 20) for k in range(21)]
+            points += list(_bezier(q0, d1, d2, q1))
+        for key, (x, y, w, h) in geo.items():
+            if key in (a.src, a.dst):
+                continue
+            inside = [pt for pt in points if x + 1 < pt[0] < x + w - 1 and y + 1 < pt[1] < y + h - 1]
+            assert not inside, f"edge {a.src}->{a.dst} crosses box {key}"
+    assert routed >= 1
+    svg = drawing.layout_svg(program)
+    assert svg.count('class="edge"') == len(arrows)

@@ -311,9 +311,52 @@ def layout(program) -> tuple[list[Box], list[Arrow], dict[str, tuple[float, floa
     return boxes, arrows, geo
 
 
+def edge_paths(arrows, geo) -> list[tuple]:
+    """Per arrow, its path as cubic Bezier control points ((x1, y1), c1, c2, (x2, y2)) and,
+    for an edge routed around the boxes it would cross, the lane's points between: an edge
+    that skips ranks (ResNet's residual) goes down a lane right of the boxes it passes, not
+    through them. A back edge of a cycle bulges right."""
+    paths = []
+    lanes = 0
+    for a in arrows:
+        sx, sy, sw, sh = geo[a.src]
+        dx, dy, dw, dh = geo[a.dst]
+        if dy <= sy:     # a back edge of a cycle: right side to right side, bulging right
+            x1, y1, x2, y2 = sx + sw, sy + sh / 2, dx + dw, dy + dh / 2
+            paths.append(((x1, y1), (x1 + 60, y1), (x2 + 60, y2), (x2, y2), None))
+            continue
+        x1, y1, x2, y2 = sx + sw / 2, sy + sh, dx + dw / 2, dy
+        lo, hi = min(x1, x2) - 8, max(x1, x2) + 8
+        between = [g for key, g in geo.items() if key not in (a.src, a.dst)
+                   and g[1] > y1 and g[1] + g[3] < y2 and g[0] < hi and g[0] + g[2] > lo]
+        if not between:
+            bend = max(20.0, (y2 - y1) / 2)
+            paths.append(((x1, y1), (x1, y1 + bend), (x2, y2 - bend), (x2, y2), None))
+            continue
+        lanes += 1
+        lane = max(g[0] + g[2] for g in between) + 14 + 6 * (lanes % 4)
+        top, bottom = min(g[1] for g in between) - 6, max(g[1] + g[3] for g in between) + 6
+        paths.append(((x1, y1), (x1, top), (lane, y1), (lane, top),
+                      ((lane, bottom), (lane, y2), (x2, bottom), (x2, y2))))
+    return paths
+
+
+def _path_d(path) -> str:
+    p0, c1, c2, p1, rest = path
+    d = (f"M{p0[0]:.1f},{p0[1]:.1f} C{c1[0]:.1f},{c1[1]:.1f} {c2[0]:.1f},{c2[1]:.1f} "
+         f"{p1[0]:.1f},{p1[1]:.1f}")
+    if rest is not None:
+        q0, d1, d2, q1 = rest
+        d += (f" L{q0[0]:.1f},{q0[1]:.1f} C{d1[0]:.1f},{d1[1]:.1f} {d2[0]:.1f},{d2[1]:.1f} "
+              f"{q1[0]:.1f},{q1[1]:.1f}")
+    return d
+
+
 def layout_svg(program) -> str:
     boxes, arrows, geo = layout(program)
-    width = max((gx + w for gx, _, w, _ in geo.values()), default=100) + 70   # room for back edges
+    paths = edge_paths(arrows, geo)
+    lanes = [x for path in paths if path[4] is not None for x in (path[4][0][0],)]
+    width = max([gx + w for gx, _, w, _ in geo.values()] + lanes, default=100) + 70
     height = max((gy + h for _, gy, _, h in geo.values()), default=60) + 10
     e = html.escape
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
@@ -322,20 +365,15 @@ def layout_svg(program) -> str:
            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
            'markerHeight="7" orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#777"/></marker></defs>',
            '<rect width="100%" height="100%" fill="white"/>']
-    for a in arrows:
-        sx, sy, sw, sh = geo[a.src]
-        dx, dy, dw, dh = geo[a.dst]
-        if dy > sy:      # downwards: bottom centre to top centre
-            x1, y1, x2, y2 = sx + sw / 2, sy + sh, dx + dw / 2, dy
-            bend = max(20.0, (y2 - y1) / 2)
-            c1, c2 = (x1, y1 + bend), (x2, y2 - bend)
-        else:            # a back edge of a cycle: right side to right side, bulging right
-            x1, y1, x2, y2 = sx + sw, sy + sh / 2, dx + dw, dy + dh / 2
-            c1, c2 = (x1 + 60, y1), (x2 + 60, y2)
-        mid_x, mid_y = (x1 + 3 * c1[0] + 3 * c2[0] + x2) / 8, (y1 + 3 * c1[1] + 3 * c2[1] + y2) / 8
+    for a, path in zip(arrows, paths):
+        (x1, y1), c1, c2, (x2, y2), rest = path
+        if rest is not None:    # the label on the lane
+            mid_x, mid_y = rest[0][0], (y2 + rest[0][1]) / 2
+        else:
+            mid_x = (x1 + 3 * c1[0] + 3 * c2[0] + x2) / 8
+            mid_y = (y1 + 3 * c1[1] + 3 * c2[1] + y2) / 8
         out.append(f'<g class="edge"><title>{e(a.src)}:{a.out} -&gt; {e(a.dst)}:{a.inp} '
-                   f'{e(a.label)}</title><path d="M{x1:.1f},{y1:.1f} C{c1[0]:.1f},{c1[1]:.1f} '
-                   f'{c2[0]:.1f},{c2[1]:.1f} {x2:.1f},{y2:.1f}" fill="none" stroke="#777" '
+                   f'{e(a.label)}</title><path d="{_path_d(path)}" fill="none" stroke="#777" '
                    f'marker-end="url(#arrow)"/><text x="{mid_x + 4:.1f}" '
                    f'y="{mid_y + 3:.1f}" font-size="9" fill="#555" stroke="white" '
                    f'stroke-width="3" paint-order="stroke">{e(a.label)}</text></g>')
