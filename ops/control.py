@@ -511,6 +511,8 @@ class ReadValue:
                  f"{format_shape(shape)}")
         et = element_type(attrs.variable_type)
         check_alloc(static_values(shape), et, "the initial value")
+        if et.kind == "string":      # a string's zero is the empty string (NumPy's is 0)
+            return (np.full(static_values(shape), "", dtype=object),)
         return (np.zeros(static_values(shape), et.dtype),)
 
 

@@ -287,3 +287,19 @@ def test_variables_inside_bodies_match_openvino(tmp_path):
             expected = list(request.infer(list(feed.values())).values())[0]
             got = list(session.infer(feed).values())[0]
             np.testing.assert_array_equal(got, expected, err_msg=f"model {k}, step {step}")
+
+
+def test_a_string_variable_without_init_starts_as_empty_strings(tmp_path):
+    ov = pytest.importorskip("openvino")
+    import openvino.opset6 as o6
+    from openvino.op.util import Variable, VariableInfo
+
+    info = VariableInfo()
+    info.data_shape, info.data_type, info.variable_id = ov.PartialShape([2]), ov.Type.string, "s"
+    var = Variable(info)
+    rv = o6.read_value(var)
+    m = ov.Model([ov.opset1.result(rv)], [o6.assign(rv, var)], [], "strings")
+    xml = tmp_path / "s.xml"
+    ov.save_model(m, xml)
+    got = irrun.read_model(xml).infer({})[0]
+    assert got.dtype == object and got.tolist() == ["", ""]
