@@ -192,7 +192,13 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
     if mask is not None and mask.ndim >= 3:
         shapes.append(mask.shape[:-2])
         names.append("attention_mask")
-    batch = _static_batch(shapes, names)
+    qb = q.shape[:-2]
+    if qb == k.shape[:-2] == v.shape[:-2] and (
+            mask is None or mask.ndim < 3 or (mask.ndim <= q.ndim and all(
+                m == 1 or m == d for m, d in zip(mask.shape[-3::-1], qb[::-1])))):
+        batch = qb       # what _static_batch gives when the mask's batch dims fit the query's
+    else:
+        batch = _static_batch(shapes, names)
     check_alloc(batch + (L, Ev), q.dtype, f"{name} output")
 
     cdt = np.float64 if q.dtype == np.float64 else np.float32
@@ -206,17 +212,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
             sc = cdt(1) / np.sqrt(cdt(E))
 
     nb = math.prod(batch)
-    out = np.empty((nb, L, Ev), cdt)
-    if nb == 0 or L == 0 or Ev == 0:
-        # Nothing to compute (and the batch count, bounded by check_alloc only through a
-        # non-empty output, could be huge).
-        return as_dtype(out.reshape(batch + (L, Ev)), q.dtype)
-    if S == 0:
-        out[...] = 0
-        return as_dtype(out.reshape(batch + (L, Ev)), q.dtype)
-
-    if (not causal and nb * L * S <= budget and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
-            == batch):
+    if (not causal and 0 < nb * L * S <= budget and Ev and qb == k.shape[:-2]
+            == v.shape[:-2] == batch):
         # Every head's scores at once (a decode step: [N, H, 1, S]): the same sums as the
         # groups below, without their per-group bookkeeping, which was most of the time.
         s = np.matmul(q.astype(cdt, copy=False) * sc,
@@ -230,6 +227,15 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
         np.exp(s, out=s)
         total = s.sum(axis=-1, keepdims=True)
         return as_dtype(np.matmul(s, v.astype(cdt, copy=False)) / total, q.dtype)
+
+    out = np.empty((nb, L, Ev), cdt)
+    if nb == 0 or L == 0 or Ev == 0:
+        # Nothing to compute (and the batch count, bounded by check_alloc only through a
+        # non-empty output, could be huge).
+        return as_dtype(out.reshape(batch + (L, Ev)), q.dtype)
+    if S == 0:
+        out[...] = 0
+        return as_dtype(out.reshape(batch + (L, Ev)), q.dtype)
 
     def flat(x):
         return x.reshape((math.prod(x.shape[:-2]),) + x.shape[-2:])
