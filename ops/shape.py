@@ -284,6 +284,9 @@ class Squeeze1:
                                    if not (i in drop and d == 1))),)
 
 
+_UNSQUEEZED: dict = {}    # (data shape, axes) -> Unsqueeze's output shape
+
+
 def _unsqueeze_axes(values, rank) -> set[int]:
     # Normalized against rank + the number of distinct values; repeats count once
     # (OpenVINO: [2,3] with axes [0,0] gives [1,2,3], with [-1,3] gives [2,3,1]).
@@ -313,10 +316,17 @@ class Unsqueeze1:
 
     @staticmethod
     def run(attrs, data, axes):
-        norm = _unsqueeze_axes(axes.reshape(-1).tolist(), data.ndim)
-        out = list(data.shape)             # _unsqueeze_shape's, on ints
-        for a in sorted(norm):
-            out.insert(a, 1) if a < len(out) else out.append(1)
+        key = (data.shape, tuple(axes.reshape(-1).tolist()))
+        out = _UNSQUEEZED.get(key)
+        if out is None:
+            norm = _unsqueeze_axes(list(key[1]), data.ndim)
+            out = list(data.shape)             # _unsqueeze_shape's, on ints
+            for a in sorted(norm):
+                out.insert(a, 1) if a < len(out) else out.append(1)
+            out = tuple(out)
+            if len(_UNSQUEEZED) >= 4096:
+                _UNSQUEEZED.clear()
+            _UNSQUEEZED[key] = out
         return (data.reshape(out),)
 
 

@@ -572,7 +572,10 @@ def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget
                     # values: the same inputs as the last run need not be checked again.
                     key = _input_key(args, limit)
                     if key is None or key != recheck.accepted:
-                        _recheck(node, recheck, args, key, limit)
+                        if key is not None and (recheck.rule, key) in _ACCEPTED:
+                            recheck.accepted = key      # (_recheck's first case)
+                        else:
+                            _recheck(node, recheck, args, key, limit)
                 if step.need and (track_all or step.tracked):
                     budget.before(step.expect)
                 outputs = step.call(node.attrs, *args)
