@@ -683,6 +683,14 @@ class GridSample9:
         if grid.shape[0] != n or grid.shape[3] != 2:
             fail(f"GridSample grid must be [{n}, H_out, W_out, 2], got {list(grid.shape)}")
         check_alloc([n, c, grid.shape[1], grid.shape[2]], data.dtype, "the GridSample output")
+        out_shape = (n, c, grid.shape[1], grid.shape[2])
+        if not h or not w:
+            # An image with no pixels: every tap falls outside it. Zeros padding reads 0 there;
+            # border and reflection have no pixel to repeat (OpenVINO returns uninitialised memory).
+            if 0 in out_shape or attrs.padding_mode == "zeros":
+                return (np.zeros(out_shape, data.dtype),)
+            fail(f"GridSample {attrs.padding_mode} padding needs an image with pixels, got data "
+                 f"{list(data.shape)} (H or W is 0)", code="value")
         t = np.float64 if grid.dtype == np.float64 else F32
         work = np.float64 if data.dtype == np.float64 else F32
         src = data.astype(work, copy=False) if data.dtype.kind != "f" or data.dtype == np.float16 else data

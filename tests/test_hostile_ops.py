@@ -1,0 +1,80 @@
+"""Hostile values and sizes inside ops: an empty image or axis, NaN or infinite ids, offsets,
+boxes and attributes, an int64 overflow. Each gives one located error line (file, line, layer,
+op; no "internal error", no traceback) from `irrun validate` or from a run, or the output the
+spec defines."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ov = pytest.importorskip("openvino")
+
+
+def irrun_cli(*args):
+    return subprocess.run([sys.executable, "-m", "irrun", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def save(tmp_path, outputs, params, feed):
+    """The model (outputs, params) as tmp_path/m.xml and `feed` as tmp_path/x.npz."""
+    xml = tmp_path / "m.xml"
+    ov.save_model(ov.Model(outputs, params), xml, compress_to_fp16=False)
+    np.savez(tmp_path / "x.npz", **feed)
+    return xml
+
+
+def assert_located(done, layer, op, *words):
+    """One error line naming the file, the layer and the op; no internal error, no traceback."""
+    text = done.stdout + done.stderr
+    assert done.returncode == 1, text
+    assert "internal error" not in text and "Traceback" not in text, text
+    lines = [ln for ln in text.splitlines() if "error" in ln]
+    assert len(lines) == 1, text
+    assert "m.xml:" in lines[0] and f"'{layer}'" in lines[0] and op in lines[0], text
+    for w in words:
+        assert w in lines[0], text
+
+
+def run_fails(xml, layer, op, *words):
+    """validate passes (the problem is in the data), the run reports a located error."""
+    checked = irrun_cli("validate", xml)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert_located(irrun_cli(xml, "--inputs", xml.parent / "x.npz"), layer, op, *words)
+
+
+def run_output(xml):
+    """The outputs of a run through the CLI (saved with -o), which must succeed."""
+    out = xml.parent / "out.npz"
+    done = irrun_cli(xml, "--inputs", xml.parent / "x.npz", "--output", out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "internal error" not in done.stdout + done.stderr
+    with np.load(out) as z:
+        return [z[k] for k in z.files]
+
+
+# ---------------------------------------------------------------- GridSample-9
+
+
+@pytest.mark.parametrize("shape", [(0, 1, 2, 2), (1, 0, 2, 2), (1, 1, 0, 2), (1, 1, 2, 0)])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+def test_grid_sample_on_an_image_with_no_pixels(tmp_path, shape, padding):
+    import openvino.opset9 as o9
+
+    x = o9.parameter(list(shape), np.float32, name="x")
+    g = o9.parameter([shape[0], 2, 2, 2], np.float32, name="g")
+    gs = o9.grid_sample(x, g, {"mode": "bilinear", "padding_mode": padding, "align_corners": False})
+    gs.set_friendly_name("gs")
+    xml = save(tmp_path, [gs.output(0)], [x, g],
+               {"x": np.ones(shape, np.float32), "g": np.zeros((shape[0], 2, 2, 2), np.float32)})
+    want = (shape[0], shape[1], 2, 2)
+    if shape[0] == 0 or shape[1] == 0 or padding == "zeros":
+        # Nothing to compute, or every tap outside the image reads zeros padding's 0.
+        (out,) = run_output(xml)
+        assert out.shape == want and not out.any()
+    else:
+        # Border and reflection have no pixel to repeat (OpenVINO's CPU plugin returns
+        # uninitialised memory): refused.
+        run_fails(xml, "gs", "GridSample", "H or W is 0")
