@@ -97,7 +97,8 @@ def _fft_infer(kind: str, data: TensorSpec, axes: TensorSpec, size: TensorSpec |
             last = i == len(ax) - 1
             d = space[a] if s == -1 else Dim.of(s)
             if kind == "rdft" and last:
-                d = Dim(d.lo // 2 + 1, None if d.hi is None else d.hi // 2 + 1)
+                # (An empty axis stays empty, as OpenVINO's CPU plugin returns.)
+                d = Dim(d.lo and d.lo // 2 + 1, None if d.hi is None else d.hi and d.hi // 2 + 1)
             elif kind == "irdft" and last and s == -1:
                 if d.hi is not None and d.hi < 2:
                     fail(f"irdft needs at least 2 elements along axis {a} without a signal_size, "
@@ -134,6 +135,12 @@ def _fft_run(kind: str, data: np.ndarray, axes: np.ndarray, size: np.ndarray | N
     for a, n in zip(ax, s):
         out_shape[a] = n
     check_alloc(out_shape + [2], np.complex128, f"{kind.upper()} output")
+    if 0 in s:
+        # A transform over an empty axis has no point to compute: an empty output (numpy.fft
+        # refuses 0 points); RDFT's empty last axis stays empty, as OpenVINO's CPU plugin returns.
+        if kind == "rdft":
+            out_shape[ax[-1]] = s[-1] and s[-1] // 2 + 1
+        return (np.zeros(out_shape if kind == "irdft" else out_shape + [2], data.dtype),)
     if not ax:
         y = x.astype(np.complex128) if kind != "irdft" else x.real
     elif kind == "dft":

@@ -78,3 +78,26 @@ def test_grid_sample_on_an_image_with_no_pixels(tmp_path, shape, padding):
         # Border and reflection have no pixel to repeat (OpenVINO's CPU plugin returns
         # uninitialised memory): refused.
         run_fails(xml, "gs", "GridSample", "H or W is 0")
+
+
+# ---------------------------------------------------------------- DFT-7, IDFT-7, RDFT-9
+
+
+@pytest.mark.parametrize("kind,shape,axes", [
+    ("dft", (0, 4, 2), [0]), ("dft", (3, 0, 2), [1]), ("idft", (3, 0, 2), [0, 1]),
+    ("rdft", (0, 4), [0]), ("rdft", (3, 0), [1]), ("rdft", (3, 0), [0, 1]), ("rdft", (0, 4), [1]),
+])
+def test_fourier_transform_over_an_empty_axis_is_empty(tmp_path, kind, shape, axes):
+    import openvino.opset9 as o9
+
+    x = o9.parameter(list(shape), np.float32, name="x")
+    t = getattr(o9, kind)(x, o9.constant(np.array(axes, np.int64)))
+    t.set_friendly_name("t")
+    feed = {"x": np.ones(shape, np.float32)}
+    xml = save(tmp_path, [t.output(0)], [x], feed)
+    checked = irrun_cli("validate", xml)
+    assert checked.returncode == 0 and "0 warnings" in checked.stdout, \
+        checked.stdout + checked.stderr
+    want = ov.Core().compile_model(xml, "CPU")(feed)[0]
+    (out,) = run_output(xml)
+    assert out.shape == want.shape and out.dtype == want.dtype and out.size == 0
