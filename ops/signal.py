@@ -256,8 +256,9 @@ def _default_length(attrs, frames: int, n: int, step: int) -> int:
     """The signal length without a signal_length input. With center, OpenVINO (its shape
     inference and CPU plugin, as torch.istft) drops n // 2 samples at each end:
     (frames - 1) * step + n - 2 * (n // 2); the spec's text says (frames - 1) * step, which
-    differs by one for odd frame sizes. irrun follows OpenVINO, so IR files agree."""
-    full = (frames - 1) * step + n
+    differs by one for odd frame sizes. irrun follows OpenVINO, so IR files agree. No frames
+    give the length of one (as OpenVINO's shape inference does)."""
+    full = max(frames - 1, 0) * step + n
     return full - 2 * (n // 2) if attrs.center else full
 
 
@@ -311,7 +312,7 @@ class ISTFT16:
         if data.shape[-3] != n // 2 + 1:
             fail(f"data (input 0) has {data.shape[-3]} fft results, frame_size {n} needs {n // 2 + 1}")
         nframes = data.shape[-2]
-        full = (nframes - 1) * step + n
+        full = max(nframes - 1, 0) * step + n     # (no frames: zeros, as no window reaches)
         if signal_length is not None:
             length = int(signal_length.reshape(-1)[0])
             if length < 0:

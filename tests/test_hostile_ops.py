@@ -101,3 +101,29 @@ def test_fourier_transform_over_an_empty_axis_is_empty(tmp_path, kind, shape, ax
     want = ov.Core().compile_model(xml, "CPU")(feed)[0]
     (out,) = run_output(xml)
     assert out.shape == want.shape and out.dtype == want.dtype and out.size == 0
+
+
+# ---------------------------------------------------------------- ISTFT-16
+
+
+@pytest.mark.parametrize("center", [True, False])
+@pytest.mark.parametrize("n,step,batch,length", [(4, 2, (), None), (5, 2, (), None),
+                                                 (1, 1, (2,), None), (4, 3, (2,), 6)])
+def test_istft_of_no_frames_is_silence_of_openvinos_length(tmp_path, center, n, step, batch, length):
+    """No frame reaches any sample: zeros (OpenVINO's CPU plugin leaves the memory
+    uninitialised), as long as OpenVINO's shape inference says (that of one frame)."""
+    import openvino.opset16 as o16
+
+    shape = [*batch, n // 2 + 1, 0, 2]
+    x = o16.parameter(shape, np.float32, name="x")
+    w = o16.parameter([n], np.float32, name="w")
+    args = [x, w, o16.constant(np.int64(n)), o16.constant(np.int64(step))]
+    signal_length = None if length is None else o16.constant(np.int64(length))
+    t = o16.istft(*args, center, False, signal_length=signal_length)
+    t.set_friendly_name("t")
+    xml = save(tmp_path, [t.output(0)], [x, w],
+               {"x": np.zeros(shape, np.float32), "w": np.ones(n, np.float32)})
+    checked = irrun_cli("validate", xml)
+    assert checked.returncode == 0 and "0 warnings" in checked.stdout, checked.stdout + checked.stderr
+    (out,) = run_output(xml)
+    assert out.shape == tuple(t.get_output_partial_shape(0).to_shape()) and not out.any()
