@@ -73,10 +73,10 @@ class GatherTree1:
         if max_seq_len.shape != (batch,):
             fail(f"max_seq_len must have shape [{batch}], got {list(max_seq_len.shape)}")
         lens = max_seq_len.astype(np.float64) if max_seq_len.dtype.kind == "f" else max_seq_len
-        if (lens < 0).any():
-            pos = first_position(lens < 0)
+        if not (lens >= 0).all():       # (NaN is refused too)
+            pos = first_position(~(lens >= 0))
             fail(f"max_seq_len (input 2) is {max_seq_len[tuple(pos)]} at position {pos}, "
-                 f"expected a non-negative length")
+                 f"expected a non-negative length", code="value")
         # Lengths and parents are indices: float inputs are cast toward zero, as in C++.
         lens = np.minimum(lens.astype(np.int64), time)
         parents = parent_ids.astype(np.int64) if parent_ids.dtype.kind in "iu" else \
@@ -92,11 +92,13 @@ class GatherTree1:
         # batch and beam); steps at or beyond a batch's length stay end_token.
         for level in range(time - 2, -1, -1):
             active = np.broadcast_to((level < lens - 1)[:, None], (batch, beam))
-            bad = active & ((parent < 0) | (parent >= beam))
+            bad = active & ~((parent >= 0) & (parent < beam))     # (NaN is bad too)
             if bad.any():
                 b, k = first_position(bad)
-                fail(f"parent_ids (input 1) points to beam {int(parent[b, k])} at position "
-                     f"{[level + 1, b, k]} (of the back-tracked path), expected 0..{beam - 1}")
+                v = parent[b, k]
+                fail(f"parent_ids (input 1) points to beam {int(v) if np.isfinite(v) else v} at "
+                     f"position {[level + 1, b, k]} (of the back-tracked path), expected "
+                     f"0..{beam - 1}", code="value")
             p = np.where(active, parent, 0).astype(np.int64)
             out[level] = np.where(active, step_ids[level, b_idx, p], out[level])
             parent = np.where(active, parents[level, b_idx, p], parent)

@@ -127,3 +127,42 @@ def test_istft_of_no_frames_is_silence_of_openvinos_length(tmp_path, center, n, 
     assert checked.returncode == 0 and "0 warnings" in checked.stdout, checked.stdout + checked.stderr
     (out,) = run_output(xml)
     assert out.shape == tuple(t.get_output_partial_shape(0).to_shape()) and not out.any()
+
+
+# ---------------------------------------------------------------- GatherTree-1
+
+
+def gather_tree_model(tmp_path, parents, lens):
+    import openvino.opset1 as o1
+
+    t, b, k = parents.shape
+    ps = [o1.parameter(list(parents.shape), np.float32, name=n) for n in ("steps", "parents")]
+    ps.append(o1.parameter([b], np.float32, name="lens"))
+    g = o1.gather_tree(*ps, o1.constant(np.float32(-1)))
+    g.set_friendly_name("tree")
+    steps = np.arange(t * b * k, dtype=np.float32).reshape(t, b, k)
+    return save(tmp_path, [g.output(0)], ps,
+                {"steps": steps, "parents": parents.astype(np.float32), "lens": lens})
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_gather_tree_with_a_nan_or_infinite_parent(tmp_path, bad):
+    parents = np.zeros((3, 1, 2), np.float32)
+    parents[2, 0, 1] = bad
+    xml = gather_tree_model(tmp_path, parents, np.float32([3]))
+    run_fails(xml, "tree", "GatherTree", "parent_ids (input 1) points to beam", "[2, 0, 1]")
+
+
+def test_gather_tree_with_a_nan_length(tmp_path):
+    xml = gather_tree_model(tmp_path, np.zeros((3, 1, 2), np.float32), np.float32([np.nan]))
+    run_fails(xml, "tree", "GatherTree", "max_seq_len (input 2) is nan")
+
+
+def test_gather_tree_ignores_a_nan_parent_past_the_length(tmp_path):
+    parents = np.zeros((3, 1, 2), np.float32)
+    parents[2, 0, 1] = np.nan
+    xml = gather_tree_model(tmp_path, parents, np.float32([2]))
+    feed = dict(np.load(tmp_path / "x.npz"))
+    want = ov.Core().compile_model(xml, "CPU")(feed)[0]
+    (out,) = run_output(xml)
+    np.testing.assert_array_equal(out, want)
