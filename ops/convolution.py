@@ -666,6 +666,11 @@ def _deform_run(attrs, x, offsets, w, mask, use_pad: bool):
     base_x = (np.arange(wo) * attrs.strides[1] - pb[1])[None, None, :] + (kj * attrs.dilations[1])[:, None, None]
     y = base_y.astype(acc_t) + off[:, :, :, 0]           # [N, dg, K, Ho, Wo]
     xx = base_x.astype(acc_t) + off[:, :, :, 1]
+    # A NaN or infinite offset puts its sample outside the input (0), as OpenVINO's CPU plugin
+    # treats an infinite one: a coordinate of -2 is outside in both modes.
+    finite = np.isfinite(y) & np.isfinite(xx)
+    if not finite.all():
+        y, xx = np.where(finite, y, acc_t(-2)), np.where(finite, xx, acc_t(-2))
     if use_pad:
         # A sample counts when trunc(coordinate) is inside the input: (-1, size); corners
         # outside read 0.

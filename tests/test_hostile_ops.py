@@ -166,3 +166,45 @@ def test_gather_tree_ignores_a_nan_parent_past_the_length(tmp_path):
     want = ov.Core().compile_model(xml, "CPU")(feed)[0]
     (out,) = run_output(xml)
     np.testing.assert_array_equal(out, want)
+
+
+# ---------------------------------------------------------------- DeformableConvolution-1/8
+
+
+@pytest.mark.parametrize("version,pad,masked", [(1, False, False), (8, False, True),
+                                                (8, True, False)])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_deformable_convolution_with_a_nan_or_infinite_offset(tmp_path, version, pad, masked, bad):
+    """The sample lands outside the input and reads 0, as OpenVINO's CPU plugin does for an
+    infinite offset (and for NaN with bilinear_interpolation_pad; without it, it crashes)."""
+    import openvino.opset1 as o1
+    import openvino.opset8 as o8
+
+    x = o8.parameter([1, 1, 3, 3], np.float32, name="x")
+    off = o8.parameter([1, 8, 2, 2], np.float32, name="off")
+    w = o8.constant(np.ones((1, 1, 2, 2), np.float32))
+    params = [x, off]
+    conv = ([1, 1], [0, 0], [0, 0], [1, 1])
+    if version == 1:
+        d = o1.deformable_convolution(x, off, w, *conv)
+    elif masked:
+        params.append(o8.parameter([1, 4, 2, 2], np.float32, name="mask"))
+        d = o8.deformable_convolution(x, off, w, *conv, mask=params[2], bilinear_interpolation_pad=pad)
+    else:
+        d = o8.deformable_convolution(x, off, w, *conv, bilinear_interpolation_pad=pad)
+    d.set_friendly_name("dc")
+    image = np.arange(1, 10, dtype=np.float32).reshape(1, 1, 3, 3)
+    offsets = np.zeros((1, 8, 2, 2), np.float32)
+    offsets[0, 0, 0, 0] = bad    # tap (0, 0)'s y at output (0, 0)
+    offsets[0, 3, 1, 1] = bad    # tap (0, 1)'s x at output (1, 1)
+    feed = {"x": image, "off": offsets}
+    if masked:
+        feed["mask"] = np.ones((1, 4, 2, 2), np.float32)
+    xml = save(tmp_path, [d.output(0)], params, feed)
+    windows = np.lib.stride_tricks.sliding_window_view(image[0, 0], (2, 2)).sum(axis=(-1, -2))
+    windows[0, 0] -= image[0, 0, 0, 0]
+    windows[1, 1] -= image[0, 0, 1, 2]
+    (out,) = run_output(xml)
+    np.testing.assert_array_equal(out[0, 0], windows)
+    if not np.isnan(bad) or pad:
+        np.testing.assert_array_equal(out, ov.Core().compile_model(xml, "CPU")(feed)[0])
