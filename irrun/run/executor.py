@@ -583,12 +583,13 @@ def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget
                     raise OpError(f"internal error: the kernel returned {len(outputs)} outputs, "
                                   f"inference promised {len(step.outs)}")
                 passed = recheck.shapes if recheck is not None else None
-                for i, (v, (dtype, shape)) in enumerate(zip(outputs, step.expect)):
+                for i, v in enumerate(outputs) if len(outputs) != 1 else ((0, outputs[0]),):
                     # The common case costs two comparisons; anything else (a dynamic
                     # shape, a mismatch, an ndarray subclass) takes the full check, which
                     # words the error. A dynamic output's shape that passed it before (the
                     # promise does not change between runs) passes again.
-                    if type(v) is not np.ndarray or v.dtype != dtype or (
+                    dtype, shape = step.expect[i]
+                    if type(v) is not ndarray or v.dtype != dtype or (
                             v.shape != shape and (passed is None or (i, v.shape) not in passed)):
                         check_output(node, i, v, step.specs)
                         if passed is not None:
