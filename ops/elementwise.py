@@ -159,6 +159,10 @@ BINARY = {
     "LogicalXor": (lambda a, b, _: np.logical_xor(a, b), "bool", ("bool",)),
     "Xor": (lambda a, b, _: np.logical_xor(a, b), "bool", ("bool",)),
 }
+# What BINARY's kernel computes for two float arrays, where that is one ufunc.
+FLOAT_UFUNCS = {"Add": np.add, "Subtract": np.subtract, "Multiply": np.multiply,
+                "Divide": np.true_divide, "Maximum": np.maximum, "Minimum": np.minimum,
+                "Power": np.power}
 LOGICAL = frozenset(("LogicalAnd", "LogicalOr", "LogicalXor", "Xor"))
 
 
@@ -184,7 +188,9 @@ def binary_run(name: str, attrs, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarr
         check_arrays_broadcast(attrs.auto_broadcast, a, b)
     dtype = np.bool_ if out_kind == "bool" else a.dtype
     if a.dtype.char in "fd":
-        y = kernel(a, b, attrs)           # f32/f64: nothing to widen
+        # f32/f64: nothing to widen; the arithmetic ones are their ufunc for floats.
+        ufunc = FLOAT_UFUNCS.get(name)
+        y = ufunc(a, b) if ufunc is not None else kernel(a, b, attrs)
     else:
         et = etype_name(a)
         y = kernel(widened(a, et), widened(b, et), attrs)
