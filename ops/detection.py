@@ -132,6 +132,10 @@ def _number_of_priors(attrs) -> int:
 
 
 def _check_prior_box_attrs(attrs) -> None:
+    for name in ("aspect_ratio", "density", "fixed_size", "fixed_ratio"):
+        values = getattr(attrs, name)
+        if not np.isfinite(np.array(values, np.float64)).all():
+            fail(f"PriorBox's {name} values must be finite numbers, got {list(values)}", code="value")
     if attrs.fixed_size and len(attrs.density) < len(attrs.fixed_size):
         fail(f"PriorBox needs a density per fixed_size, got {len(attrs.density)} densities "
              f"for {len(attrs.fixed_size)} fixed sizes")
