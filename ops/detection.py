@@ -652,9 +652,9 @@ def _roi_align_infer(name, attrs, data: TensorSpec, rois: TensorSpec,
     out = _roi_out_spec(name, attrs, data, rois, roi_cols)
     check_integer(batch_indices, f"{name}'s batch_indices")
     check_rank(batch_indices, (1,), f"{name}'s batch_indices")
-    if attrs.sampling_ratio < 0 or attrs.spatial_scale <= 0:
-        fail(f"{name} needs sampling_ratio >= 0 and spatial_scale > 0, got "
-             f"{attrs.sampling_ratio} and {attrs.spatial_scale}")
+    if attrs.sampling_ratio < 0 or not 0 < attrs.spatial_scale < np.inf:     # (NaN too)
+        fail(f"{name} needs sampling_ratio >= 0 and a finite spatial_scale > 0, got "
+             f"{attrs.sampling_ratio} and {attrs.spatial_scale}", code="value")
     if batch_indices.shape and out.shape[0].merge(batch_indices.shape[0]) is None:
         fail(f"{name}'s batch_indices {batch_indices} must have one entry per box {rois}")
     return [out]
@@ -1234,9 +1234,11 @@ class ROIAlignRotatedAttrs:
 
 def _bilinear_points(f: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
     """f [C, H, W] sampled at points (y, x) (any equal shapes) with ROIAlign's reference rules:
-    a point more than one pixel outside gives 0, others clamp to the border."""
+    a point more than one pixel outside gives 0, others clamp to the border; a NaN point
+    gives NaN (OpenVINO's test for outside is false for it, and NaN spreads)."""
     _c, h, w = f.shape
     valid = (x >= -1) & (x <= F32(w)) & (y >= -1) & (y <= F32(h))
+    lost = np.isnan(x) | np.isnan(y)
     x = np.maximum(np.where(valid, x, 0), F32(0)).astype(F32)
     y = np.maximum(np.where(valid, y, 0), F32(0)).astype(F32)
     yl, xl = y.astype(np.int64), x.astype(np.int64)
@@ -1248,7 +1250,7 @@ def _bilinear_points(f: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
     hy, hx = F32(1) - ly, F32(1) - lx
     v = (hy * hx * f[:, yl, xl] + hy * lx * f[:, yl, xh] + ly * hx * f[:, yh, xl] +
          ly * lx * f[:, yh, xh])
-    return np.where(valid, v, F32(0)).astype(F32)
+    return np.where(valid, v, np.where(lost, F32(np.nan), F32(0))).astype(F32)
 
 
 @register("ROIAlignRotated", since=15, attrs=ROIAlignRotatedAttrs, category="detection")
@@ -1274,6 +1276,9 @@ class ROIAlignRotated15:
             angle = -box[i, 4] if attrs.clockwise_mode else box[i, 4]
             cos, sin = F32(np.cos(angle)), F32(np.sin(angle))
             bw, bh = F32(rw / F32(pw)), F32(rh / F32(ph))
+            if not attrs.sampling_ratio and not (np.isfinite(bw) and np.isfinite(bh)):
+                fail(f"ROIAlignRotated's box {i} {rois[i].tolist()} has no finite size: "
+                     "sampling_ratio 0 takes the samples per bin from it", code="value")
             sx = attrs.sampling_ratio or int(np.ceil(bw))
             sy = attrs.sampling_ratio or int(np.ceil(bh))
             if sx <= 0 or sy <= 0:

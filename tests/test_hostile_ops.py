@@ -235,3 +235,48 @@ def test_prior_box_with_a_nan_or_infinite_attribute(tmp_path, attr, value):
     xml.write_text(text)
     for args in (("validate", xml), (xml, "--inputs", tmp_path / "x.npz")):
         assert_located(irrun_cli(*args), "pb", "PriorBox", f"{attr} values must be finite")
+
+
+# ---------------------------------------------------------------- ROIAlignRotated-15
+
+
+def roi_align_rotated_model(tmp_path, sampling_ratio, rois, spatial_scale=1.0):
+    import openvino.opset15 as o15
+
+    x = o15.parameter([1, 1, 4, 4], np.float32, name="x")
+    r = o15.parameter([2, 5], np.float32, name="rois")
+    t = o15.roi_align_rotated(x, r, o15.constant(np.int32([0, 0])), 2, 2, sampling_ratio,
+                              spatial_scale, False)
+    t.set_friendly_name("rar")
+    return save(tmp_path, [t.output(0)], [x, r],
+                {"x": np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4), "rois": rois})
+
+
+def one_bad_box(col, bad):
+    rois = np.float32([[2, 2, 2, 2, 0], [1, 1, 2, 2, 0.3]])
+    rois[1, col] = bad
+    return rois
+
+
+@pytest.mark.parametrize("scale", ["nan", "inf"])
+def test_roi_align_rotated_with_a_nan_or_infinite_spatial_scale(tmp_path, scale):
+    xml = roi_align_rotated_model(tmp_path, 2, one_bad_box(0, 1))
+    xml.write_text(xml.read_text().replace('spatial_scale="1"', f'spatial_scale="{scale}"'))
+    for args in (("validate", xml), (xml, "--inputs", tmp_path / "x.npz")):
+        assert_located(irrun_cli(*args), "rar", "ROIAlignRotated", "finite spatial_scale > 0")
+
+
+@pytest.mark.parametrize("col,bad", [(2, np.inf), (3, np.nan)])
+def test_roi_align_rotated_box_of_no_finite_size_with_sampling_ratio_0(tmp_path, col, bad):
+    """The samples per bin come from the box's size: refused (OpenVINO fails a check too)."""
+    xml = roi_align_rotated_model(tmp_path, 0, one_bad_box(col, bad))
+    run_fails(xml, "rar", "ROIAlignRotated", "box 1", "has no finite size")
+
+
+@pytest.mark.parametrize("col,bad", [(2, np.inf), (0, np.inf), (4, np.nan), (3, -np.inf)])
+def test_roi_align_rotated_infinite_box_with_a_fixed_sampling_ratio(tmp_path, col, bad):
+    """As OpenVINO's CPU plugin: samples at NaN points give NaN, infinitely far ones 0."""
+    xml = roi_align_rotated_model(tmp_path, 2, one_bad_box(col, bad))
+    want = ov.Core().compile_model(xml, "CPU")(dict(np.load(tmp_path / "x.npz")))[0]
+    (out,) = run_output(xml)
+    np.testing.assert_array_equal(out, want)
