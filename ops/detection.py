@@ -1642,6 +1642,11 @@ class DeformablePSROIPooling1:
         out = np.zeros((r, od, g, g), F32)
         scale = F32(attrs.spatial_scale)
         sby, sbx = attrs.spatial_bins_y, attrs.spatial_bins_x
+        bad = np.flatnonzero(~np.isfinite(box).all(axis=1))
+        if bad.size:
+            # (OpenVINO's CPU plugin crashes on some of these and reads garbage on others.)
+            fail(f"DeformablePSROIPooling's box {bad[0]} {rois[bad[0]].tolist()} holds a NaN or "
+                 f"infinite number", code="value")
         for i in range(r):
             b = int(box[i, 0])
             if b < 0:

@@ -280,3 +280,23 @@ def test_roi_align_rotated_infinite_box_with_a_fixed_sampling_ratio(tmp_path, co
     want = ov.Core().compile_model(xml, "CPU")(dict(np.load(tmp_path / "x.npz")))[0]
     (out,) = run_output(xml)
     np.testing.assert_array_equal(out, want)
+
+
+# ---------------------------------------------------------------- DeformablePSROIPooling-1
+
+
+@pytest.mark.parametrize("col,bad", [(0, np.inf), (0, np.nan), (1, -np.inf), (3, np.inf),
+                                     (2, np.nan), (4, -np.inf)])
+def test_deformable_psroi_pooling_with_a_nan_or_infinite_box(tmp_path, col, bad):
+    """Refused: OpenVINO's CPU plugin crashes on some of these and reads garbage on others."""
+    import openvino.opset1 as o1
+
+    x = o1.parameter([1, 4, 4, 4], np.float32, name="x")
+    r = o1.parameter([2, 5], np.float32, name="rois")
+    t = o1.deformable_psroi_pooling(x, r, 1, 1.0, group_size=2, spatial_bins_x=2, spatial_bins_y=2)
+    t.set_friendly_name("dps")
+    rois = np.float32([[0, 0, 0, 3, 3], [0, 1, 1, 2, 3]])
+    rois[1, col] = bad
+    xml = save(tmp_path, [t.output(0)], [x, r],
+               {"x": np.arange(64, dtype=np.float32).reshape(1, 4, 4, 4), "rois": rois})
+    run_fails(xml, "dps", "DeformablePSROIPooling", "box 1", "holds a NaN or infinite number")
