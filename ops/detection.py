@@ -1418,8 +1418,14 @@ class ExperimentalDetectronROIFeatureExtractor6:
             x0, y0, x1, y1 = box[i] * scale - off
             rw, rh = max(x1 - x0, F32(1)), max(y1 - y0, F32(1))
             bw, bh = F32(rw / F32(s)), F32(rh / F32(s))
+            if not attrs.sampling_ratio and not (np.isfinite(bw) and np.isfinite(bh)):
+                fail(f"ExperimentalDetectronROIFeatureExtractor's ROI {i} {rois[i].tolist()} has "
+                     "no finite size: sampling_ratio 0 takes the samples per bin from it",
+                     code="value")
             gw = attrs.sampling_ratio or int(np.ceil(rw / F32(s)))
             gh = attrs.sampling_ratio or int(np.ceil(rh / F32(s)))
+            check_alloc([c, s * gh, s * gw], F32,
+                        "ExperimentalDetectronROIFeatureExtractor's samples of one ROI")
             py = (y0 + np.repeat(np.arange(s, dtype=F32), gh) * bh +
                   (np.tile(np.arange(gh, dtype=F32), s) + F32(0.5)) * bh / F32(gh)).astype(F32)
             px = (x0 + np.repeat(np.arange(s, dtype=F32), gw) * bw +

@@ -300,3 +300,37 @@ def test_deformable_psroi_pooling_with_a_nan_or_infinite_box(tmp_path, col, bad)
     xml = save(tmp_path, [t.output(0)], [x, r],
                {"x": np.arange(64, dtype=np.float32).reshape(1, 4, 4, 4), "rois": rois})
     run_fails(xml, "dps", "DeformablePSROIPooling", "box 1", "holds a NaN or infinite number")
+
+
+# ---------------------------------------------------------------- ExperimentalDetectronROIFeatureExtractor-6
+
+
+def roi_feature_model(tmp_path, sampling_ratio, rois):
+    from irrun.tools.builder import GraphBuilder
+
+    g = GraphBuilder("fe")
+    r = g.parameter("rois", "f32", [2, 4])
+    f = g.parameter("f", "f32", [1, 1, 8, 8])
+    feat, boxes = g.op("ExperimentalDetectronROIFeatureExtractor", [r, f], name="fe", outputs=2,
+                       output_size=2, sampling_ratio=sampling_ratio, pyramid_scales=[1],
+                       aligned=False)
+    g.result(feat, name="feat")
+    g.result(boxes, name="boxes")
+    xml = tmp_path / "m.xml"
+    g.save(xml)
+    np.savez(tmp_path / "x.npz", rois=rois, f=np.arange(64, dtype=np.float32).reshape(1, 1, 8, 8))
+    return xml
+
+
+@pytest.mark.parametrize("col,bad", [(2, np.inf), (3, np.inf), (0, -np.inf)])
+def test_roi_feature_extractor_infinite_roi_with_sampling_ratio_0(tmp_path, col, bad):
+    """The samples per bin come from the ROI's size (OpenVINO's CPU plugin crashes)."""
+    rois = np.float32([[0, 0, 3, 3], [1, 1, 4, 6]])
+    rois[1, col] = bad
+    xml = roi_feature_model(tmp_path, 0, rois)
+    run_fails(xml, "fe", "ExperimentalDetectronROIFeatureExtractor", "ROI 1", "has no finite size")
+
+
+def test_roi_feature_extractor_sampling_ratio_past_int64(tmp_path):
+    xml = roi_feature_model(tmp_path, 2 ** 63 - 1, np.float32([[0, 0, 3, 3], [1, 1, 4, 6]]))
+    run_fails(xml, "fe", "ExperimentalDetectronROIFeatureExtractor", "overflows int64")
