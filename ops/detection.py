@@ -1681,8 +1681,9 @@ class DeformablePSROIPooling1:
             sy = (by[..., None, None] + (np.arange(sby, dtype=F32) * (bh / F32(sby)))[:, None]).astype(F32)
             sx, sy = np.broadcast_arrays(sx, sy)                                 # [od, g, g, sby, sbx]
             ok = (sx >= -0.5) & (sx <= F32(w) - F32(0.5)) & (sy >= -0.5) & (sy <= F32(h) - F32(0.5))
-            cx = np.clip(sx, F32(0), F32(w - 1))
-            cy = np.clip(sy, F32(0), F32(h - 1))
+            # (A sample outside, NaN included (a NaN offset), reads nothing: 0 stands in.)
+            cx = np.clip(np.where(ok, sx, F32(0)), F32(0), F32(w - 1))
+            cy = np.clip(np.where(ok, sy, F32(0)), F32(0), F32(h - 1))
             lx, rx = np.floor(cx).astype(np.int64), np.ceil(cx).astype(np.int64)
             ty, by_ = np.floor(cy).astype(np.int64), np.ceil(cy).astype(np.int64)
             co = np.arange(od)[:, None, None, None, None]

@@ -334,3 +334,26 @@ def test_roi_feature_extractor_infinite_roi_with_sampling_ratio_0(tmp_path, col,
 def test_roi_feature_extractor_sampling_ratio_past_int64(tmp_path):
     xml = roi_feature_model(tmp_path, 2 ** 63 - 1, np.float32([[0, 0, 3, 3], [1, 1, 4, 6]]))
     run_fails(xml, "fe", "ExperimentalDetectronROIFeatureExtractor", "overflows int64")
+
+
+@pytest.mark.parametrize("bad,channel", [(np.nan, 0), (np.nan, 1), (np.inf, 0), (-np.inf, 1)])
+def test_deformable_psroi_pooling_with_a_nan_or_infinite_offset(tmp_path, bad, channel):
+    """The bin's samples land outside the maps and read nothing (0), as OpenVINO's CPU plugin
+    gives for an infinite offset (it crashes on NaN)."""
+    import openvino.opset1 as o1
+
+    x = o1.parameter([1, 4, 4, 4], np.float32, name="x")
+    r = o1.parameter([2, 5], np.float32, name="rois")
+    of = o1.parameter([2, 2, 1, 1], np.float32, name="off")
+    t = o1.deformable_psroi_pooling(x, r, 1, 1.0, group_size=2, spatial_bins_x=2,
+                                    spatial_bins_y=2, offsets=of, trans_std=0.1)
+    t.set_friendly_name("dps")
+    offsets = np.zeros((2, 2, 1, 1), np.float32)
+    offsets[1, channel] = bad
+    feed = {"x": np.arange(64, dtype=np.float32).reshape(1, 4, 4, 4),
+            "rois": np.float32([[0, 0, 0, 3, 3], [0, 1, 1, 2, 3]]), "off": offsets}
+    xml = save(tmp_path, [t.output(0)], [x, r, of], feed)
+    (out,) = run_output(xml)
+    assert np.isfinite(out).all() and not out[1].any() and out[0].all()
+    if not np.isnan(bad):
+        np.testing.assert_array_equal(out, ov.Core().compile_model(xml, "CPU")(feed)[0])
