@@ -596,7 +596,7 @@ def test_a_directory_in_validates_file_list_is_reported_and_the_run_goes_on(tmp_
     r = run_cli("validate", tmp_path / "adir", good)
     assert r.exit_code == 1
     lines = r.output.splitlines()
-    assert lines[0] == f"{tmp_path / 'adir'}: error: is a directory, not an IR .xml file"
+    assert lines[0] == f"{tmp_path / 'adir'}: error: this is a directory, not a model file: pass its model.xml"
     assert lines[-1] == "2 files: 1 error, 0 warnings"
 
 

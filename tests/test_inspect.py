@@ -87,7 +87,7 @@ Parameter-opset1 'y' (line {L['y']}): f32[2,3] in [0, 4]
 Add-opset1 'add' (line {L['add']}): f32[2,3] in [-5.5, 3.5]
 ReLU-opset1 'relu' (line {L['relu']}): f32[2,3] in [0, 3.5]
 Divide-opset1 'div' (line {L['div']}): f32[2,3] in [0, 2]  !! 1 NaN, 1 Inf
-Convert-opset1 'to_int' (line {L['to_int']}): i32[2,3] in [0, 2147483647]
+Convert-opset1 'to_int' (line {L['to_int']}): i32[2,3] in [-2147483648, 2]
 """
     assert r.stderr == expected
     assert "out: float32[2, 3]" in r.stdout      # the outputs still go to stdout
@@ -114,9 +114,9 @@ ReLU-opset1 'relu' (line {L['relu']}): f32[2,3] in [0, 3.5]
 Divide-opset1 'div' (line {L['div']}): f32[2,3] in [0, 2]  !! 1 NaN, 1 Inf
     inputs: 'relu':0, 'y':0
     values: [[2, 0, 0.875], [0, inf, nan]]
-Convert-opset1 'to_int' (line {L['to_int']}): i32[2,3] in [0, 2147483647]
+Convert-opset1 'to_int' (line {L['to_int']}): i32[2,3] in [-2147483648, 2]
     inputs: 'div':0
-    values: [[2, 0, 0], [0, 2147483647, 0]]
+    values: [[2, 0, 0], [0, -2147483648, -2147483648]]
 """
     assert r.stderr == expected
 

@@ -702,9 +702,11 @@ def read_document(path: str | os.PathLike, diag: Collector) -> IRDocument | None
     try:
         # Only regular files: a FIFO would block forever, /dev/zero would never end.
         mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            diag.error("not-ir", what_is(path))
+            return None
         if not stat.S_ISREG(mode):
-            diag.error("not-ir", what_is(path) if stat.S_ISDIR(mode) else
-                       "the model is not a regular file")
+            diag.error("read", "the model is not a regular file")
             return None
         with open(path, "rb") as f:
             content = f.read()
