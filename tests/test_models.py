@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 import irrun
-from irrun import plugin_int8
-from irrun.cli import cli
+from irrun.tools import plugin_int8
+from irrun.ui.cli import cli
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 MODELS = sorted(MODELS_DIR.glob("*/model.xml"))
@@ -233,7 +233,7 @@ def test_fresh_inputs_agree_with_openvino(xml):
     if plugin_int8.host_saturates() and any(n.layer.type == "FakeQuantize"
                                             for n in model.program.nodes.values()):
         # This CPU has no VNNI: the plugin's int8 kernels saturate their 16-bit pair sums
-        # (irrun.plugin_int8), 1.2x the logits' scale off the exact int8 model on
+        # (irrun.tools.plugin_int8), 1.2x the logits' scale off the exact int8 model on
         # mobilenet_v3_small_int8. Its float path (the low-precision transformations off)
         # is the model's arithmetic there, as on CPUs whose int8 sums are exact.
         config = {"LP_TRANSFORMS_MODE": False}
@@ -249,7 +249,7 @@ def test_fresh_inputs_agree_with_openvino(xml):
 @pytest.mark.parametrize("xml", MODELS, ids=IDS)
 def test_repeated_runs_with_a_signature_plan_give_the_same_outputs(xml):
     """The first run of an input signature uses the general plan, the later ones a plan
-    inferred for those shapes (irrun.specialize): every output, bit for bit, the same."""
+    inferred for those shapes (irrun.run.specialize): every output, bit for bit, the same."""
     model = irrun.read_model(xml)
     feed = _load(xml.parent / "inputs.npz")
     first = model.infer(feed)
