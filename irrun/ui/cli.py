@@ -98,7 +98,9 @@ def random_input_options(f):
                          help="Run on random inputs, seeded, valid where the model says what "
                               "is valid (indices in range, masks of ones)."),
             click.option("--shape", "shapes", multiple=True, metavar="NAME[D,D,...]",
-                         help="With --random-inputs: an input's shape, e.g. image[1,3,224,224]."),
+                         help="With --random-inputs: an input's shape, e.g. image[1,3,224,224] "
+                              "(as benchmark_app's -data_shape); [1,3,224,224] alone for a "
+                              "one-input model."),
             click.option("--seed", type=int, default=0, show_default=True,
                          help="With --random-inputs: the random seed."),
             click.option("--val-range", "val_ranges", multiple=True, metavar="[NAME:]LO,HI",
@@ -204,17 +206,7 @@ def _preview(a) -> str:
 @click.option("--inputs", "-i", "inputs_path", type=click.Path(dir_okay=False),
               help="An .npz of input arrays keyed by input name (or a .npy for a model with "
                    "one input).")
-@click.option("--random-inputs", "random_inputs", is_flag=True,
-              help="Run on random inputs, seeded, as benchmark_app makes them (ints in "
-                   "[0, 255], floats in [-1, 1)); dynamic dims at their lower bound or --shape.")
-@click.option("--shape", "shapes", multiple=True, metavar="NAME[D,D,...]",
-              help="With --random-inputs: an input's shape, e.g. image[1,3,224,224] (as "
-                   "benchmark_app's -data_shape); [1,3,224,224] alone for a one-input model.")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="With --random-inputs: the random seed.")
-@click.option("--val-range", "val_ranges", multiple=True, metavar="[NAME:]LO,HI",
-              help="With --random-inputs: the values of input NAME (of every input without "
-                   "NAME) in [LO, HI]; repeatable.")
+@random_input_options
 @click.option("--output", "-o", "output_path", type=click.Path(dir_okay=False),
               help="Write the outputs to this .npz, keyed by output name.")
 @click.option("--weights", "-w", type=click.Path(dir_okay=False),
