@@ -565,8 +565,15 @@ def test_explore_in_chromium_draws_the_graph_and_opens_node_data(browser, conver
     explorer = Explorer(xml, "-i", MODELS / "tiny_bert" / "inputs.npz")
     try:
         browser.get(explorer.url)
-        state = wait_for_graph(browser, shown_count(graphs))
-        assert "NODE DATA PROVIDERS" in state["text"] and "time (ms)" in state["text"]
+        wait_for_graph(browser, shown_count(graphs))
+        # The node data panel fills in after the graph (its files load one by one).
+        deadline, text = time.time() + 30, ""
+        while time.time() < deadline:
+            text = browser.execute_script("return document.body.innerText")
+            if "NODE DATA PROVIDERS" in text and "time (ms)" in text:
+                break
+            time.sleep(0.2)
+        assert "NODE DATA PROVIDERS" in text and "time (ms)" in text, text[:500]
         wait_drawn(browser)
         # Open the time overlay: its eye button in the node data panel.
         browser.execute_script("""
