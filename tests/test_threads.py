@@ -95,6 +95,23 @@ def test_blas_runs_one_thread_during_a_run_and_is_given_back(probe_op, tmp_path)
     assert set(blas_during) == {1}
 
 
+def test_a_blas_library_loaded_after_the_first_run_is_held_at_one_thread_too(
+        probe_op, tmp_path):
+    # SciPy links its own OpenBLAS: imported after irrun first looked for BLAS libraries, it
+    # must still be held at one thread during a run (a cached list of libraries missed it).
+    m = irrun.read_model(probe_xml(tmp_path))
+    m.infer(X)
+    pytest.importorskip("scipy.linalg")
+    if len(blas_threads()) < 2:
+        pytest.skip("SciPy shares NumPy's BLAS library here")
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        m.infer(X)
+        assert all(n == 2 for n in blas_threads())
+    assert set(SEEN[-1][0]) == {1}
+
+
 def test_read_model_threads_is_the_setting_of_its_runs(probe_op, tmp_path):
     m = irrun.read_model(probe_xml(tmp_path), threads=1)
     m.infer(X)

@@ -16,10 +16,10 @@ process that made it and a child makes its own.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import math
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -111,16 +111,27 @@ def balanced_ranges(bounds, parts: int) -> list[tuple[int, int]]:
 
 # ---------------------------------------------------------------- BLAS
 
-@functools.cache
+_blas_found: tuple = (-1, ())
+
+
 def _blas_libraries() -> tuple:
-    """threadpoolctl's handles on the BLAS libraries loaded now (NumPy's OpenBLAS), found
-    once: looking them up walks every loaded library (milliseconds), setting a count through
-    a handle is one C call (a microsecond)."""
+    """threadpoolctl's handles on the BLAS libraries loaded now (NumPy's OpenBLAS, and SciPy's
+    own when something imports SciPy later). Looking them up walks every loaded library
+    (milliseconds), setting a count through a handle is one C call (a microsecond), so the
+    lookup is redone only when a module was imported since the last one: a BLAS library
+    arrives with the extension module that links it."""
+    global _blas_found
+    seen, libraries = _blas_found
+    if seen == len(sys.modules):
+        return libraries
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:       # not installed (a broken environment): leave BLAS as it is
-        return ()
-    return tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
+        libraries = ()
+    else:
+        libraries = tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
+    _blas_found = (len(sys.modules), libraries)
+    return libraries
 
 
 _serial_depth = threading.local()
