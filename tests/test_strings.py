@@ -248,6 +248,19 @@ def test_string_feed_errors(tmp_path):
     assert out["packed"].tolist() == ["a\x00", "é"] and out["ends"].tolist() == [2, 4]
 
 
+def test_string_feed_with_a_lone_surrogate_is_a_feed_error(tmp_path):
+    """A str whose surrogate is not a surrogate escape of a byte has no UTF-8 bytes: refused
+    where it is fed, naming the string; escapes of raw bytes still reach the model."""
+    m = irrun.read_model(hand_model(tmp_path))
+    with pytest.raises(FeedError, match=r"input 's': string \[1\] holds '\\ud800', a lone "
+                                        r"surrogate that UTF-8 cannot encode"):
+        m.infer({"s": np.array(["ok", "a\ud800b"], dtype=object)})
+    with pytest.raises(FeedError, match=r"string \[2\] holds '\\udbff'"):
+        m.infer({"s": np.array(["é", "\U0001f600", "x\udbff"])})
+    out = m.infer({"s": np.array(["\udcff", b"\xfe"], dtype=object)})
+    assert out["symbols"].tobytes() == b"\xff\xfe"
+
+
 def test_pack_error_at_run_is_located(tmp_path):
     b = IRBuilder()
     bg = b.parameter("b", "i32", "2", [2])

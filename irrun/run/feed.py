@@ -138,6 +138,19 @@ def _cast_strings(arr: np.ndarray, shape, fail) -> np.ndarray:
     out = np.empty(len(flat), dtype=object)
     out[:] = [v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
               for v in flat]
+    # A str holding a surrogate that is not a surrogate escape (U+DC80..U+DCFF, one per
+    # byte) has no bytes: OpenVINO's strings are bytes, and the ops encode each string.
+    others = [s for s in out.tolist() if not s.isascii()]
+    try:
+        "".join(others).encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        for i, s in enumerate(out.tolist()):
+            try:
+                s.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError as e:
+                where = np.unravel_index(i, arr.shape) if arr.ndim else ()
+                fail(f"string {list(map(int, where))} holds {s[e.start]!r}, a lone surrogate "
+                     "that UTF-8 cannot encode (only U+DC80..U+DCFF stand for raw bytes)")
     return out.reshape(arr.shape)
 
 
