@@ -406,7 +406,7 @@ def _substitute(pattern, parts, data: bytes, global_replace: bool) -> bytes:
             piece = []
             for p in parts:
                 if isinstance(p, str):
-                    piece.append(p.encode("utf-8"))
+                    piece.append(p.encode("utf-8", "surrogateescape"))
                     continue
                 try:
                     gs, ge = m.span(p)
@@ -1484,6 +1484,9 @@ class CombineSegments:
             if inputs[3 * i + 2].etype != etype:
                 fail(f"expected the segments' elements of one type, got {etype.name} and "
                      f"{inputs[3 * i + 2].etype.name}")
+            if inputs[3 * i + 2].rank not in (None, 1):
+                fail(f"expected 1-D elements (input {3 * i + 2}) of a ragged tensor, got "
+                     f"{inputs[3 * i + 2]}")
             if inputs[3 * i].rank:
                 shape = inputs[3 * i].shape
         shape = shape if shape is not None else (DYNAMIC,)
@@ -1502,8 +1505,10 @@ class CombineSegments:
         rows, shape = 0, None
         for i in range(n):
             elems = np.asarray(inputs[3 * i + 2])
-            b, e = _offsets(inputs[3 * i], inputs[3 * i + 1], elems.shape[0] if elems.ndim
-                            else 0, "ragged")
+            if elems.ndim != 1:
+                fail(f"expected 1-D elements (input {3 * i + 2}) of a ragged tensor, got "
+                     f"shape {list(elems.shape)}")
+            b, e = _offsets(inputs[3 * i], inputs[3 * i + 1], elems.shape[0], "ragged")
             segs.append((b, e, elems))
             rows = max(rows, b.size)
             if np.asarray(inputs[3 * i]).ndim > 0:
