@@ -217,6 +217,8 @@ def _prior_box(attrs, output_size, image_size) -> np.ndarray:
     templates = _prior_templates(attrs, ih)
     n = _priors_per_point(attrs)
     check_alloc([2, 4 * h * w * n], F32, "PriorBox's output")
+    if not h * w * n:   # no box: nor the grid's h or w centres (a size the budget never saw)
+        return _with_variance(np.zeros((0, 4), F32), attrs.variance, "PriorBox")
     step = F32(attrs.step)
     if not attrs.scale_all_sizes:
         step = F32(ih) / F32(h) if attrs.step == -1 else step * F32(ih)
@@ -295,6 +297,8 @@ class PriorBoxClustered1:
         h, w, ih, iw = _sizes(output_size, image_size, "PriorBoxClustered")
         n = len(attrs.width)
         check_alloc([2, 4 * h * w * n], F32, "PriorBoxClustered's output")
+        if not h * w * n:   # no box: nor the grid's h or w centres
+            return (_with_variance(np.zeros((0, 4), F32), attrs.variance, "PriorBoxClustered"),)
         # step_w/step_h fall back to step, then (both 0) to image size / grid size
         sw = F32(attrs.step if attrs.step_w == 0 else attrs.step_w)
         sh = F32(attrs.step if attrs.step_h == 0 else attrs.step_h)
@@ -1142,6 +1146,12 @@ def _psroi_channels(attrs) -> int:
     return attrs.output_dim * attrs.spatial_bins_x * attrs.spatial_bins_y
 
 
+def _bin_edge(v, size: int) -> int:
+    """A bin's edge (a floor or ceil) clipped to [0, size]; -1 for a NaN edge (of a NaN box
+    or of an overflow): the bin is empty, 0, as a box outside the map."""
+    return -1 if np.isnan(v) else int(min(max(v, 0), size))
+
+
 @register("PSROIPooling", since=1, attrs=PSROIPoolingAttrs, category="detection")
 class PSROIPooling1:
     @staticmethod
@@ -1150,6 +1160,9 @@ class PSROIPooling1:
             fail(f"PSROIPooling's output_dim, group_size and spatial bins must be positive, got "
                  f"{attrs.output_dim}, {attrs.group_size}, {attrs.spatial_bins_x}, "
                  f"{attrs.spatial_bins_y}")
+        if not np.isfinite(attrs.spatial_scale):
+            fail(f"PSROIPooling needs a finite spatial_scale, got {attrs.spatial_scale}",
+                 code="value")
         g = attrs.group_size
         out = _roi_out_spec("PSROIPooling", ROIPoolingAttrs(g, g, attrs.spatial_scale), data, rois, 5)
         need = _psroi_channels(attrs)
@@ -1184,11 +1197,11 @@ class PSROIPooling1:
                     for pw in range(g):
                         # a bin that starts past the map is empty (0), as in the CPU plugin (the
                         # reference clips its start to the last pixel); starts clip at 0 too
-                        ws = min(max(int(np.floor(sw + F32(pw) * bw)), 0), w)
-                        hs = min(max(int(np.floor(sh + F32(ph) * bh)), 0), h)
-                        we = min(max(int(np.ceil(sw + F32(pw + 1) * bw)), 0), w)
-                        he = min(max(int(np.ceil(sh + F32(ph + 1) * bh)), 0), h)
-                        if we > ws and he > hs:
+                        ws = _bin_edge(np.floor(sw + F32(pw) * bw), w)
+                        hs = _bin_edge(np.floor(sh + F32(ph) * bh), h)
+                        we = _bin_edge(np.ceil(sw + F32(pw + 1) * bw), w)
+                        he = _bin_edge(np.ceil(sh + F32(ph + 1) * bh), h)
+                        if min(ws, hs) >= 0 and we > ws and he > hs:
                             out[i, :, ph, pw] = chans[:, ph, pw, hs:he, ws:we].sum(axis=(1, 2), dtype=F32) \
                                 / F32((we - ws) * (he - hs))
             else:

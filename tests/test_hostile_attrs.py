@@ -76,3 +76,61 @@ def combine_segments(tmp_path, elements_shape):
 def test_combine_segments_elements_that_are_not_1d(tmp_path, shape):
     rejected(combine_segments(tmp_path, shape), "CombineSegments", "'combine'",
              "expected 1-D elements (input 5)")
+
+
+# ---------------------------------------------------------------- detection ops
+
+@pytest.fixture
+def small_budget(monkeypatch):
+    monkeypatch.setenv("IRRUN_MAX_BYTES", str(16 << 20))
+
+
+@pytest.mark.parametrize("op,data", [
+    ("PriorBox", {"offset": "0.5", "variance": "0.1"}),                  # no size: no box
+    ("PriorBoxClustered", {"offset": "0.5", "width": "", "height": ""}),
+])
+@pytest.mark.parametrize("grid", [[2**40, 3], [3, 2**40], [2**40, 0]])
+def test_prior_boxes_of_a_huge_grid_with_no_box(tmp_path, small_budget, op, data, grid):
+    """No box per grid point: an empty output, without the grid's centres (2**40 of them)."""
+    b = IRBuilder()
+    pb = b.op(op, "opset1", [b.const("grid", np.array(grid, np.int64), "i64"),
+                             b.const("image", np.array([8, 8], np.int64), "i64")],
+              [0, 1], [2], data, name="priors")
+    b.result((pb, 2), "out")
+    xml = b.write(tmp_path)
+    assert not [d for d in irrun.validate(xml) if d.severity == "error"]
+    (out,) = irrun.read_model(xml).infer({}).values()
+    assert out.shape == (2, 0) and out.dtype == np.float32
+
+
+def psroi_pooling(tmp_path, scale):
+    b = IRBuilder()
+    x, rois = b.parameter("x", "f32", "1,8,6,6", [1, 8, 6, 6]), b.parameter("rois", "f32", "2,5", [2, 5])
+    ps = b.op("PSROIPooling", "opset1", [x, rois], [0, 1], [2],
+              {"output_dim": 2, "group_size": 2, "spatial_scale": scale, "mode": "average"},
+              name="ps")
+    b.result((ps, 2), "out")
+    feed = {"x": np.ones((1, 8, 6, 6), np.float32),
+            "rois": np.array([[0, 1, 1, 4, 4], [0, 0, 2, 5, 3]], np.float32)}
+    return b.write(tmp_path), feed
+
+
+@pytest.mark.parametrize("scale", ["nan", "inf", "-inf"])
+def test_psroi_pooling_with_a_nan_or_infinite_spatial_scale(tmp_path, scale):
+    rejected(psroi_pooling(tmp_path, scale)[0], "PSROIPooling", "'ps'", "finite spatial_scale")
+
+
+@pytest.mark.parametrize("scale", ["-1e38", "3e38"])
+def test_psroi_pooling_bins_past_float32(tmp_path, scale):
+    """Bin edges that overflow (inf - inf: NaN) make empty bins, 0, as outside the map."""
+    xml, feed = psroi_pooling(tmp_path, scale)
+    (out,) = irrun.read_model(xml).infer(feed).values()
+    assert out.shape == (2, 2, 2, 2) and np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("col", [1, 3])
+def test_psroi_pooling_box_with_a_nan(tmp_path, col):
+    xml, feed = psroi_pooling(tmp_path, "1.0")
+    feed["rois"][0, col] = np.nan
+    (out,) = irrun.read_model(xml).infer(feed).values()
+    assert np.isfinite(out).all() and (out[1] == 1).all()
