@@ -20,6 +20,26 @@ def _utf8(values: np.ndarray) -> list[bytes]:
             for v in values.reshape(-1).tolist()]
 
 
+def _utf8_size(v) -> int:
+    if isinstance(v, bytes):
+        return len(v)
+    s = v if isinstance(v, str) else str(v)
+    # An ASCII str (a flag CPython keeps) is as long in UTF-8; others are encoded to count.
+    return len(s) if s.isascii() else len(s.encode("utf-8", "surrogateescape"))
+
+
+def _utf8_sizes(values: np.ndarray, what: str) -> np.ndarray:
+    """The UTF-8 size of each string of `values` (int64, C order), their total held to the
+    memory budget before any string is encoded: a tensor of many references to one long
+    string (a Tile or Broadcast of it: 8 bytes an element) can stand for far more bytes than
+    memory holds. A string has at least as many bytes as characters (a surrogate escape is
+    one byte), so the characters are counted and checked first, without encoding anything."""
+    flat = values.reshape(-1).tolist()
+    chars = sum(len(v) if isinstance(v, (str, bytes)) else len(str(v)) for v in flat)
+    check_alloc([chars], np.uint8, what)
+    return np.fromiter(map(_utf8_size, flat), dtype=np.int64, count=len(flat))
+
+
 def _merged_shape(a: TensorSpec, b: TensorSpec):
     """begins' and ends' shape merged; fail when they cannot be equal."""
     if a.shape is None:
@@ -41,21 +61,20 @@ class StringTensorUnpack15:
             fail(f"expected a string tensor for data, got {data.etype.name}")
         symbols = DYNAMIC
         if data.value is not None:
-            symbols = Dim.of(sum(len(b) for b in _utf8(np.asarray(data.value))))
+            symbols = Dim.of(int(_utf8_sizes(np.asarray(data.value), "symbols (output 2)").sum()))
         return [TensorSpec.make("i32", data.shape), TensorSpec.make("i32", data.shape),
                 TensorSpec.make("u8", (symbols,))]
 
     @staticmethod
     def run(attrs, data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        parts = _utf8(data)
-        lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+        lengths = _utf8_sizes(data, "symbols (output 2)")
         ends = np.cumsum(lengths)
         total = int(ends[-1]) if ends.size else 0
         if total > _INT32_MAX:
             # begins and ends are i32 (the spec's only type): larger offsets cannot be given.
             fail(f"expected at most {_INT32_MAX} bytes of strings (i32 offsets), got {total}")
-        check_alloc([total], np.uint8, "symbols")
-        symbols = np.frombuffer(b"".join(parts), dtype=np.uint8).copy()
+        check_alloc([total], np.uint8, "symbols (output 2)")
+        symbols = np.frombuffer(b"".join(_utf8(data)), dtype=np.uint8).copy()
         begins = (ends - lengths).astype(np.int32).reshape(data.shape)
         return begins, ends.astype(np.int32).reshape(data.shape), symbols
 
@@ -102,6 +121,12 @@ class StringTensorPack15:
                     if begins.ndim else ""
                 fail(f"expected {name} in [{int(lo[i])}, {n}] (the symbols' size is {n}), got "
                      f"{name}[{pos}] = {int(values[i])}")
+        # Ranges may overlap (every string the whole symbols, say): the strings can hold far
+        # more bytes than the inputs. Their total is held to the memory budget before any is
+        # made (Python keeps 1 to 4 bytes a character, about one a byte for most text).
+        # (Summed in f64: exact below 2**53, never wrapping around as int64 could.)
+        check_alloc([int(np.sum(e - b, dtype=np.float64))], np.uint8,
+                    "the strings' bytes (the sum of ends - begins; ranges may overlap)")
         data = symbols.tobytes()
         out = np.empty(b.size, dtype=object)
         out[:] = [data[x:y].decode("utf-8", "surrogateescape")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config import config, pinned
-from ..errors import Collector, IrrunError, UnsupportedError
+from ..errors import Collector, IrrunError, ResourceError, UnsupportedError
 from ..ir import checks, registry
 from ..ir.etypes import element_type, nbytes
 from ..ir.graph import PortGraph, build_graph
@@ -470,7 +470,7 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
             node.specs = infer_node(node, input_specs, diag,
                                     fold=not getattr(node.op.impl, "NO_FOLD", False))
             if known is not None and kind == "op" and node.specs is not None:
-                fold_node(node, input_specs, known, time.perf_counter() - t0, ahead)
+                fold_node(node, input_specs, known, time.perf_counter() - t0, ahead, diag)
             if node.bodies:
                 bodies.flush(node, diag)
                 if node.specs is None:
@@ -488,7 +488,8 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
 # at most FOLD_MAX_RATIO times the bytes of the Consts it derives from (u8/i8 weights
 # dequantized to f32 are 4x; f16 -> f32 is 2x); anything larger (a Broadcast or Tile of a
 # small Const to a big shape) stays lazy and runs at every inference, as do layers whose
-# kernel fails here (the run reports that failure where it happens). Off with
+# kernel fails here (the run reports that failure where it happens), except for a kernel
+# refusing the memory budget (a size from the Consts' values): a located error at load. Off with
 # read_model(..., fold=False) or IRRUN_FOLD=0. A large decompression Convert whose every
 # consumer reads f16 weights itself is folded to its source instead, kept compressed
 # (irrun.run.decompress.compressed_source). The Convert to f32 that ends a weight
@@ -499,9 +500,11 @@ NEVER_FOLD = frozenset(("Result", "ReadValue", "Assign", "RandomUniform", "Multi
 
 
 def fold_node(node: Node, input_specs, known: dict[str, int], seconds: float,
-              ahead: decompress.Ahead | None = None) -> None:
+              ahead: decompress.Ahead | None = None, diag: Collector | None = None) -> None:
     """Fold `node` when its outputs are constant and within the budget (see above); a
-    decompression Convert of `ahead` takes the output the batch writes (irrun.run.decompress)."""
+    decompression Convert of `ahead` takes the output the batch writes (irrun.run.decompress).
+    A kernel that refuses the memory budget here (a size that comes from the Consts' values)
+    refuses it at every run: an error of the file, reported to `diag`."""
     if (node.op.type in NEVER_FOLD or node.bodies or getattr(node.op.impl, "NO_FOLD", False)
             or not node.specs):
         node.folded = None
@@ -546,6 +549,11 @@ def fold_node(node: Node, input_specs, known: dict[str, int], seconds: float,
             try:
                 with np.errstate(all="ignore"):
                     values = list(node.op.run(node.attrs, *args))
+            except ResourceError as e:
+                if diag is not None:
+                    diag.error(e.diagnostic.code, f"{e.message} (all inputs are constant)",
+                               layer=node.layer)
+                return
             except Exception:
                 return     # it fails at run time too, and is reported there with its location
         seconds = time.perf_counter() - t0

@@ -1,0 +1,118 @@
+"""Sizes that come from tensor values, not shapes, held to the memory budget before the work
+starts. Each small file asks for many times the budget (IRRUN_MAX_BYTES, 1 MiB here); irrun
+refuses it with one located error line, and the memory traced while it does so stays below a
+few budgets (the kernel did not make first and check after)."""
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import irrun
+from irrun.ui.cli import cli
+
+ov = pytest.importorskip("openvino")
+
+BUDGET = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def budget(monkeypatch):
+    monkeypatch.setenv("IRRUN_MAX_BYTES", str(BUDGET))
+
+
+def save(tmp_path, outputs, params):
+    xml = tmp_path / "m.xml"
+    ov.save_model(ov.Model(outputs, params), xml, compress_to_fp16=False)
+    return xml
+
+
+def assert_located(e, xml, layer, op, *words):
+    """One FILE:LINE: error line naming the layer and the op, and the budget."""
+    text = str(e)
+    assert text.startswith(f"{xml}:") and f"layer '{layer}' ({op}" in text, text
+    assert "IRRUN_MAX_BYTES" in text and "internal error" not in text, text
+    for w in words:
+        assert w in text, text
+
+
+def traced(call):
+    """call()'s exception and the peak of the memory traced while it ran."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(irrun.IrrunError) as info:
+            call()
+        return info.value, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def refused(xml, feed, layer, op, *words):
+    m = irrun.read_model(xml)
+    e, peak = traced(lambda: m.infer(feed))
+    assert peak < 3 * BUDGET, f"{peak} bytes traced: made before it was checked ({e})"
+    assert_located(e, xml, layer, op, *words)
+
+
+# ---------------------------------------------------------------- StringTensorPack-15
+
+
+def pack(o15, begins, ends, symbols):
+    p = o15.string_tensor_pack(begins, ends, symbols)
+    p.set_friendly_name("pack")
+    return p
+
+
+def test_string_tensor_pack_of_overlapping_ranges(tmp_path):
+    """256 strings, each the whole 64 KiB of symbols: 16 MiB of strings from 66 KiB."""
+    import openvino.opset15 as o15
+
+    n, size = 256, 1 << 16
+    params = [o15.parameter([n], np.int32, name="b"), o15.parameter([n], np.int32, name="e"),
+              o15.parameter([size], np.uint8, name="s")]
+    xml = save(tmp_path, [pack(o15, *params).output(0)], params)
+    feed = {"b": np.zeros(n, np.int32), "e": np.full(n, size, np.int32),
+            "s": np.full(size, 97, np.uint8)}
+    refused(xml, feed, "pack", "StringTensorPack", "the sum of ends - begins", str(n * size))
+
+
+def test_string_tensor_pack_of_constants_is_refused_at_load(tmp_path):
+    """Folded at load: the fold meets the same check, an error of the file for validate."""
+    import openvino.opset15 as o15
+
+    n, size = 256, 1 << 16
+    p = pack(o15, o15.constant(np.zeros(n, np.int32)), o15.constant(np.full(n, size, np.int32)),
+             o15.constant(np.full(size, 97, np.uint8)))
+    xml = save(tmp_path, [p.output(0)], [])
+    e, peak = traced(lambda: irrun.read_model(xml))
+    assert peak < 3 * BUDGET, peak
+    assert isinstance(e, irrun.ModelError)
+    assert_located(e, xml, "pack", "StringTensorPack", "all inputs are constant")
+    done = CliRunner().invoke(cli, ["validate", str(xml)])
+    assert done.exit_code == 1 and "Traceback" not in done.output, done.output
+    errors = [ln for ln in done.output.splitlines() if ": error: " in ln]
+    assert len(errors) == 1 and "'pack' (StringTensorPack" in errors[0], done.output
+    assert "1 file: 1 error" in done.output
+
+
+# ---------------------------------------------------------------- StringTensorUnpack-15
+
+
+@pytest.mark.parametrize("copies,length", [(256, 1 << 16), (8192, 1 << 11)])
+def test_string_tensor_unpack_of_many_references_to_one_string(tmp_path, copies, length):
+    """A Tile of one string: 8 bytes a copy, 16 MiB of symbols. 256 copies are few enough
+    for the shape rule to see their value at run time (it counts the symbols too); 8192
+    reach the kernel."""
+    import openvino.opset15 as o15
+
+    params = [o15.parameter([1], np.int32, name="b"), o15.parameter([1], np.int32, name="e"),
+              o15.parameter([length], np.uint8, name="s")]
+    tiled = o15.tile(pack(o15, *params), o15.constant(np.int64([copies])))
+    u = o15.string_tensor_unpack(tiled)
+    u.set_friendly_name("unpack")
+    xml = save(tmp_path, [u.output(2)], params)
+    feed = {"b": np.zeros(1, np.int32), "e": np.full(1, length, np.int32),
+            "s": np.full(length, 97, np.uint8)}
+    refused(xml, feed, "unpack", "StringTensorUnpack", "symbols (output 2)")
