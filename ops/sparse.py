@@ -894,6 +894,12 @@ class SparseFillEmptyRows16:
         check_alloc((rows,), np.bool_, "empty_row_indicator")
         empty = np.ones(rows, dtype=bool)
         empty[indices[:, 0]] = False
+        # The outputs hold a row for each value and each empty row, as dense_shape's value
+        # says: checked before they (and the sort's int64 order, no larger than the
+        # indices) are made.
+        total = values.shape[0] + int(np.count_nonzero(empty))
+        check_alloc((total, 2), indices.dtype, "output_indices")
+        check_alloc((total,), values.dtype, "output_values")
         new_rows = np.flatnonzero(empty).astype(indices.dtype)
         all_indices = np.concatenate([indices, np.stack([new_rows, np.zeros_like(new_rows)], 1)])
         all_values = np.concatenate([values, np.full(new_rows.size, default_value.reshape(()),

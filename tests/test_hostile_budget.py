@@ -116,3 +116,21 @@ def test_string_tensor_unpack_of_many_references_to_one_string(tmp_path, copies,
     feed = {"b": np.zeros(1, np.int32), "e": np.full(1, length, np.int32),
             "s": np.full(length, 97, np.uint8)}
     refused(xml, feed, "unpack", "StringTensorUnpack", "symbols (output 2)")
+
+
+# ---------------------------------------------------------------- SparseFillEmptyRows-16
+
+
+def test_sparse_fill_empty_rows_of_a_large_dense_shape(tmp_path):
+    """One value, dense_shape [524288, 1]: a 512 KiB row indicator, but 8 MiB of
+    output_indices for the rows it fills."""
+    import openvino.opset16 as o16
+
+    params = [o16.parameter([1], np.float32, name="v"), o16.parameter([2], np.int64, name="ds"),
+              o16.parameter([1, 2], np.int64, name="ix"), o16.parameter([], np.float32, name="dv")]
+    s = o16.sparse_fill_empty_rows(*params)
+    s.set_friendly_name("sfer")
+    xml = save(tmp_path, [s.output(i) for i in range(3)], params)
+    feed = {"v": np.ones(1, np.float32), "ds": np.int64([1 << 19, 1]),
+            "ix": np.zeros((1, 2), np.int64), "dv": np.float32(0)}
+    refused(xml, feed, "sfer", "SparseFillEmptyRows", "output_indices")
