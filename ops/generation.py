@@ -246,12 +246,15 @@ def _uniform_words(attrs, count: int, per_value: int) -> np.ndarray:
     if gs == 0 and os_ == 0:
         gs = _entropy_seed()
     words = count * per_value
+    # The largest intermediate, held to the memory budget as the output is: the words as
+    # uint64 (what MT19937 gives; Philox computes in whole blocks of four). The values made
+    # from them (an f64 per value for f32's rounding, a uint64 per i64 value) are no larger.
     if attrs.alignment == "pytorch":
+        check_alloc((words,), np.uint64, "RandomUniform's random bits")
         return mt19937(mt19937_init(gs), words)
-    if per_value == 2:
-        # 64-bit values take two words each: a Philox block gives two values.
-        return philox4x32(gs, os_, -(-count // 2)).reshape(-1)[:words]
-    return philox4x32(gs, os_, -(-count // 4)).reshape(-1)[:words]
+    blocks = -(-count // (4 // per_value))    # 64-bit values take two words: two a block
+    check_alloc((blocks, 4), np.uint64, "RandomUniform's random bits")
+    return philox4x32(gs, os_, blocks).reshape(-1)[:words]
 
 
 def _uniform_f32(attrs, u: np.ndarray, lo: np.float32, hi: np.float32) -> np.ndarray:
@@ -425,6 +428,11 @@ class Multinomial13:
             fail(f"without replacement num_samples ({n}) must not exceed class_size ({classes})")
         et = element_type(attrs.convert_type)
         check_alloc((batch, n), et.dtype, "Multinomial output")
+        # And its intermediates: an int64 per sample (the random words, the classes found)
+        # and, with replacement, per probability (the rows' cumulative sums as sorted keys).
+        check_alloc((batch, n), np.int64, "Multinomial's samples")
+        if attrs.with_replacement:
+            check_alloc((batch, classes), np.int64, "Multinomial's sorted keys")
         if classes == 0 and n > 0 and batch > 0:
             fail("probs (input 0) has no classes to sample from")
         p = probs.astype(np.float32)

@@ -134,3 +134,39 @@ def test_sparse_fill_empty_rows_of_a_large_dense_shape(tmp_path):
     feed = {"v": np.ones(1, np.float32), "ds": np.int64([1 << 19, 1]),
             "ix": np.zeros((1, 2), np.int64), "dv": np.float32(0)}
     refused(xml, feed, "sfer", "SparseFillEmptyRows", "output_indices")
+
+
+# ---------------------------------------------------------------- RandomUniform-8, Multinomial-13
+
+
+@pytest.mark.parametrize("alignment", ["tensorflow", "pytorch"])
+@pytest.mark.parametrize("etype,lo,hi", [("f32", 0, 1), ("i64", 0, 2 ** 40)])
+def test_random_uniform_random_bits(tmp_path, alignment, etype, lo, hi):
+    """An output of 3/4 of the budget: its random words, as uint64, are twice that (one a
+    value for f32, two for i64 of a range past 32 bits)."""
+    import openvino.opset8 as o8
+
+    dtype = {"f32": np.float32, "i64": np.int64}[etype]
+    count = 3 * BUDGET // 4 // np.dtype(dtype).itemsize
+    shape = o8.parameter([1], np.int64, name="shape")
+    r = o8.random_uniform(shape, o8.constant(np.array(lo, dtype)), o8.constant(np.array(hi, dtype)),
+                          etype, 1, 2, alignment)
+    r.set_friendly_name("ru")
+    xml = save(tmp_path, [r.output(0)], [shape])
+    refused(xml, {"shape": np.int64([count])}, "ru", "RandomUniform", "random bits")
+
+
+@pytest.mark.parametrize("classes,samples,words", [(4, 3 * BUDGET // 16, "samples"),
+                                                   (3 * BUDGET // 16, 1, "sorted keys")])
+def test_multinomial_intermediates(tmp_path, classes, samples, words):
+    """An i32 output of 3/4 of the budget: its samples as int64 are twice that; or
+    probabilities of as much (f32), searched as int64 keys of twice that."""
+    import openvino.opset13 as o13
+
+    probs = o13.parameter([1, classes], np.float32, name="p")
+    count = o13.parameter([], np.int64, name="n")
+    m = o13.multinomial(probs, count, "i32", True, False, 1, 2)
+    m.set_friendly_name("mn")
+    xml = save(tmp_path, [m.output(0)], [probs, count])
+    feed = {"p": np.ones((1, classes), np.float32), "n": np.int64(samples)}
+    refused(xml, feed, "mn", "Multinomial", words)
