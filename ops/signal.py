@@ -189,6 +189,7 @@ def _scalar_int(spec: TensorSpec, what: str) -> int | None:
 
 def _padded_window(window: np.ndarray, frame_size: int) -> np.ndarray:
     """The window centred in a frame: (frame_size - length) // 2 zeros before it."""
+    check_alloc((frame_size,), np.float64, "the window padded to frame_size")
     w = np.zeros(frame_size, np.float64)
     left = (frame_size - window.size) // 2
     w[left:left + window.size] = window
@@ -244,6 +245,15 @@ class STFT15:
         _check_frames(n, step, window.size)
         if signal.shape[-1] < n:
             fail(f"frame_size {n} is larger than the signal ({signal.shape[-1]})")
+        lead, count, bins = signal.shape[:-1], (signal.shape[-1] - n) // step + 1, n // 2 + 1
+        if 0 in lead:
+            # No signal, however long its rows say they are: nothing to compute.
+            inner = (bins, count) if attrs.transpose_frames else (count, bins)
+            return (np.zeros(lead + inner + (2,), signal.dtype),)
+        # The frames, windowed in f64, and their spectra (complex128) are larger than the
+        # output (f32 or f16 pairs): held to the memory budget before they are made.
+        check_alloc(lead + (count, n), np.float64, "STFT's windowed frames")
+        check_alloc(lead + (count, bins), np.complex128, "STFT's spectra")
         frames = np.lib.stride_tricks.sliding_window_view(signal.astype(np.float64), n, axis=-1)
         frames = frames[..., ::step, :] * _padded_window(window.astype(np.float64), n)
         y = np.fft.rfft(frames, axis=-1)                     # [..., frames, bins]
@@ -321,6 +331,12 @@ class ISTFT16:
             length = _default_length(attrs, nframes, n, step)
         lead = data.shape[:-3]
         check_alloc(lead + (max(full, length),), np.float64, "ISTFT output")
+        if 0 in lead:
+            # No data, however many frames it says it has: silence, nothing to compute.
+            return (np.zeros(lead + (length,), data.dtype),)
+        # The frames in f64 (and, per frame and sample, the overlap-add positions and the
+        # squared window): held to the memory budget before they are made.
+        check_alloc(lead + (nframes, n), np.float64, "ISTFT's frames")
         wide = data.astype(np.float64)
         spec = np.swapaxes(wide[..., 0] + 1j * wide[..., 1], -1, -2)    # [..., frames, bins]
         frames = np.fft.irfft(spec, n=n, axis=-1)                         # [..., frames, n]
