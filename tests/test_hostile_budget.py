@@ -247,3 +247,32 @@ def test_istft_of_an_empty_batch_is_empty(tmp_path):
         tracemalloc.stop()
     want = ov.Core().compile_model(xml, "CPU")(feed)[0]
     assert out.shape == want.shape and out.dtype == want.dtype and peak < BUDGET, peak
+
+
+# ---------------------------------------------------------------- --output of strings
+
+
+def test_output_of_strings_too_wide_for_an_npz(tmp_path):
+    """1000 strings, one of them 1000 characters: NumPy's fixed-width unicode array of them
+    is 4 MB. Refused at the Result, saying what to do, and nothing is written."""
+    import openvino.opset15 as o15
+
+    n, size = 1000, 1000
+    params = [o15.parameter([n], np.int32, name="b"), o15.parameter([n], np.int32, name="e"),
+              o15.parameter([size], np.uint8, name="s")]
+    p = pack(o15, *params)
+    p.output(0).get_tensor().set_names({"text"})
+    xml = save(tmp_path, [p.output(0)], params)
+    ends = np.zeros(n, np.int32)
+    ends[-1] = size
+    np.savez(tmp_path / "x.npz", b=np.zeros(n, np.int32), e=ends, s=np.full(size, 97, np.uint8))
+    out = tmp_path / "out.npz"
+    done = CliRunner().invoke(cli, [str(xml), "--inputs", str(tmp_path / "x.npz"), "-o", str(out)])
+    assert done.exit_code == 1 and "Traceback" not in done.output, done.output
+    errors = [ln for ln in done.output.splitlines() if ": error: " in ln]
+    assert len(errors) == 1, done.output
+    assert errors[0].startswith(f"{xml}:") and "(Result" in errors[0], done.output
+    for words in ("'text' holds 1000 strings", "'<U1000'", "4000000 bytes", "IRRUN_MAX_BYTES",
+                  ".infer(...)"):
+        assert words in errors[0], done.output
+    assert not out.exists()

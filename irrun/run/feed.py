@@ -157,7 +157,7 @@ def _cast_strings(arr: np.ndarray, shape, fail) -> np.ndarray:
 def _writable(a: np.ndarray) -> np.ndarray:
     """An output as an .npz can hold it: a string tensor (an object array of str) becomes a
     NumPy unicode array (code points, surrogate escapes included; as NumPy does, trailing
-    NUL characters of each string are not kept)."""
+    NUL characters of each string are not kept). check_writable first."""
     if a.dtype == object:
         return np.array(a.tolist(), dtype=str).reshape(a.shape) if a.size else \
             np.zeros(a.shape, dtype="U1")
@@ -347,18 +347,46 @@ def check_output_path(path: str) -> None:
         fail("it exists and is not a regular file")
 
 
-def save_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
+def check_writable(name: str, a: np.ndarray) -> None:
+    """Refuse a string tensor whose unicode array (see _writable) would not fit the memory
+    budget: NumPy's is fixed-width, 4 bytes a character, every string as wide as the
+    longest, so one long string among many short ones makes it far larger than the strings
+    (a ResourceError naming `name`, before anything is converted or written)."""
+    if a.dtype != object or a.size == 0:
+        return
+    width = max(1, max(len(v) if isinstance(v, str) else len(str(v))
+                       for v in a.reshape(-1).tolist()))
+    need, limit = a.size * width * 4, max_tensor_bytes()
+    if need > limit:
+        raise ResourceError(
+            f"'{name}' holds {a.size} strings, the longest of {width} characters: an .npz "
+            f"stores them as one unicode array ('<U{width}', 4 bytes a character, every string "
+            f"as wide as the longest) of {need} bytes, more than the limit of {limit} bytes (set "
+            "IRRUN_MAX_BYTES to change it, or take the strings from Python: "
+            "irrun.read_model(...).infer(...) gives them as str objects)")
+
+
+def save_npz(path: str, arrays: dict[str, np.ndarray], where=None) -> None:
     """Write `arrays` as an uncompressed .npz at exactly `path`, atomically.
 
     The zip is written to a temporary file beside `path` and renamed over it once complete,
     so a failed or interrupted write leaves the previous file as it was (and no partial file).
-    Errors (disk full, permissions) are IrrunErrors naming the path.
+    Errors (disk full, permissions) are IrrunErrors naming the path. String tensors too large
+    for the memory budget as unicode arrays (check_writable) are refused before anything is
+    written, located by `where(name)` (the location fields of the layer it comes from), else
+    at `path`.
     """
     import tempfile
 
     from ..errors import IrrunError
 
     path = os.fspath(path)
+    for name, a in arrays.items():
+        try:
+            check_writable(name, np.asanyarray(a))
+        except ResourceError as e:
+            located = e.locate(**where(name)) if where is not None else e
+            raise located.locate(file=path) from None     # else the .npz it was to go to
     parent = os.path.dirname(os.path.abspath(path))
     tmp = None
     try:

@@ -359,7 +359,8 @@ def run_cmd(ctx, model, inputs_path, random_inputs, shapes, seed, val_ranges, ou
             m.infer(feed, until=until, listener=profiler)
             walls.append(time.perf_counter() - start)
         if output_path:
-            save_npz(output_path, outputs)   # atomic; any name (np.savez takes keywords)
+            # atomic; any name (np.savez takes keywords)
+            save_npz(output_path, outputs, _output_layers(m, until))
             _echo(f"wrote {len(outputs)} output{'s' if len(outputs) != 1 else ''} "
                        f"to {output_path}")
         else:
@@ -418,6 +419,24 @@ def _parse_shapes(items) -> dict:
     return shapes
 
 
+def _output_layers(m, until=None):
+    """save_npz's `where`: an output's name (or NAME.stepK of --steps) -> the location of the
+    layer it comes from (its Result; with --until, the layer)."""
+    targets, names = m._targets(until)
+    sources = m.program.results if until is None else [m.program.nodes[t[0]] for t in targets]
+    layers = {}
+    for name, node in zip(names, sources):
+        layers.setdefault(name, node.layer)
+
+    def where(name: str) -> dict:
+        layer = layers.get(name) or layers.get(name.rsplit(".step", 1)[0])
+        if layer is None:
+            return {}
+        return dict(file=m.path, line=layer.line, layer_id=layer.id, layer_name=layer.name,
+                    op=layer.op_label)
+    return where
+
+
 def _run_session(m, feed, steps, pairs, listener, output_path, progress):
     """--steps: N runs of one session; each step's outputs printed, or all of them saved."""
     import numpy as np
@@ -437,7 +456,7 @@ def _run_session(m, feed, steps, pairs, listener, output_path, progress):
                 stacked[name] = np.stack([r[name] for r in results])
             else:   # steps of different shapes cannot stack: one array per step
                 stacked.update({f"{name}.step{k}": r[name] for k, r in enumerate(results)})
-        save_npz(output_path, stacked)
+        save_npz(output_path, stacked, _output_layers(m))
         _echo(f"wrote {len(results[0])} output{'s' if len(results[0]) != 1 else ''} of "
                    f"{steps} steps to {output_path}")
         return
