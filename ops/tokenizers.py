@@ -74,6 +74,15 @@ def _text(arr: np.ndarray) -> bytes:
     return np.asarray(arr, dtype=np.uint8).tobytes()
 
 
+def _one(value, what: str):
+    """The one value of a scalar input (0-D or one element), refused when it holds none or
+    several."""
+    a = np.asarray(value).reshape(-1)
+    if a.size != 1:
+        fail(f"expected one {what}, got {a.size} values")
+    return a[0]
+
+
 def _offsets(begins: np.ndarray, ends: np.ndarray, size: int, what: str):
     """begins/ends as flat int64, refused where a range is not inside [0, size]."""
     b = np.asarray(begins).reshape(-1).astype(np.int64)
@@ -1245,7 +1254,7 @@ class WordpieceTokenizer:
             return _Trie(roots), _Trie(subwords)
 
         roots, subwords = _cached("wordpiece" + repr(attrs), inputs[5:8], build)
-        unk = int(np.asarray(inputs[8]).reshape(-1)[0])
+        unk = int(_one(inputs[8], "unknown-token id"))
 
         def tokenize(word: bytes) -> list[int]:
             if len(word) > attrs.max_bytes_per_word:
@@ -1415,13 +1424,17 @@ class Truncate:
     @staticmethod
     def run(attrs, *inputs):
         num = (len(inputs) - 3) // 3
-        max_length = int(np.asarray(inputs[-3]).reshape(-1)[0])
+        max_length = int(_one(inputs[-3], "max_length"))
         side = _text(inputs[-2]).decode("utf-8", "replace")
         mode = _text(inputs[-1]).decode("utf-8", "replace")
         if side not in ("left", "right"):
             fail(f"unknown truncation side '{side}' (expected left or right)")
         begins = [np.asarray(inputs[3 * i]).astype(np.int32, copy=True) for i in range(num)]
         ends = [np.asarray(inputs[3 * i + 1]).astype(np.int32, copy=True) for i in range(num)]
+        for b, e in zip(begins, ends):
+            if b.shape != e.shape:
+                fail(f"expected ragged begins and ends of one shape, got {list(b.shape)} and "
+                     f"{list(e.shape)}")
         if num == 1:
             length = np.minimum(ends[0].astype(np.int64) - begins[0], max_length)
             if side == "right":
@@ -1553,6 +1566,13 @@ class RaggedToDenseAttrs:
     m_pad_max_length: bool = False
 
 
+def _target_length(target) -> int:
+    t = int(_one(target, "target length"))
+    if t < 0:
+        fail(f"expected a target length >= 0, got {t}")
+    return t
+
+
 @register("RaggedToDense", version="extension", attrs=RaggedToDenseAttrs, category=CATEGORY)
 class RaggedToDense:
     """Rows of a ragged tensor into a dense [rows, target] tensor padded with a value, and
@@ -1572,7 +1592,7 @@ class RaggedToDense:
             return [TensorSpec(elems.etype, None), TensorSpec.make("boolean", None)]
         dim = DYNAMIC
         if target.value is not None:
-            dim = Dim.of(int(np.asarray(target.value).reshape(-1)[0]))
+            dim = Dim.of(_target_length(target.value))
         shape = tuple(begins.shape) + (dim,) + tuple(elems.shape[1:])
         return [TensorSpec(elems.etype, shape), TensorSpec.make("boolean", shape)]
 
@@ -1580,10 +1600,8 @@ class RaggedToDense:
     def run(attrs, begins, ends, elems, target, value, pad_right=None):
         elems = np.asarray(elems)
         b, e = _offsets(begins, ends, elems.shape[0] if elems.ndim else 0, "ragged")
-        t = int(np.asarray(target).reshape(-1)[0])
-        if t < 0:
-            fail(f"expected a target length >= 0, got {t}")
-        right = attrs.pad_right if pad_right is None else bool(np.asarray(pad_right).reshape(-1)[0])
+        t = _target_length(target)
+        right = attrs.pad_right if pad_right is None else bool(_one(pad_right, "pad_right"))
         inner = elems.shape[1:]
         shape = tuple(np.asarray(begins).shape) + (t,) + inner
         check_alloc(list(shape), elems.dtype, "dense output")
@@ -1603,7 +1621,7 @@ class RaggedToDense:
             mask = pos[None, :] >= pad[:, None]
             src = b[:, None] + pos[None, :] - pad[:, None]
         out = np.empty((b.size, t) + inner, dtype=elems.dtype)
-        out[...] = np.asarray(value, dtype=elems.dtype)
+        out[...] = _one(value, "pad value")
         out[mask] = elems[src[mask]]
         return out.reshape(shape), np.broadcast_to(
             mask.reshape(mask.shape + (1,) * len(inner)), (b.size, t) + inner).reshape(shape).copy()

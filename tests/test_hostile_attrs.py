@@ -3,6 +3,8 @@ located error (file, line, layer, op; no "internal error") from validate or from
 output the op defines."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -134,3 +136,61 @@ def test_psroi_pooling_box_with_a_nan(tmp_path, col):
     feed["rois"][0, col] = np.nan
     (out,) = irrun.read_model(xml).infer(feed).values()
     assert np.isfinite(out).all() and (out[1] == 1).all()
+
+
+# ---------------------------------------------------------------- tokenizer models, edited
+
+MODELS = Path(__file__).resolve().parent.parent / "models"
+
+
+def edited(tmp_path, folder, *edits):
+    """models/<folder>/openvino_tokenizer.xml with each (old, new) text replaced (once)."""
+    text = (MODELS / folder / "openvino_tokenizer.xml").read_text()
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    (tmp_path / "model.xml").write_text(text)
+    (tmp_path / "model.bin").write_bytes((MODELS / folder / "openvino_tokenizer.bin").read_bytes())
+    return tmp_path / "model.xml"
+
+
+def postprocess_feed():
+    with np.load(MODELS / "tok_postprocess" / "openvino_tokenizer.inputs.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
+def test_truncate_begins_and_ends_of_other_lengths(tmp_path):
+    xml = edited(tmp_path, "tok_postprocess", ('name="first_ends" type="Parameter" '
+                                               'version="opset1">\n\t\t\t<data shape="?"',
+                                               'name="first_ends" type="Parameter" '
+                                               'version="opset1">\n\t\t\t<data shape=""'))
+    feed = postprocess_feed()
+    feed["first_ends"] = feed["first_ends"][0]
+    run_fails(xml, feed, "Truncate", "'Truncate_11'",
+              "expected ragged begins and ends of one shape, got [4] and []")
+
+
+def test_ragged_to_dense_pad_right_with_no_value(tmp_path):
+    xml = edited(tmp_path, "tok_postprocess",
+                 ('<data shape="" element_type="boolean" />', '<data shape="0" element_type="boolean" />'))
+    feed = postprocess_feed()
+    feed["pad_right"] = np.zeros(0, bool)
+    run_fails(xml, feed, "RaggedToDense", "'RaggedToDense_42'", "expected one pad_right, got 0")
+
+
+def test_ragged_to_dense_pad_value_of_two_values(tmp_path):
+    xml = edited(tmp_path, "tok_postprocess",
+                 ('name="Constant_41" type="Const" version="opset1">\n\t\t\t<data element_type="i32" '
+                  'shape="" offset="0" size="4" />', 'name="Constant_41" type="Const" '
+                  'version="opset1">\n\t\t\t<data element_type="i32" shape="2" offset="0" size="8" />'))
+    run_fails(xml, postprocess_feed(), "RaggedToDense", "'RaggedToDense_42'",
+              "expected one pad value, got 2 values")
+
+
+def test_wordpiece_unknown_token_id_of_no_value(tmp_path):
+    xml = edited(tmp_path, "tok_wordpiece",
+                 ('name="Constant_113" type="Const" version="opset1">\n\t\t\t<data element_type="i64" '
+                  'shape="" offset="21" size="8" />', 'name="Constant_113" type="Const" '
+                  'version="opset1">\n\t\t\t<data element_type="i64" shape="0" offset="21" size="0" />'))
+    run_fails(xml, {"Parameter_1": np.array(["hello world"], object)}, "WordpieceTokenizer",
+              "'WordpieceTokenizer_114'", "expected one unknown-token id, got 0 values")
