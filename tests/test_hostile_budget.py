@@ -276,3 +276,34 @@ def test_output_of_strings_too_wide_for_an_npz(tmp_path):
                   ".infer(...)"):
         assert words in errors[0], done.output
     assert not out.exists()
+
+
+def test_dump_of_a_string_tensor(tmp_path):
+    """--dump writes a string tensor as --output does (it was an internal error: NumPy does
+    not save object arrays without pickling), and refuses one too wide as --output does."""
+    import json
+
+    import openvino.opset15 as o15
+
+    params = [o15.parameter([3], np.int32, name="b"), o15.parameter([3], np.int32, name="e"),
+              o15.parameter([1000], np.uint8, name="s")]
+    xml = save(tmp_path, [pack(o15, *params).output(0)], params)
+    symbols = np.frombuffer(b"ab" + b"c" * 998, np.uint8)
+    for ends, fits in (([1, 2, 2], True), ([1, 2, 1000], False)):
+        np.savez(tmp_path / "x.npz", b=np.int32([0, 1, 2]), e=np.int32(ends), s=symbols)
+        dump = tmp_path / f"dump{len(ends) * ends[-1]}"
+        args = [str(xml), "--inputs", str(tmp_path / "x.npz"), "--dump", str(dump)]
+        budget = "1M" if fits else "8000"    # 3 strings as wide as 998 characters: 11976 bytes
+        done = CliRunner().invoke(cli, args, env={"IRRUN_MAX_BYTES": budget})
+        assert "Traceback" not in done.output, done.output
+        if fits:
+            assert done.exit_code == 0, done.output
+            entry = next(e for e in json.loads((dump / "index.json").read_text())
+                         if e["layer"] == "pack")
+            assert entry["dtype"] == "string" and entry["stored_as"] == "unicode"
+            assert np.load(dump / entry["file"]).tolist() == ["a", "b", ""]
+        else:
+            errors = [ln for ln in done.output.splitlines() if ": error: " in ln]
+            assert done.exit_code == 1 and len(errors) == 1, done.output
+            assert errors[0].startswith(f"{xml}:") and "'pack' (StringTensorPack" in errors[0]
+            assert "'output 0' holds 3 strings" in errors[0] and "'<U998'" in errors[0]

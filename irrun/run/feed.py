@@ -154,7 +154,7 @@ def _cast_strings(arr: np.ndarray, shape, fail) -> np.ndarray:
     return out.reshape(arr.shape)
 
 
-def _writable(a: np.ndarray) -> np.ndarray:
+def npz_array(a: np.ndarray) -> np.ndarray:
     """An output as an .npz can hold it: a string tensor (an object array of str) becomes a
     NumPy unicode array (code points, surrogate escapes included; as NumPy does, trailing
     NUL characters of each string are not kept). check_writable first."""
@@ -348,7 +348,7 @@ def check_output_path(path: str) -> None:
 
 
 def check_writable(name: str, a: np.ndarray) -> None:
-    """Refuse a string tensor whose unicode array (see _writable) would not fit the memory
+    """Refuse a string tensor whose unicode array (see npz_array) would not fit the memory
     budget: NumPy's is fixed-width, 4 bytes a character, every string as wide as the
     longest, so one long string among many short ones makes it far larger than the strings
     (a ResourceError naming `name`, before anything is converted or written)."""
@@ -396,7 +396,7 @@ def save_npz(path: str, arrays: dict[str, np.ndarray], where=None) -> None:
             with zipfile.ZipFile(raw, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
                 for name, a in arrays.items():
                     with z.open(npz_member(name), "w", force_zip64=True) as f:
-                        np.lib.format.write_array(f, _writable(np.asanyarray(a)), allow_pickle=False)
+                        np.lib.format.write_array(f, npz_array(np.asanyarray(a)), allow_pickle=False)
             raw.flush()
             os.fsync(raw.fileno())
         try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import IrrunError, OpError
+from ..errors import IrrunError, OpError, ResourceError
 
 # ---------------------------------------------------------------- tensor summaries
 
@@ -482,13 +482,23 @@ class Dumper:
             etype = _etype_name(node, i, a)
             file = self._file_for(_Named(stem or name, layer.id), i)
             stored = a.astype(np.float32) if a.dtype.kind == "V" else a
+            if a.dtype == object:
+                # A string tensor, written as --output writes it (a unicode array), and
+                # refused as there when that array would not fit the memory budget.
+                from .feed import check_writable, npz_array
+                try:
+                    check_writable(f"output {i}", a)
+                except ResourceError as e:
+                    raise e.locate(file=node.program.path, line=layer.line, layer_id=layer.id,
+                                   layer_name=layer.name, op=layer.op_label) from None
+                stored = npz_array(a)
             self._write(file, lambda f: np.lib.format.write_array(f, np.asanyarray(stored),
                                                                   allow_pickle=False))
             entry = dict(layer=name, id=layer.id, port=i, file=file, dtype=etype,
                          shape=[int(d) for d in a.shape], type_version=layer.op_label,
                          line=layer.line, **extra)
             if stored is not a:
-                entry["stored_as"] = "f32"
+                entry["stored_as"] = "unicode" if a.dtype == object else "f32"
             if getattr(node, "folded", None) is not None:
                 entry["folded_seconds"] = node.fold_seconds   # computed once, at load
             self.entries.append(entry)
