@@ -303,3 +303,54 @@ def test_a_string_variable_without_init_starts_as_empty_strings(tmp_path):
     ov.save_model(m, xml)
     got = irrun.read_model(xml).infer({})[0]
     assert got.dtype == object and got.tolist() == ["", ""]
+
+
+# ---------------------------------------------------------------- writes the declaration refuses
+
+def build_narrow_write(tmp_path):
+    """An Assign of x (f32[?]) to a variable that ReadValue declares f32[2]; the output adds
+    the variable to [1, 10]. Loading accepts it ([?] may be [2]); a write of [1] does not
+    fit, and reading it back would broadcast [1] to [2]."""
+    x = o8.parameter([-1], np.float32, name="x")
+    var = _variable("v", [2], ov.Type.f32)
+    y = o8.add(o6.read_value(var), o8.constant(np.array([1, 10], np.float32)))
+    xml = tmp_path / "narrow.xml"
+    ov.save_model(ov.Model([o8.result(y)], [o6.assign(x, var)], [x]), str(xml))
+    lines = xml.read_text().splitlines()
+    assign = next(i for i, s in enumerate(lines, 1) if 'type="Assign"' in s)
+    read = next(i for i, s in enumerate(lines, 1) if 'type="ReadValue"' in s)
+    return xml, assign, (read, lines[read - 1].split('name="')[1].split('"')[0])
+
+
+def test_an_assign_of_a_shape_the_variable_does_not_declare_is_refused_at_the_assign(tmp_path):
+    xml, assign, read = build_narrow_write(tmp_path)
+    session = irrun.read_model(xml).create_session()
+    with pytest.raises(irrun.OpError) as e:
+        session.infer({"x": np.array([5.0], np.float32)})
+    d = e.value.diagnostic
+    assert (d.file, d.line, d.op) == (str(xml), assign, "Assign-opset6")
+    line, name = read
+    assert d.message == (f"writes shape [1] to variable 'v', which ReadValue '{name}' "
+                         f"(line {line}) declares [2]")
+    assert session.state == {}          # the failed run wrote nothing
+    # A write of the declared shape is read back by the next step.
+    session.infer({"x": np.array([5.0, 6.0], np.float32)})
+    np.testing.assert_array_equal(session.infer({"x": np.zeros(2, np.float32)})[0], [6, 16])
+
+
+@pytest.mark.oracle
+def test_openvino_refuses_the_write_too(tmp_path):
+    xml, _, _ = build_narrow_write(tmp_path)
+    request = ov.Core().compile_model(str(xml), "CPU").create_infer_request()
+    with pytest.raises(RuntimeError, match="incompatible"):
+        request.infer({0: np.array([5.0], np.float32)})
+
+
+def test_cli_steps_refuses_the_write_at_the_assigns_line(tmp_path):
+    xml, assign, _ = build_narrow_write(tmp_path)
+    np.savez(tmp_path / "in.npz", x=np.array([[5.0], [6.0], [7.0]], np.float32))
+    r = CliRunner().invoke(cli, [str(xml), "-i", str(tmp_path / "in.npz"), "--steps", "3"])
+    assert r.exit_code == 1
+    assert f"{xml}:{assign}: error: layer 'Assign_" in r.output
+    assert "(Assign-opset6): writes shape [1] to variable 'v'" in r.output
+    assert "Traceback" not in r.output

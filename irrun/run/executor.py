@@ -15,6 +15,7 @@ import numpy as np
 
 from ..config import pinned
 from ..errors import IrrunError, OpError, OpProblem, ResourceError, ShapeError
+from ..ir.etypes import from_dtype
 from ..ir.shapes import TensorSpec, format_shape, is_static, shape_matches, shape_of, static_values
 from ..ir.weights import INT64_MAX, MAX_RANK, LiveBudget, check_alloc, reuse_memory
 from ..opkit.compressed import plain
@@ -88,6 +89,9 @@ class Step:
                                  # budget's check)
     recheck: Recheck | None = None   # kind "op": see Recheck
     variable: str | None = None  # ReadValue/Assign: the session variable it reads or writes
+    declared: tuple | None = None    # Assign: what the variable holds, as its ReadValue
+                                 # declares it: (dtype, shape tuple if static else None,
+                                 # spec, the ReadValue's layer); see _check_write
     fast: tuple | None = None    # kind "run", one output: (call, attrs, args, out slot, dtype,
                                  # shape), all the shortest path reads, in one tuple
     tracked: bool = False        # some output's size is not static: the live budget counts
@@ -146,8 +150,9 @@ class Plan:
                     step.kind, step.variable = node.layer.type.lower(), node.attrs.variable_id
                 if step.kind == "assign":
                     # Its rule refuses only an empty variable_id, which loading checked; its
-                    # kernel hands its input on. Nothing to check again.
-                    pass
+                    # kernel hands its input on. What it writes must fit the variable's
+                    # declaration, which a dynamic input does not promise (see _check_write).
+                    step.declared = _declared_variable(program, step.variable)
                 elif not all(is_static(s.shape) for s in list(in_specs) + list(node_specs)):
                     etypes = tuple(s.etype for s in in_specs)
                     step.recheck = Recheck(etypes, len(outs), _rule_number(node, etypes))
@@ -393,6 +398,47 @@ def check_output(node, index, value, specs=None):
                       f"{format_shape(spec.shape)}")
 
 
+def _declared_variable(program, variable_id: str) -> tuple | None:
+    """What the ReadValue of `variable_id` declares the variable holds (see Step.declared),
+    wherever it is: the model or any body in it (a body's variables are the model's)."""
+    top = program
+    while top.owner is not None:
+        top = top.owner.program
+    readers = getattr(top, "_variable_readers", None)
+    if readers is None:
+        readers, stack = {}, [top]
+        while stack:
+            for node in stack.pop().nodes.values():
+                if node.layer.type.lower() == "readvalue" and node.attrs is not None:
+                    readers.setdefault(node.attrs.variable_id, node)
+                stack.extend(node.bodies)
+        top._variable_readers = readers
+    reader = readers.get(variable_id)
+    if reader is None or not reader.specs:
+        return None
+    spec = reader.specs[0]
+    shape = static_values(spec.shape) if is_static(spec.shape) else None
+    return spec.etype.dtype, shape, spec, reader.layer
+
+
+def _check_write(step, value) -> None:
+    """Refuse an Assign's write that its variable's declaration does not cover (OpenVINO
+    refuses it too): the next ReadValue would hand on a shape its consumers were not
+    inferred for (a [1] broadcast where [2] was declared)."""
+    dtype, _, spec, reader = step.declared
+    where = f"ReadValue '{reader.name}' (line {reader.line}) declares"
+    if value.dtype != dtype:
+        try:
+            got = from_dtype(value.dtype).name
+        except ValueError:
+            got = f"NumPy {value.dtype}"
+        raise OpError(f"writes {got} to variable '{step.variable}', which {where} "
+                      f"{spec.etype.name}")
+    if not shape_matches(spec.shape, value.shape):
+        raise OpError(f"writes shape {list(value.shape)} to variable '{step.variable}', which "
+                      f"{where} {format_shape(spec.shape)}")
+
+
 @dataclass
 class State:
     """A session's variables: what ReadValue reads; Assign's writes land in `pending` and
@@ -596,8 +642,12 @@ def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget
                             if len(passed) >= 256:
                                 passed.clear()
                             passed.add((i, v.shape))
-                if kind == "assign" and state is not None:
-                    state.pending[step.variable] = outputs[0]
+                if kind == "assign":
+                    v, declared = outputs[0], step.declared
+                    if declared is not None and (v.dtype != declared[0] or v.shape != declared[1]):
+                        _check_write(step, v)
+                    if state is not None:
+                        state.pending[step.variable] = v
             if step.counted and (track_all or step.tracked):
                 if len(outputs) == 1 and (v := outputs[0]).base is None \
                         and v.nbytes <= budget.small:
