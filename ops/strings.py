@@ -15,29 +15,21 @@ from irrun.opkit import DYNAMIC, Dim, NoAttrs, TensorSpec, check_alloc, fail, re
 _INT32_MAX = (1 << 31) - 1
 
 
-def _utf8(values: np.ndarray) -> list[bytes]:
-    return [v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogateescape")
-            for v in values.reshape(-1).tolist()]
-
-
-def _utf8_size(v) -> int:
-    if isinstance(v, bytes):
-        return len(v)
-    s = v if isinstance(v, str) else str(v)
-    # An ASCII str (a flag CPython keeps) is as long in UTF-8; others are encoded to count.
-    return len(s) if s.isascii() else len(s.encode("utf-8", "surrogateescape"))
-
-
-def _utf8_sizes(values: np.ndarray, what: str) -> np.ndarray:
-    """The UTF-8 size of each string of `values` (int64, C order), their total held to the
-    memory budget before any string is encoded: a tensor of many references to one long
-    string (a Tile or Broadcast of it: 8 bytes an element) can stand for far more bytes than
-    memory holds. A string has at least as many bytes as characters (a surrogate escape is
-    one byte), so the characters are counted and checked first, without encoding anything."""
+def _utf8(values: np.ndarray, what: str) -> list[bytes]:
+    """The UTF-8 bytes of each string of `values` (C order), held to the memory budget before
+    they are made: a tensor of many references to one long string (a Tile or Broadcast of
+    it, 8 bytes an element) can stand for far more bytes than memory holds. A character is 1
+    to 4 bytes (a surrogate escape one), so the characters are counted and checked first:
+    what is then made is at most 4 times the budget, and the caller checks its exact size
+    before joining it."""
     flat = values.reshape(-1).tolist()
-    chars = sum(len(v) if isinstance(v, (str, bytes)) else len(str(v)) for v in flat)
+    try:
+        chars = sum(map(len, flat))       # str and bytes, at C speed
+    except TypeError:
+        chars = sum(len(v) if isinstance(v, (str, bytes)) else len(str(v)) for v in flat)
     check_alloc([chars], np.uint8, what)
-    return np.fromiter(map(_utf8_size, flat), dtype=np.int64, count=len(flat))
+    return [v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogateescape")
+            for v in flat]
 
 
 def _merged_shape(a: TensorSpec, b: TensorSpec):
@@ -61,20 +53,21 @@ class StringTensorUnpack15:
             fail(f"expected a string tensor for data, got {data.etype.name}")
         symbols = DYNAMIC
         if data.value is not None:
-            symbols = Dim.of(int(_utf8_sizes(np.asarray(data.value), "symbols (output 2)").sum()))
+            symbols = Dim.of(sum(map(len, _utf8(np.asarray(data.value), "symbols (output 2)"))))
         return [TensorSpec.make("i32", data.shape), TensorSpec.make("i32", data.shape),
                 TensorSpec.make("u8", (symbols,))]
 
     @staticmethod
     def run(attrs, data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        lengths = _utf8_sizes(data, "symbols (output 2)")
+        parts = _utf8(data, "symbols (output 2)")
+        lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
         ends = np.cumsum(lengths)
         total = int(ends[-1]) if ends.size else 0
         if total > _INT32_MAX:
             # begins and ends are i32 (the spec's only type): larger offsets cannot be given.
             fail(f"expected at most {_INT32_MAX} bytes of strings (i32 offsets), got {total}")
         check_alloc([total], np.uint8, "symbols (output 2)")
-        symbols = np.frombuffer(b"".join(_utf8(data)), dtype=np.uint8).copy()
+        symbols = np.frombuffer(b"".join(parts), dtype=np.uint8).copy()
         begins = (ends - lengths).astype(np.int32).reshape(data.shape)
         return begins, ends.astype(np.int32).reshape(data.shape), symbols
 
