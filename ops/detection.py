@@ -134,8 +134,11 @@ def _number_of_priors(attrs) -> int:
 def _check_prior_box_attrs(attrs) -> None:
     for name in ("aspect_ratio", "density", "fixed_size", "fixed_ratio"):
         values = getattr(attrs, name)
-        if not np.isfinite(np.array(values, np.float64)).all():
-            fail(f"PriorBox's {name} values must be finite numbers, got {list(values)}", code="value")
+        with np.errstate(over="ignore"):     # OpenVINO holds them as f32: 3.5e38 is inf
+            finite = np.isfinite(np.array(values, np.float64).astype(F32)).all()
+        if not finite:
+            fail(f"PriorBox's {name} values must be finite f32 numbers, got {list(values)}",
+                 code="value")
     if attrs.fixed_size and len(attrs.density) < len(attrs.fixed_size):
         fail(f"PriorBox needs a density per fixed_size, got {len(attrs.density)} densities "
              f"for {len(attrs.fixed_size)} fixed sizes")
@@ -147,10 +150,12 @@ def _check_prior_box_attrs(attrs) -> None:
         fail(f"PriorBox's variance must have 0, 1 or 4 elements, got {len(attrs.variance)}")
 
 
-def _prior_templates(attrs, image_h: int):
-    """The boxes of one grid point, in output order: rows of (shift_a, shift_b, shift_c,
-    half_width, half_height, clip_each), the centre moved by -a + b + c (in that order)."""
-    rows = []
+def _prior_templates(attrs, image_h: int, n: int) -> np.ndarray:
+    """The boxes of one grid point, in output order: [n, 7] rows of (shift_a, shift_b,
+    shift_c, shift_r, half_width, half_height, clip_each), the centre moved by -a + b + c
+    (x) or -a + b + r (y), in that order. Call _priors_per_point first: it holds n (a
+    density's square per fixed size) to the memory budget."""
+    rows, made = [], [0]                      # blocks of rows; how many so far
     ratios = _aspect_ratios(attrs)
     min_size = [F32(s) for s in attrs.min_size]
     if not attrs.scale_all_sizes:            # MXNet-style sizes, relative to the image height
@@ -162,10 +167,16 @@ def _prior_templates(attrs, image_h: int):
         shift = int(F32(fs) / F32(density))
 
         def dense(bw, bh, density=density, shift=shift, fs_int=fs_int):
-            for r in range(density):
-                for c in range(density):
-                    rows.append((F32(fs_int // 2), F32(shift) / F32(2), F32(c * shift),
-                                 F32(r * shift), bw, bh, True))
+            made[0] += density * density
+            if made[0] > n:
+                _too_many_priors(attrs, n, made[0])
+            r, c = np.divmod(np.arange(density * density, dtype=np.int64), density)
+            block = np.empty((density * density, 7), F32)
+            block[:, :2] = (F32(fs_int // 2), F32(shift) / F32(2))
+            block[:, 2] = c.astype(np.float64) * shift    # c * shift, r * shift rounded to f32
+            block[:, 3] = r.astype(np.float64) * shift
+            block[:, 4:] = (bw, bh, 1)
+            rows.append(block)
         if attrs.fixed_ratio:
             for ar in attrs.fixed_ratio:
                 ar = np.sqrt(F32(ar))
@@ -193,29 +204,38 @@ def _prior_templates(attrs, image_h: int):
                 ar = np.sqrt(F32(ar))
                 ars.append((base * F32(0.5) * ar, base * F32(0.5) / ar))
         order = plain + (big + ars if attrs.min_max_aspect_ratios_order else ars + big)
-        rows += [(F32(0), F32(0), F32(0), F32(0), bw, bh, False) for bw, bh in order]
-    return rows
+        block = np.zeros((len(order), 7), F32)
+        block[:, 4:6] = np.array(order, F32).reshape(-1, 2)
+        rows.append(block)
+    out = np.concatenate(rows) if rows else np.zeros((0, 7), F32)
+    if len(out) != n:
+        _too_many_priors(attrs, n, len(out))
+    return out
+
+
+def _too_many_priors(attrs, n: int, made: int):
+    # fixed_ratio with a count other than the aspect ratios': OpenVINO's output shape has
+    # room for fewer boxes than its kernel writes (out of bounds), so irrun refuses.
+    fail(f"PriorBox's attributes generate {made} boxes per grid point but its output shape "
+         f"(OpenVINO's count) has room for {n}; fixed_ratio needs as many ratios as the "
+         f"{len(_aspect_ratios(attrs))} aspect ratios")
 
 
 def _priors_per_point(attrs) -> int:
-    """OpenVINO's count of boxes per grid point, after checking the kernel makes that many."""
+    """OpenVINO's count of boxes per grid point, held to the memory budget (a huge density
+    asks for its square), after checking the kernel makes that many."""
     _check_prior_box_attrs(attrs)
     n = _number_of_priors(attrs)
-    made = len(_prior_templates(attrs, 1))
-    if made != n:
-        # fixed_ratio with a count other than the aspect ratios': OpenVINO's output shape
-        # has room for fewer boxes than its kernel writes (out of bounds), so irrun refuses.
-        fail(f"PriorBox's attributes generate {made} boxes per grid point but its output "
-             f"shape (OpenVINO's count) has room for {n}; fixed_ratio needs as many ratios "
-             f"as the {len(_aspect_ratios(attrs))} aspect ratios")
+    check_alloc([max(n, 0), 7], F32, "PriorBox's boxes per grid point")
+    _prior_templates(attrs, 1, n)
     return n
 
 
 def _prior_box(attrs, output_size, image_size) -> np.ndarray:
     _check_prior_box_attrs(attrs)
     h, w, ih, iw = _sizes(output_size, image_size, "PriorBox")
-    templates = _prior_templates(attrs, ih)
     n = _priors_per_point(attrs)
+    templates = _prior_templates(attrs, ih, n)
     check_alloc([2, 4 * h * w * n], F32, "PriorBox's output")
     if not h * w * n:   # no box: nor the grid's h or w centres (a size the budget never saw)
         return _with_variance(np.zeros((0, 4), F32), attrs.variance, "PriorBox")
@@ -229,9 +249,8 @@ def _prior_box(attrs, output_size, image_size) -> np.ndarray:
         else:
             cx = (F32(attrs.offset) + np.arange(w, dtype=F32)) * step
             cy = (F32(attrs.offset) + np.arange(h, dtype=F32)) * step
-        t = np.array([r[:6] for r in templates], F32).reshape(-1, 6)
-        clip_each = np.array([r[6] for r in templates], bool)
-        a, b, cc, rr, bw, bh = (t[:, i] for i in range(6))
+        clip_each = templates[:, 6] != 0
+        a, b, cc, rr, bw, bh = (templates[:, i] for i in range(6))
         px = ((cx[None, :, None] - a) + b) + cc                    # [1, W, P]
         py = ((cy[:, None, None] - a) + b) + rr                    # [H, 1, P]
         px, py = np.broadcast_to(px, (h, w, n)), np.broadcast_to(py, (h, w, n))

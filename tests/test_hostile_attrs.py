@@ -105,6 +105,28 @@ def test_prior_boxes_of_a_huge_grid_with_no_box(tmp_path, small_budget, op, data
     assert out.shape == (2, 0) and out.dtype == np.float32
 
 
+def prior_box(tmp_path, **data):
+    b = IRBuilder()
+    pb = b.op("PriorBox", "opset8", [b.const("grid", np.array([2, 2], np.int64), "i64"),
+                                     b.const("image", np.array([8, 8], np.int64), "i64")],
+              [0, 1], [2], {"offset": "0.5", **data}, name="pb")
+    b.result((pb, 2), "out")
+    return b.write(tmp_path)
+
+
+@pytest.mark.parametrize("density", ["1e30", "9.2233720368547758e18", "100000"])
+def test_prior_box_density_past_the_budget(tmp_path, small_budget, density):
+    """A density asks for its square of boxes per grid point: held to the memory budget
+    before any is made (a Python loop over them never ended)."""
+    rejected(prior_box(tmp_path, fixed_size="2.0", density=density), "PriorBox", "'pb'",
+             "PriorBox's boxes per grid point: shape [")
+
+
+def test_prior_box_fixed_size_past_float32(tmp_path):
+    rejected(prior_box(tmp_path, fixed_size="2.0,3.5e38", density="1,1"), "PriorBox", "'pb'",
+             "fixed_size values must be finite f32 numbers")
+
+
 def psroi_pooling(tmp_path, scale):
     b = IRBuilder()
     x, rois = b.parameter("x", "f32", "1,8,6,6", [1, 8, 6, 6]), b.parameter("rois", "f32", "2,5", [2, 5])
