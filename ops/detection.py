@@ -12,6 +12,7 @@ are over ROIs, pooled bins and selected boxes, never over tensor elements.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -420,40 +421,151 @@ def _check_do(attrs, loc, conf, priors, arm_conf, arm_loc) -> None:
         fail("DetectionOutput takes both additional inputs (5 inputs) or neither (3 inputs)")
 
 
-def _jaccard(b: np.ndarray, others: np.ndarray, size: F32, sizes: np.ndarray) -> np.ndarray:
-    """Caffe's JaccardOverlap of box b (xmin, ymin, xmax, ymax) with each of `others`."""
-    disjoint = ((others[:, 0] > b[2]) | (others[:, 2] < b[0]) |
-                (others[:, 1] > b[3]) | (others[:, 3] < b[1]))
-    iw = np.minimum(b[2], others[:, 2]) - np.maximum(b[0], others[:, 0])
-    ih = np.minimum(b[3], others[:, 3]) - np.maximum(b[1], others[:, 1])
-    ok = ~disjoint & (iw > 0) & (ih > 0)
+def _overlaps(a: np.ndarray, sa: np.ndarray, b: np.ndarray, sb: np.ndarray,
+              threshold: F32) -> np.ndarray:
+    """[G, m, n]: Caffe's JaccardOverlap of each box a[g, i] (the one kept first) with each
+    b[g, j] (boxes [G, ., 4] xmin, ymin, xmax, ymax; sizes sa, sb) above threshold. Two boxes
+    overlap where the intersection's width and height are both > 0 (Caffe's disjoint test
+    never differs from that: a box left of the other gives a width < 0, NaN fails both);
+    elsewhere the overlap is 0."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        inter = iw * ih
-        overlap = inter / (size + sizes - inter)
-    return np.where(ok, overlap, F32(0)).astype(F32)
+        iw = np.minimum(a[:, :, None, 2], b[:, None, :, 2])
+        iw -= np.maximum(a[:, :, None, 0], b[:, None, :, 0])
+        ih = np.minimum(a[:, :, None, 3], b[:, None, :, 3])
+        ih -= np.maximum(a[:, :, None, 1], b[:, None, :, 1])
+        ok = iw > 0
+        ok &= ih > 0
+        inter = np.multiply(iw, ih, out=iw)
+        den = np.add(sa[:, :, None], sb[:, None, :], out=ih)
+        den -= inter
+        hit = np.divide(inter, den, out=inter) > threshold
+    if F32(0) > threshold:          # a negative threshold: boxes that do not overlap too
+        return np.logical_or(hit, ~ok, out=hit)
+    return np.logical_and(hit, ok, out=hit)
+
+
+# The greedy suppression works on blocks of this many candidates of a class...
+_NMS_BLOCK = 256
+# ... and on as many classes at once as keep its [classes, rows, block] temporaries at about
+# this many elements.
+_NMS_ELEMENTS = 1 << 20
+
+
+@functools.cache
+def _later(n: int) -> np.ndarray:
+    """[n, n]: True where the column comes after the row."""
+    return np.triu(np.ones((n, n), bool), 1)
+
+
+def _greedy_groups(boxes: np.ndarray, group: np.ndarray, rank: np.ndarray, groups: int,
+                   width: int, threshold: F32) -> np.ndarray:
+    """Caffe's greedy NMS of each group's candidates (group, rank within it: the score order),
+    all groups at once: a candidate is kept unless the overlap with a candidate kept before
+    it in its group is above threshold. Returns the kept mask over the candidates.
+
+    The candidates are laid out [groups, width] and taken a block of columns at a time. The
+    candidates kept in earlier blocks suppress the block's first; within the block, keep =
+    alive and not overlapped by a kept earlier one is solved by iterating it from keep =
+    alive: the first t + 1 candidates are right after t steps (each depends only on those
+    before it), so it settles in at most a block's width of steps, and in as many as the
+    longest chain of candidates each suppressing the next (a few on real detections)."""
+    sizes = _box_sizes(boxes)
+    bx = np.zeros((groups, width, 4), F32)
+    bx[group, rank] = boxes
+    sz = np.zeros((groups, width), F32)
+    sz[group, rank] = sizes
+    alive_all = np.zeros((groups, width), bool)
+    alive_all[group, rank] = True
+    keep = np.zeros((groups, width), F32)
+    block = min(width, max(16, min(_NMS_BLOCK, _NMS_ELEMENTS // max(width, 1))))
+    step = max(1, _NMS_ELEMENTS // (width * block))
+    later = _later(block)
+    for g0 in range(0, groups, step):
+        g = slice(g0, g0 + step)
+        for c0 in range(0, width, block):
+            c = slice(c0, c0 + block)
+            cb, cs = bx[g, c], sz[g, c]
+            alive = alive_all[g, c]
+            if c0:     # suppressed by the candidates kept in the blocks before
+                over = _overlaps(bx[g, :c0], sz[g, :c0], cb, cs, threshold)
+                alive = alive & ~(np.matmul(keep[g, None, :c0], over.astype(F32))[:, 0] > 0)
+            n = cb.shape[1]
+            over = _overlaps(cb, cs, cb, cs, threshold)
+            over &= later[:n, :n]
+            over = over.astype(F32)
+            x = alive
+            for _ in range(n + 1):
+                nx = alive & ~(np.matmul(x.astype(F32)[:, None, :], over)[:, 0] > 0)
+                if np.array_equal(nx, x):
+                    break
+                x = nx
+            keep[g, c] = x
+    return keep[group, rank] > 0
+
+
+def _group_rank(key: np.ndarray) -> np.ndarray:
+    """Each element's position among the equal keys before it (key sorted)."""
+    first = np.empty(key.size, bool)
+    first[:1] = True
+    np.not_equal(key[1:], key[:-1], out=first[1:])
+    index = np.arange(key.size)
+    return index - np.maximum.accumulate(np.where(first, index, 0))
+
+
+def _do_candidates(attrs, conf: np.ndarray):
+    """The NMS candidates of every image and class: (image, class, prior, score) sorted by
+    image, class, score descending, prior. Caffe's rule: per class but the background, the
+    priors scoring above confidence_threshold, the top_k best. MXNet's (decrease_label_id):
+    each prior's best class only (the first best, if above -1 where the reference starts),
+    scoring at least confidence_threshold, the top_k best of the image (top_k -1: all;
+    otherwise the end of a slice: one below -1 drops that many)."""
+    n, num_c, num_p = conf.shape
+    thr, bg = F32(attrs.confidence_threshold), attrs.background_label_id
+    if not attrs.decrease_label_id:
+        mask = conf > thr
+        if 0 <= bg < num_c:
+            mask[:, bg] = False
+        flat = np.flatnonzero(mask)
+        score = conf.reshape(-1)[flat]
+        order = np.lexsort((-score, flat // num_p))     # stable: priors ascending
+        key, prior = np.divmod(flat[order], num_p)
+        score = score[order]
+        if attrs.top_k > -1:
+            sel = _group_rank(key) < attrs.top_k
+            key, prior, score = key[sel], prior[sel], score[sel]
+        return key // num_c, key % num_c, prior, score
+    cand = np.arange(1, num_c)
+    if bg > -1:
+        cand = cand[cand != bg]
+    if not cand.size:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty, np.zeros(0, F32)
+    sub = conf[:, cand]                                                  # [N, C', P]
+    best = np.argmax(sub, axis=1)                                        # first maximum
+    best_score = np.take_along_axis(sub, best[:, None], 1)[:, 0]
+    has = (best_score > F32(-1)) & (best_score >= thr)
+    flat = np.flatnonzero(has)
+    score = best_score.reshape(-1)[flat]
+    order = np.lexsort((-score, flat // num_p))
+    image, prior = np.divmod(flat[order], num_p)
+    score = score[order]
+    if attrs.top_k != -1:
+        rank = _group_rank(image)
+        if attrs.top_k >= 0:
+            sel = rank < attrs.top_k
+        else:                   # a negative top_k other than -1 drops that many (a slice)
+            count = np.bincount(image, minlength=n)
+            sel = rank < count[image] + attrs.top_k
+        image, prior, score = image[sel], prior[sel], score[sel]
+    label = cand[best.reshape(-1)[image * num_p + prior]]
+    order = np.argsort(image * num_c + label, kind="stable")
+    return image[order], label[order], prior[order], score[order]
 
 
 def _box_sizes(boxes: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):
         s = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
     return np.where((boxes[:, 2] < boxes[:, 0]) | (boxes[:, 3] < boxes[:, 1]), F32(0), s).astype(F32)
-
-
-def _greedy(boxes: np.ndarray, order: np.ndarray, threshold: F32) -> list[int]:
-    """Keep boxes in `order` unless their overlap with a kept one exceeds threshold."""
-    sizes = _box_sizes(boxes)
-    kept, alive = [], order
-    while alive.size:
-        i = int(alive[0])
-        kept.append(i)
-        rest = alive[1:]
-        alive = rest[~(_jaccard(boxes[i], boxes[rest], sizes[i], sizes[rest]) > threshold)]
-    return kept
-
-
-def _by_score(scores: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """idx sorted by score descending, then index ascending."""
-    return idx[np.lexsort((idx, -scores[idx]))]
 
 
 def _decode(attrs, priors: np.ndarray, variances, loc: np.ndarray) -> np.ndarray:
@@ -505,8 +617,7 @@ def _detection_output(attrs, loc, conf, priors, arm_conf=None, arm_loc=None) -> 
     check_alloc([rows, 7], F32, "DetectionOutput's output")
     psize = 4 if attrs.normalized else 5
     f = lambda x: np.asarray(x, F32)
-    loc = f(loc).reshape(n, num_p, num_lc, 4)
-    conf = f(conf).reshape(n, num_p, num_c).transpose(0, 2, 1).copy()     # [N, C, P]
+    conf = f(conf).reshape(n, num_p, num_c).transpose(0, 2, 1)             # [N, C, P]
     pri = f(priors)
     pboxes = pri[:, 0, :num_p * psize].reshape(pb, num_p, psize)[..., psize - 4:]
     # Variances follow the boxes, 4 per prior even for 5-value priors (as the reference reads).
@@ -514,92 +625,42 @@ def _detection_output(attrs, loc, conf, priors, arm_conf=None, arm_loc=None) -> 
     pvars = None if attrs.variance_encoded_in_target else \
         flat[:, num_p * psize:num_p * psize + num_p * 4].reshape(pb, num_p, 4)
     if with_arm:
-        arm_conf = f(arm_conf).reshape(n, num_p, 2)
-        arm_loc = f(arm_loc).reshape(n, num_p, num_lc, 4)
-        low = arm_conf[:, :, 1] < F32(attrs.objectness_score)              # [N, P]
-        bg = (np.arange(num_c) == attrs.background_label_id).astype(F32)   # [C]
+        low = f(arm_conf).reshape(n, num_p, 2)[:, :, 1] < F32(attrs.objectness_score)  # [N, P]
+        bg = (np.arange(num_c) == attrs.background_label_id).astype(F32)            # [C]
         conf = np.where(low[:, None, :], bg[None, :, None], conf)
-    thr, nms_thr = F32(attrs.confidence_threshold), F32(attrs.nms_threshold)
+    image, label, prior, score = _do_candidates(attrs, np.ascontiguousarray(conf))
+    # Each candidate's box: its prior (refined by the ARM offsets first, in a cascade)
+    # decoded by its class's offsets (the one set with share_location).
+    lc = 0 if attrs.share_location else label
+    k = 0 if pb == 1 else image
+    var = None if pvars is None else pvars[k, prior]
+    base = pboxes[k, prior]
+    if with_arm:
+        base = _decode(attrs, base, var, f(arm_loc).reshape(n, num_p, num_lc, 4)[image, prior, lc])
+    boxes = _decode(attrs, base, var, f(loc).reshape(n, num_p, num_lc, 4)[image, prior, lc])
+    group = image * num_c + label
+    rank = _group_rank(group)
+    if group.size:
+        gid = np.cumsum(rank == 0) - 1
+        keep = _greedy_groups(boxes, gid, rank, int(gid[-1]) + 1, int(rank.max()) + 1,
+                              F32(attrs.nms_threshold))
+        image, label, prior, score, boxes = (a[keep] for a in (image, label, prior, score, boxes))
+    if attrs.keep_top_k[0] > -1:
+        # the keep_top_k best of each image over all classes: score descending, then prior
+        # index; equal both: label order (the reference's std::sort leaves that open)
+        order = np.lexsort((label, prior, -score, image))
+        keep = np.empty(image.size, bool)
+        keep[order] = _group_rank(image[order]) < attrs.keep_top_k[0]
+        image, label, prior, score, boxes = (a[keep] for a in (image, label, prior, score, boxes))
+    # the rows: by image, label, score descending, prior (the candidates' order)
+    m = min(image.size, rows)          # cannot be short for a valid output shape
     out = np.zeros((rows, 7), F32)
-    count = 0
-    for i in range(n):
-        k = 0 if pb == 1 else i
-        var = None if pvars is None else pvars[k]
-        decoded = {}
-        for c in range(num_lc):
-            label = -1 if attrs.share_location else c
-            if attrs.background_label_id > -1 and label == attrs.background_label_id:
-                continue
-            base = pboxes[k]
-            if with_arm:   # cascade: refine the priors by the ARM offsets, then decode
-                base = _decode(attrs, base, var, arm_loc[i, :, c])
-            decoded[label] = _decode(attrs, base, var, loc[i, :, c])
-        indices: dict[int, list[int]] = {}
-        if not attrs.decrease_label_id:          # Caffe: NMS per class
-            for c in range(num_c):
-                if c == attrs.background_label_id:
-                    continue
-                boxes = decoded.get(-1 if attrs.share_location else c)
-                if boxes is None:
-                    continue
-                s = conf[i, c]
-                order = _by_score(s, np.flatnonzero(s > thr))
-                if attrs.top_k > -1:
-                    order = order[:attrs.top_k]
-                indices[c] = _greedy(boxes, order, nms_thr)
-        else:                                    # MXNet: each prior's best class only
-            cand = np.arange(1, num_c)
-            cand = cand[cand != attrs.background_label_id] if attrs.background_label_id > -1 \
-                else cand
-            if cand.size:
-                sub = conf[i, cand]                                          # [C', P]
-                best = np.argmax(sub, axis=0)                                # first maximum
-                best_score = sub[best, np.arange(num_p)]
-                # the reference starts from -1: a prior whose best score is not above -1 has
-                # no class
-                has = (best_score > F32(-1)) & (best_score >= thr)
-                best_cls = cand[best]
-                p_idx = np.flatnonzero(has)
-                order = p_idx[np.lexsort((p_idx, -best_score[p_idx]))]
-                if attrs.top_k != -1:
-                    order = order[:attrs.top_k]
-                for cls in np.unique(best_cls[order]):
-                    sel = order[best_cls[order] == cls]
-                    boxes = decoded[-1 if attrs.share_location else int(cls)]
-                    indices[int(cls)] = _greedy(boxes, sel, nms_thr)
-        num_det = sum(len(v) for v in indices.values())
-        if attrs.keep_top_k[0] > -1 and num_det > attrs.keep_top_k[0]:
-            labels = np.array([c for c, v in indices.items() for _ in v], np.int64)
-            idx = np.array([j for v in indices.values() for j in v], np.int64)
-            s = conf[i, labels, idx]
-            # score descending, then prior index; equal both: label order (the reference's
-            # std::sort leaves that open)
-            order = np.lexsort((labels, idx, -s))[:attrs.keep_top_k[0]]
-            new: dict[int, list[int]] = {}
-            for j in order:
-                new.setdefault(int(labels[j]), []).append(int(idx[j]))
-            indices = new
-        for label in sorted(indices):
-            boxes = decoded.get(-1 if attrs.share_location else label)
-            if boxes is None:
-                continue
-            sel = np.array(indices[label], np.int64)
-            if sel.size == 0:
-                continue
-            m = min(sel.size, rows - count)    # cannot be short for a valid output shape
-            if m <= 0:
-                break
-            sel = sel[:m]
-            b = boxes[sel]
-            if attrs.clip_after_nms:
-                b = np.clip(b, F32(0), F32(1))
-            out[count:count + m, 0] = i
-            out[count:count + m, 1] = label - 1 if attrs.decrease_label_id else label
-            out[count:count + m, 2] = conf[i, label, sel]
-            out[count:count + m, 3:] = b
-            count += m
-    if count < rows:
-        out[count, 0] = -1
+    out[:m, 0] = image[:m]
+    out[:m, 1] = label[:m] - 1 if attrs.decrease_label_id else label[:m]
+    out[:m, 2] = score[:m]
+    out[:m, 3:] = np.clip(boxes[:m], F32(0), F32(1)) if attrs.clip_after_nms else boxes[:m]
+    if m < rows:
+        out[m, 0] = -1
     return out.reshape(1, 1, rows, 7)
 
 
@@ -788,7 +849,7 @@ class ROIPooling2:
                     for b in range(pw):
                         if y1[a] > y0[a] and x1[b] > x0[b]:
                             out[i, :, a, b] = f[:, y0[a]:y1[a], x0[b]:x1[b]].max(axis=(1, 2))
-        else:
+        elif h and w:        # (a map of no pixels: every bilinear sample is outside it, 0)
             x1, y1, x2, y2 = (box[:, k] for k in range(1, 5))
             rh, rw = (y2 - y1) * F32(h - 1), (x2 - x1) * F32(w - 1)
             sh = rh / F32(ph - 1) if ph > 1 else np.zeros(r, F32)

@@ -4,12 +4,15 @@ with constant inputs is folded by OpenVINO's reference; the CPU plugin refuses n
 PriorBox-8)."""
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from irrun.errors import OpError, ShapeError
+from irrun.ops import detection
 from irrun.ops.detection import (
     DeformablePSROIPooling1,
     DeformablePSROIPoolingAttrs,
@@ -262,6 +265,147 @@ def test_detection_output_shape_rules_and_errors():
                                TensorSpec.make("f32", [1, 2, 8]))
     with pytest.raises(OpError, match=r"box logits must have shape \[N, 12\]"):
         _do(DetectionOutput8Attrs(**CORNER_ATTRS), np.zeros((1, 8)), np.zeros((1, 9)), PRIORS)
+
+
+def test_detection_output_suppression_chain():
+    # 40 boxes in a row, each 0.3 of a width right of the one before: IoU 0.7 / 1.3 with the
+    # next one (above 0.45), 0.4 / 1.6 with the one after; scores fall along the row. Greedy
+    # NMS keeps every other box: each suppression depends on the one before it, in one block
+    # and across blocks of 16 candidates.
+    p = 40
+    x = np.arange(p) * 0.3 * 0.02
+    pri = np.stack([x, np.zeros(p), x + 0.02, np.full(p, 0.02)], 1).reshape(1, 1, -1)
+    pri = np.concatenate([pri, np.ones_like(pri)], 1)
+    conf = np.stack([np.zeros(p), 0.9 - np.arange(p) * 0.01], 1).reshape(1, -1)
+    conf = np.concatenate([conf, conf])                     # two images
+    a = DetectionOutput8Attrs(keep_top_k=(-1,), nms_threshold=0.45, normalized=True,
+                              confidence_threshold=0.1)
+    for block in (256, 16):
+        with mock.patch.object(detection, "_NMS_BLOCK", block):
+            out = _do(a, np.zeros((2, p * 4)), conf, pri)
+        kept = out[:np.flatnonzero(out[:, 0] == -1)[0]]
+        assert kept[:, 0].tolist() == [0] * 20 + [1] * 20
+        np.testing.assert_array_equal(kept[:20, 2], F32(conf[0, 1::4]))    # boxes 0, 2, 4, ...
+        np.testing.assert_array_equal(kept[:20, 3], F32(x[::2]))
+
+
+def _do_reference(attrs, loc, conf, priors, arm_conf=None, arm_loc=None):
+    """DetectionOutput one image and one class at a time, NMS one kept box at a time."""
+    n, num_c = loc.shape[0], attrs.num_classes if getattr(attrs, "v1", False) else None
+    psize = 4 if attrs.normalized else 5
+    num_p = priors.shape[2] // psize
+    num_c = num_c or conf.shape[1] // num_p
+    num_lc = 1 if attrs.share_location else num_c
+    pb, bg = priors.shape[0], attrs.background_label_id
+    rows = detection._do_rows(attrs, {"N": Dim.of(n), "P": num_p, "C": num_c}).value
+    loc = loc.reshape(n, num_p, num_lc, 4)
+    conf = conf.reshape(n, num_p, num_c).transpose(0, 2, 1).copy()
+    pboxes = priors[:, 0, :num_p * psize].reshape(pb, num_p, psize)[..., psize - 4:]
+    pvars = None if attrs.variance_encoded_in_target else \
+        priors.reshape(pb, -1)[:, num_p * psize:num_p * psize + num_p * 4].reshape(pb, num_p, 4)
+    if arm_conf is not None:
+        low = arm_conf.reshape(n, num_p, 2)[:, :, 1] < F32(attrs.objectness_score)
+        conf = np.where(low[:, None, :], (np.arange(num_c) == bg).astype(F32)[None, :, None], conf)
+        arm_loc = arm_loc.reshape(loc.shape)
+
+    def greedy(boxes, order):
+        sizes = detection._box_sizes(boxes)
+        kept, alive = [], order
+        while alive.size:
+            i, rest = alive[0], alive[1:]
+            kept.append(int(i))
+            b, o = boxes[i], boxes[rest]
+            disjoint = (o[:, 0] > b[2]) | (o[:, 2] < b[0]) | (o[:, 1] > b[3]) | (o[:, 3] < b[1])
+            iw = np.minimum(b[2], o[:, 2]) - np.maximum(b[0], o[:, 0])
+            ih = np.minimum(b[3], o[:, 3]) - np.maximum(b[1], o[:, 1])
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                iou = iw * ih / (sizes[i] + sizes[rest] - iw * ih)
+            iou = np.where(~disjoint & (iw > 0) & (ih > 0), iou, F32(0))
+            alive = rest[~(iou > F32(attrs.nms_threshold))]
+        return kept
+
+    out, count = np.zeros((rows, 7), F32), 0
+    for i in range(n):
+        k, var = (0 if pb == 1 else i), None
+        var = None if pvars is None else pvars[k]
+        decoded = {}
+        for c in range(num_lc):
+            base = pboxes[k]
+            if arm_loc is not None:
+                base = detection._decode(attrs, base, var, arm_loc[i, :, c])
+            decoded[c] = detection._decode(attrs, base, var, loc[i, :, c])
+        at = (lambda c: decoded[0 if attrs.share_location else c])
+        found = {}
+        if not attrs.decrease_label_id:
+            for c in range(num_c):
+                if c != bg:
+                    s = conf[i, c]
+                    idx = np.flatnonzero(s > F32(attrs.confidence_threshold))
+                    order = idx[np.lexsort((idx, -s[idx]))]
+                    found[c] = greedy(at(c), order[:attrs.top_k] if attrs.top_k > -1 else order)
+        else:
+            cand = np.arange(1, num_c)
+            cand = cand[cand != bg] if bg > -1 else cand
+            if cand.size:
+                best = np.argmax(conf[i, cand], axis=0)
+                score = conf[i, cand][best, np.arange(num_p)]
+                idx = np.flatnonzero((score > F32(-1)) & (score >= F32(attrs.confidence_threshold)))
+                order = idx[np.lexsort((idx, -score[idx]))]
+                order = order[:attrs.top_k] if attrs.top_k != -1 else order
+                for c in np.unique(cand[best[order]]):
+                    found[int(c)] = greedy(at(c), order[cand[best[order]] == c])
+        dets = [(-conf[i, c, j], j, c) for c in sorted(found) for j in found[c]]
+        if attrs.keep_top_k[0] > -1:
+            dets = sorted(dets)[:attrs.keep_top_k[0]]
+        for _, j, c in sorted(dets, key=lambda d: (d[2], d[0], d[1])):
+            b = at(c)[j]
+            b = np.clip(b, F32(0), F32(1)) if attrs.clip_after_nms else b
+            out[count] = [i, c - 1 if attrs.decrease_label_id else c, conf[i, c, j], *b]
+            count += 1
+    if count < rows:
+        out[count, 0] = -1
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_detection_output_against_a_per_box_reference(data):
+    # ties in the scores (quantised), NaN and infinite scores, priors crowded into chains,
+    # negative and out-of-range thresholds and ids, blocks of 16 candidates or one
+    v1 = data.draw(st.booleans(), label="v1")
+    n, p = data.draw(st.integers(0, 3)), data.draw(st.integers(1, 80))
+    c = data.draw(st.integers(1, 5))
+    share, venc = data.draw(st.booleans()), data.draw(st.booleans())
+    normalized = data.draw(st.booleans())
+    pb = data.draw(st.sampled_from([1, n])) if n else 1
+    arm = data.draw(st.booleans(), label="arm") and pb == n and n > 0
+    attrs = {"keep_top_k": (data.draw(st.sampled_from([-1, 0, 1, 3, 10, 200])),),
+             "nms_threshold": data.draw(st.sampled_from([0.0, 0.1, 0.3, 0.45, 0.7, 1.0, -0.1])),
+             "confidence_threshold": data.draw(st.sampled_from([0.0, 0.2, 0.5, 0.8, -1.0])),
+             "top_k": data.draw(st.sampled_from([-1, 0, 1, 5, 400, -2])),
+             "background_label_id": data.draw(st.sampled_from([-1, 0, 1, 7])),
+             "code_type": data.draw(st.sampled_from(["caffe.PriorBoxParameter.CORNER",
+                                                     "caffe.PriorBoxParameter.CENTER_SIZE"])),
+             "clip_before_nms": data.draw(st.booleans()),
+             "clip_after_nms": data.draw(st.booleans()),
+             "share_location": share, "variance_encoded_in_target": venc, "normalized": normalized,
+             "input_width": 300, "input_height": 200,
+             "decrease_label_id": data.draw(st.booleans(), label="decrease_label_id")}
+    if arm:
+        attrs["objectness_score"] = data.draw(st.floats(0.0, 0.9))
+    a = DetectionOutput1Attrs(**attrs, num_classes=c) if v1 else DetectionOutput8Attrs(**attrs)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    ins = _ssd_inputs(rng, n, p, c, share, venc, normalized, pb, arm,
+                      spread=data.draw(st.sampled_from([0.05, 0.3, 1.0])))
+    q = data.draw(st.sampled_from([0, 4, 10]), label="score levels")
+    ins["conf"] = (np.round(ins["conf"] * q) / q).astype(F32) if q else ins["conf"]
+    if data.draw(st.booleans(), label="odd scores") and ins["conf"].size:
+        ins["conf"].flat[rng.integers(0, ins["conf"].size, 3)] = [np.nan, np.inf, -0.0]
+    args = list(ins.values())
+    want = _do_reference(a, *args)
+    with mock.patch.object(detection, "_NMS_BLOCK", data.draw(st.sampled_from([16, 256]))):
+        got = DetectionOutput1.run(a, *args)[0].reshape(-1, 7)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 # ------------------------------------------------------------------ ROIAlign, ROIPooling
@@ -672,12 +816,13 @@ def test_oracle_prior_box_clustered(data, tmp_path_factory):
                    tmpdir=tmp_path_factory.mktemp("pbc"))
 
 
-def _ssd_inputs(rng, n, p, c, share, venc, normalized, pb, arm):
+def _ssd_inputs(rng, n, p, c, share, venc, normalized, pb, arm, spread=1.0):
     lc = 1 if share else c
     ins = {"loc": (rng.standard_normal((n, p * lc * 4)) * 0.3).astype(F32),
            "conf": rng.permutation(n * p * c).reshape(n, p * c).astype(F32) / F32(n * p * c)}
     ps = 4 if normalized else 5
-    xy = rng.random((pb, p, 2)) * 1.1 - 0.1          # some priors start outside the image
+    # some priors start outside the image; a small spread crowds them (chains of overlaps)
+    xy = (rng.random((pb, p, 2)) * 1.1 - 0.1) * spread
     boxes = np.concatenate([xy, xy + rng.random((pb, p, 2)) * 0.3 + 0.01], -1)
     if not normalized:
         boxes = np.concatenate([np.zeros((pb, p, 1)), boxes * [300, 200, 300, 200]], -1)
@@ -697,10 +842,11 @@ def _ssd_inputs(rng, n, p, c, share, venc, normalized, pb, arm):
 @given(data=st.data())
 def test_oracle_detection_output(data, tmp_path_factory):
     v1 = data.draw(st.booleans(), label="v1")
-    n, p, c = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 25)), data.draw(st.integers(2, 5))
+    n, p, c = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 60)), data.draw(st.integers(2, 5))
     share, venc, normalized = data.draw(st.booleans()), data.draw(st.booleans()), data.draw(st.booleans())
     pb = data.draw(st.sampled_from([1, n]))
     arm = data.draw(st.booleans(), label="arm") and pb == n
+    spread = data.draw(st.sampled_from([1.0, 0.3, 0.05]), label="spread")  # small: chains
     attrs = {"keep_top_k": [data.draw(st.sampled_from([-1, 3, 10, 200]))],
                  "nms_threshold": data.draw(st.floats(0.1, 0.9)),
                  "confidence_threshold": data.draw(st.floats(0.0, 0.8)),
@@ -716,7 +862,7 @@ def test_oracle_detection_output(data, tmp_path_factory):
     if arm:
         attrs["objectness_score"] = data.draw(st.floats(0.0, 0.9))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
-    ins = _ssd_inputs(rng, n, p, c, share, venc, normalized, pb, arm)
+    ins = _ssd_inputs(rng, n, p, c, share, venc, normalized, pb, arm, spread)
     params = {k: o8.parameter(list(v.shape), ov.Type.f32, name=k) for k, v in ins.items()}
     args = list(params.values())
     if v1:
@@ -727,6 +873,21 @@ def test_oracle_detection_output(data, tmp_path_factory):
     model = ov.Model([o8.result(node)], args, "do")
     # f32 within a few ulp: the CENTER_SIZE decoding's exp is the plugin's
     oracle.compare(model, ins, rtol=1e-5, atol=1e-6, tmpdir=tmp_path_factory.mktemp("do"))
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("top_k", [-1, 300])
+def test_oracle_detection_output_many_candidates(top_k, tmp_path):
+    # 600 crowded priors, two of three classes above the threshold almost everywhere: more
+    # candidates per class than irrun's NMS takes in one block (256)
+    rng = np.random.default_rng(600)
+    ins = _ssd_inputs(rng, 2, 600, 3, True, False, True, 1, False, spread=0.5)
+    attrs = {"keep_top_k": [400], "nms_threshold": 0.45, "confidence_threshold": 0.001,
+             "top_k": top_k, "background_label_id": 0, "normalized": True,
+             "code_type": "caffe.PriorBoxParameter.CENTER_SIZE"}
+    params = [o8.parameter(list(v.shape), ov.Type.f32, name=k) for k, v in ins.items()]
+    model = ov.Model([o8.result(o8.detection_output(*params, attrs))], params, "do")
+    oracle.compare(model, ins, rtol=1e-5, atol=1e-6, tmpdir=tmp_path)
 
 
 import openvino.opset2 as o2
