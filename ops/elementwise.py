@@ -47,6 +47,7 @@ from irrun.opkit import (
     output_shape,
     register,
     same_etype,
+    static_values,
     widened,
 )
 
@@ -199,6 +200,27 @@ def binary_run(name: str, attrs, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarr
     return (as_dtype(y, dtype),)
 
 
+class _Shaped:
+    """A static shape where check_arrays_broadcast reads an array's."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
+def binary_prepare(name: str, attrs, a: TensorSpec, b: TensorSpec):
+    """binary_run's f32/f64 case for inputs of static shapes: the op's ufunc, the
+    broadcast checked once (irrun.opkit.prepared)."""
+    ufunc = FLOAT_UFUNCS.get(name)
+    if ufunc is None or a.etype.dtype.char not in "fd" or b.etype != a.etype:
+        return None
+    sa, sb = static_values(a.shape), static_values(b.shape)
+    if sa != sb:
+        check_arrays_broadcast(attrs.auto_broadcast, _Shaped(sa), _Shaped(sb))
+    return ufunc, (0, 1)
+
+
 def _make_binary(name: str, attrs_cls=BroadcastAttrs, category="arithmetic"):
     def infer(attrs, a, b):
         return binary_infer(name, attrs, a, b)
@@ -206,7 +228,11 @@ def _make_binary(name: str, attrs_cls=BroadcastAttrs, category="arithmetic"):
     def run(attrs, a, b):
         return binary_run(name, attrs, a, b)
 
+    def prepare(attrs, inputs, values):
+        return binary_prepare(name, attrs, *inputs)
+
     cls = type(f"{name}1", (), {"infer": staticmethod(infer), "run": staticmethod(run),
+                                "prepare": staticmethod(prepare),
                                 "__doc__": f"{name}-1: element-wise, with auto_broadcast."})
     return register(name, since=1, attrs=attrs_cls, category=category)(cls)
 

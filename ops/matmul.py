@@ -6,13 +6,15 @@ two innermost dims of inputs of rank >= 2. Batch dims broadcast with numpy rules
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from irrun.opkit import (
     matmul,
-    Dim, TensorSpec, as_dtype, broadcast_shapes, fail, format_shape, register, same_etype,
+    Dim, Fixed, TensorSpec, as_dtype, broadcast_shapes, fail, format_shape, register, same_etype,
+    static_values,
 )
 
 
@@ -96,3 +98,22 @@ class MatMul1:
             return (as_dtype(matmul(x.astype(np.float32), y.astype(np.float32)), a.dtype),)
         with np.errstate(all="ignore"):   # integer products wrap like C++
             return (as_dtype(matmul(x, y), a.dtype),)
+
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        # run's first case (f32/f64 data times a matrix), its choices made once; a weight
+        # the plan knows is handed over transposed as run transposes it (a view).
+        a, b = inputs
+        if (len(a.shape) < 2 or len(b.shape) != 2 or a.etype != b.etype
+                or a.etype.dtype.char not in "fd" or attrs.transpose_a):
+            return None
+        sa, sb = static_values(a.shape), static_values(b.shape)
+        rows, cols = (sb[1], sb[0]) if attrs.transpose_b else sb
+        if sa[-1] != rows:
+            return None
+        product = np.matmul if math.prod(sa) * cols < SMALL_MACS else matmul
+        if values[1] is not None:
+            return product, (0, Fixed(values[1].T if attrs.transpose_b else values[1]))
+        if not attrs.transpose_b:
+            return product, (0, 1)
+        return None

@@ -6,15 +6,17 @@ integer tensors, so shape arithmetic built from ShapeOf stays known at load time
 """
 from __future__ import annotations
 
+import math
+import operator
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, Dim, NoAttrs, ResourceError, TensorSpec, check_alloc, check_integer, check_rank,
+    DYNAMIC, Dim, Fixed, NoAttrs, ResourceError, TensorSpec, check_alloc, check_integer, check_rank,
     elements, fail, format_shape, int_spec, known_int_vector, known_ints, length, normalize_axis,
-    register, shape_dims, slice_index,
+    register, shape_dims, slice_index, static_values,
 )
 
 # ---------------------------------------------------------------- Transpose
@@ -46,11 +48,21 @@ class Transpose1:
 
     @staticmethod
     def run(attrs, data, input_order):
-        order = [int(v) for v in input_order.reshape(-1).tolist()]
-        if not order:
-            order = list(range(data.ndim))[::-1]
-        _check_order(order, data.ndim)
-        return (np.transpose(data, order),)
+        return (np.transpose(data, _order(input_order, data.ndim)),)
+
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        if values[1] is None:
+            return None
+        return np.ndarray.transpose, (0, Fixed(tuple(_order(values[1], len(inputs[0].shape)))))
+
+
+def _order(input_order: np.ndarray, rank: int) -> list[int]:
+    order = [int(v) for v in input_order.reshape(-1).tolist()]
+    if not order:
+        order = list(range(rank))[::-1]
+    _check_order(order, rank)
+    return order
 
 
 # ---------------------------------------------------------------- Concat
@@ -115,6 +127,15 @@ class Concat1:
                 fail(f"input {i} has shape {list(a.shape)}, input 0 has "
                      f"{list(first)}: only dim {axis} may differ")
         return (np.concatenate(inputs, axis=axis),)
+
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        # The shapes, which inference checked, are the ones run sees: only the join.
+        axis = normalize_axis(attrs.axis, len(inputs[0].shape), "axis")
+
+        def concat(*arrays):
+            return np.concatenate(arrays, axis=axis)
+        return concat, tuple(range(len(inputs)))
 
 
 # ---------------------------------------------------------------- Split / VariadicSplit
@@ -383,6 +404,28 @@ class Gather:
     def run(attrs, data, indices, axis):
         return _gather_run(data, indices, axis, attrs.batch_dims, attrs.negative_indices)
 
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        data, indices, axis = inputs
+        if values[2] is None or not indices.shape:
+            return None
+        ax, b = _gather_params(len(data.shape), len(indices.shape),
+                               int(values[2].reshape(-1)[0]), attrs.batch_dims)
+        n = data.shape[ax].value
+        count = math.prod(static_values(indices.shape))
+        if b != 0 or not 0 < count <= 8:
+            return None
+        take, axis_array = np.ndarray.take, values[2]
+        batch_dims, negative_ok = attrs.batch_dims, attrs.negative_indices
+
+        def gather(data, indices):
+            # _gather_run's case of a few indices, its axis and sizes known.
+            found = indices.reshape(-1).tolist()
+            if 0 <= min(found) and max(found) < n:
+                return take(data, indices, ax)
+            return _gather_run(data, indices, axis_array, batch_dims, negative_ok)[0]
+        return gather, (0, 1)
+
 
 # ---------------------------------------------------------------- slicing helpers
 
@@ -494,13 +537,32 @@ class Slice8:
                None if axes is None else tuple(axes.reshape(-1).tolist()))
         index = _SLICES.get(key)
         if index is None:
-            vals = [[int(v) for v in part] for part in key[1:4]]
-            ax = list(range(len(vals[0]))) if axes is None else [int(v) for v in key[4]]
-            index = _clamped(slice_index(data.ndim, *vals, ax), data.shape)
+            index = _slice8_index(key)
             if len(_SLICES) >= 4096:
                 _SLICES.clear()
             _SLICES[key] = index
         return (np.asarray(data[index]),)
+
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        # Bounds the plan knows: the index made once; slices give a view (an ndarray).
+        if any(v is None for v in values[1:]):
+            return None
+        key = (static_values(inputs[0].shape),) + tuple(
+            tuple(v.reshape(-1).tolist()) for v in values[1:4]) + (
+            None if len(values) < 5 else tuple(values[4].reshape(-1).tolist()),)
+        index = _slice8_index(key)
+        if not all(type(i) is slice for i in index):
+            return None
+        return operator.getitem, (0, Fixed(index))
+
+
+def _slice8_index(key: tuple) -> tuple:
+    """Slice-8's clamped NumPy index for key = (data shape, start, stop, step, axes or None)."""
+    shape = key[0]
+    vals = [[int(v) for v in part] for part in key[1:4]]
+    ax = list(range(len(vals[0]))) if key[4] is None else [int(v) for v in key[4]]
+    return _clamped(slice_index(len(shape), *vals, ax), shape)
 
 
 _SLICES: dict = {}     # (data shape, start, stop, step, axes) -> Slice's clamped index

@@ -173,6 +173,24 @@ def reduce_run(name: str, attrs, data: np.ndarray, axes: np.ndarray):
     return (as_dtype(y, data.dtype),)
 
 
+def reduce_prepare(name: str, attrs, inputs, values):
+    """reduce_run for axes the plan knows: the kernel with its axes normalised once."""
+    if values[1] is None:
+        return None
+    try:
+        axes = tuple(normalize_axes(_axes_values(values[1]), len(inputs[0].shape)))
+    except ValueError:
+        return None
+    if not axes:
+        return None
+    kernel, keep, dtype = REDUCTIONS[name][1], attrs.keep_dims, inputs[0].etype.dtype
+
+    def reduce(data):
+        y = kernel(data, axes, keep)
+        return y if type(y) is np.ndarray and y.dtype == dtype else as_dtype(y, dtype)
+    return reduce, (0,)
+
+
 def _make_reduce(name: str, since: int, kinds):
     def infer(attrs, data, axes):
         return reduce_infer(name, attrs, data, axes, kinds)
@@ -180,7 +198,11 @@ def _make_reduce(name: str, since: int, kinds):
     def run(attrs, data, axes):
         return reduce_run(name, attrs, data, axes)
 
+    def prepare(attrs, inputs, values):
+        return reduce_prepare(name, attrs, inputs, values)
+
     cls = type(f"{name}{since}", (), {"infer": staticmethod(infer), "run": staticmethod(run),
+                                      "prepare": staticmethod(prepare),
                                       "__doc__": f"{name}-{since}: reduce over the axes input."})
     return register(name, since=since, attrs=ReduceAttrs, category="reduction")(cls)
 

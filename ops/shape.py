@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 
 from irrun.opkit import (
-    DYNAMIC, Dim, DimOf, ElementTypeName, NoAttrs, TensorSpec, UnsupportedError, check_alloc,
+    DYNAMIC, Dim, DimOf, ElementTypeName, Fixed, NoAttrs, TensorSpec, UnsupportedError, check_alloc,
     check_integer, check_rank, convert_array, element_type, elements, fail, format_shape,
     from_dtype, int_spec, known_ints, length, normalize_axis, pass_elements, register, shape_dims,
     static_values, warn,
@@ -230,6 +230,15 @@ class Reshape1:
             _TARGETS[key] = target
         return (data.reshape(target),)
 
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        # A target the plan knows: the reshape, its target computed once.
+        if values[1] is None:
+            return None
+        target = reshape_target(static_values(inputs[0].shape), values[1].reshape(-1).tolist(),
+                                attrs.special_zero)
+        return np.ndarray.reshape, (0, Fixed(target))
+
 
 # ---------------------------------------------------------------- Squeeze / Unsqueeze
 
@@ -276,12 +285,22 @@ class Squeeze1:
 
     @staticmethod
     def run(attrs, data, axes=None):
-        if axes is None or axes.size == 0:
-            return (data.reshape(tuple(d for d in data.shape if d != 1)),)
-        drop = {normalize_axis(int(a), data.ndim, "axes value")
-                for a in axes.reshape(-1).tolist()}
-        return (data.reshape(tuple(d for i, d in enumerate(data.shape)
-                                   if not (i in drop and d == 1))),)
+        return (data.reshape(_squeezed(data.shape, axes)),)
+
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        if len(values) > 1 and values[1] is None:
+            return None
+        shape = _squeezed(static_values(inputs[0].shape), values[1] if len(values) > 1 else None)
+        return np.ndarray.reshape, (0, Fixed(shape))
+
+
+def _squeezed(shape: tuple, axes) -> tuple:
+    """Squeeze's output shape for an input of `shape` and the axes input's array (or None)."""
+    if axes is None or axes.size == 0:
+        return tuple(d for d in shape if d != 1)
+    drop = {normalize_axis(int(a), len(shape), "axes value") for a in axes.reshape(-1).tolist()}
+    return tuple(d for i, d in enumerate(shape) if not (i in drop and d == 1))
 
 
 _UNSQUEEZED: dict = {}    # (data shape, axes) -> Unsqueeze's output shape
@@ -319,15 +338,26 @@ class Unsqueeze1:
         key = (data.shape, tuple(axes.reshape(-1).tolist()))
         out = _UNSQUEEZED.get(key)
         if out is None:
-            norm = _unsqueeze_axes(list(key[1]), data.ndim)
-            out = list(data.shape)             # _unsqueeze_shape's, on ints
-            for a in sorted(norm):
-                out.insert(a, 1) if a < len(out) else out.append(1)
-            out = tuple(out)
+            out = _unsqueezed(*key)
             if len(_UNSQUEEZED) >= 4096:
                 _UNSQUEEZED.clear()
             _UNSQUEEZED[key] = out
         return (data.reshape(out),)
+
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        if values[1] is None:
+            return None
+        out = _unsqueezed(static_values(inputs[0].shape), tuple(values[1].reshape(-1).tolist()))
+        return np.ndarray.reshape, (0, Fixed(out))
+
+
+def _unsqueezed(shape: tuple, axes: tuple) -> tuple:
+    """Unsqueeze's output shape (ints) for an input of `shape` and the axes' values."""
+    out = list(shape)                 # _unsqueeze_shape's, on ints
+    for a in sorted(_unsqueeze_axes(list(axes), len(shape))):
+        out.insert(a, 1) if a < len(out) else out.append(1)
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- Range

@@ -1,11 +1,15 @@
 """Parameter-1, Const-1, Result-1 and Convert-1 (spec pages: infrastructure/, type/Convert_1)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from irrun.opkit import (
-    ElementTypeName, NoAttrs, PartialShapeText, TensorSpec, convert_array, element_type, fail,
-    parse_partial_shape, pass_elements, register,
+    ElementTypeName, Fixed, NoAttrs, PartialShapeText, TensorSpec, convert_array,
+    convert_is_astype, element_type, fail, parse_partial_shape, pass_elements, register,
+    static_values,
 )
 
 
@@ -89,3 +93,10 @@ class Convert1:
     @staticmethod
     def run(attrs, data):
         return (convert_array(data, attrs.destination_type),)
+
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        (data,) = inputs
+        dtype = convert_is_astype(data.etype.dtype, math.prod(static_values(data.shape)),
+                                  attrs.destination_type)
+        return None if dtype is None else (np.ndarray.astype, (0, Fixed(dtype)))

@@ -51,6 +51,8 @@ What is here, by concern:
   whose size comes from input values or attributes), `max_tensor_bytes`, and the one
   shared, fork-safe worker pool: `parallel`, `workers`, `even_ranges`, `balanced_ranges`,
   and `matmul` (np.matmul split over it when large; BLAS itself stays at one thread);
+- prepared kernels: `Fixed`, an operand an op's optional `prepare` computes once for a
+  layer of static shapes (irrun.opkit.prepared says how the executor uses them);
 - compressed weights: `CompressedWeights`, what a kernel gets at an input port its op
   lists in COMPRESSED_INPUTS when the loader kept an f16 Const's decompression Convert
   compressed (its `source` halves, or `decompressed()`: the f32 values, made once).
@@ -93,6 +95,7 @@ from .numeric import (
     ERF_CONSTANTS,
     as_dtype,
     convert_array,
+    convert_is_astype,
     erf,
     etype_name,
     first_position,
@@ -117,6 +120,7 @@ from .partial import (
     slice_index,
 )
 from .pool import balanced_ranges, even_ranges, matmul, parallel, workers
+from .prepared import Fixed
 from .problems import fail, warn
 from .unary import ARITH, make_unary, unary_apply
 from .window import (
@@ -143,11 +147,12 @@ def ir_name(name: str, default=dataclasses.MISSING):
 
 __all__ = [
     "ARITH", "AutoPad", "CompressedWeights", "ERF_CONSTANTS", "DYNAMIC", "Dim", "DimOf", "ElementType",
-    "ElementTypeName", "NoAttrs", "OpProblem", "add_elements",
+    "ElementTypeName", "Fixed", "NoAttrs", "OpProblem", "add_elements",
     "PartialShapeText", "ResourceError", "TensorSpec", "UnsupportedError", "as_dtype",
     "balanced_ranges", "broadcast_dim", "broadcast_shapes", "check_alloc", "check_arrays_broadcast",
     "check_integer", "check_rank",
-    "check_spatial_rank", "check_window_attrs", "compute_dtype", "convert_array", "dilated",
+    "check_spatial_rank", "check_window_attrs", "compute_dtype", "convert_array",
+    "convert_is_astype", "dilated",
     "element_type", "elements", "erf", "etype_name", "even_ranges", "exact", "fail",
     "first_position", "fixed_pads", "known_int_vector", "slice_index", "float_to_int", "float_unary", "format_shape",
     "from_dtype", "int_spec", "ir_name", "is_static", "known_ints", "length", "make_unary",

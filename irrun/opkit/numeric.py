@@ -119,6 +119,23 @@ def convert_array(x: np.ndarray, dst) -> np.ndarray:
 
 
 _SUB_BYTE = frozenset(("u1", "u4", "i4"))
+
+
+def convert_is_astype(src: np.dtype, size: int, dst: str):
+    """The NumPy dtype `t` for which convert_array(x, dst) is x.astype(t) for every x of
+    dtype `src` and `size` elements, or None: a small cast to a float type, an integer or
+    boolean array to an integer type of whole bytes (C++'s wrapping conversion)."""
+    cast = _FLOAT_CASTS.get(dst)
+    if cast is not None:
+        return cast if size < COMPILED_CAST_ELEMENTS else None
+    try:
+        et = element_type(dst)
+    except ValueError:
+        return None
+    if (src.kind in "iub" and et.kind in ("int", "uint") and et.name not in _SUB_BYTE
+            and et.name not in _COMPRESSED):
+        return et.dtype
+    return None
 _INT32_MIN, _INT64_MIN = -2.0 ** 31, -2.0 ** 63
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from irrun.ir.registry import NoAttrs, register
 from irrun.ir.shapes import TensorSpec
 
-from .numeric import as_dtype, float_unary
+from .numeric import F32_EXACT, as_dtype, float_unary
 from .problems import fail
 
 # The input kinds arithmetic ops accept.
@@ -34,10 +34,19 @@ def make_unary(name: str, fn: Callable, int_mode: str, kinds, category: str, sin
     def run(attrs, x):
         return (unary_apply(name, fn, int_mode, x),)
 
+    def prepare(attrs, inputs, values):
+        # float_unary's f32 and f64 cases when fn is one ufunc: fn(x) in x's type.
+        dtype = inputs[0].etype.dtype
+        if isinstance(fn, np.ufunc) and (dtype == np.float64 or (
+                dtype == np.float32 and name in F32_EXACT)):
+            return fn, (0,)
+        return None
+
     # The class belongs to the module that asked for it (an ops module: a built-in kernel;
     # an extension: an overlay), not to the kit.
     module = sys._getframe(1).f_globals.get("__name__", __name__)
     cls = type(f"{name}{since}", (), {"infer": staticmethod(infer), "run": staticmethod(run),
+                                      "prepare": staticmethod(prepare),
                                       "__doc__": f"{name}-{since}: element-wise.",
                                       "__module__": module})
     return register(name, since=since, attrs=NoAttrs, category=category)(cls)

@@ -20,6 +20,7 @@ from ..ir.shapes import TensorSpec, format_shape, is_static, shape_matches, shap
 from ..ir.weights import INT64_MAX, MAX_RANK, LiveBudget, check_alloc, reuse_memory
 from ..opkit.compressed import plain
 from ..opkit.pool import serial_blas
+from ..opkit.prepared import Fixed
 from .bodies import RunContext, current_run
 from .infer import FOLD_MAX_ELEMENTS, _where
 from .specialize import SignaturePlans
@@ -94,6 +95,8 @@ class Step:
                                  # spec, the ReadValue's layer); see _check_write
     fast: tuple | None = None    # kind "run", one output: (call, attrs, args, out slot, dtype,
                                  # shape), all the shortest path reads, in one tuple
+    bare: tuple | None = None    # the same with a prepared kernel (see _prepare): (fn,
+                                 # operand slots, out slot, dtype, shape)
     tracked: bool = False        # some output's size is not static: the live budget counts
                                  # its outputs even where the plan's static part is reserved
     release: tuple = ()          # the slots of `free` that tracked steps filled
@@ -174,6 +177,20 @@ class Plan:
         for step in steps:
             if step.kind == "run" and len(step.expect) == 1:
                 step.fast = (step.call, step.node.attrs, step.args, step.outs[0]) + step.expect[0]
+        # What the plan knows of its slots' values (Consts, folded layers): prepared
+        # kernels may read them once; the operands they compute (`fixed`) take the slots
+        # after the layers' own.
+        known_slots = {}
+        for step in steps:
+            if step.kind == "const":
+                known_slots[step.outs[0]] = step.node.const_value
+            elif step.kind == "folded":
+                known_slots.update(zip(step.outs, step.values))
+        fixed: list = []
+        for step in steps:
+            if step.fast is not None:
+                step.bare = _prepare(step, [specs[src][out] for src, out in step.node.inputs],
+                                     known_slots, fixed, len(slot_of))
         self.max_need = max((step.need for step in steps), default=0)
         self.steps = steps
         self.n_slots = len(slot_of)
@@ -188,7 +205,7 @@ class Plan:
         # A run that nobody listens to and that keeps nothing finds the Consts' and folded
         # layers' outputs in its slots from the start (`initial`) and runs only the other
         # steps (`lean_steps`): a decoder's weights are a third of its steps.
-        self.initial = [None] * len(slot_of)
+        self.initial = [None] * len(slot_of) + fixed
         self.lean_steps = []
         for step in steps:
             if step.kind in ("const", "folded") and not step.free:
@@ -213,6 +230,36 @@ class Plan:
         for step in steps:
             step.release = tuple(s for s in step.free if s in tracked_slots)
         self.tracks = bool(tracked_slots)
+
+
+def _prepare(step, in_specs, known_slots, fixed, first_fixed) -> tuple | None:
+    """The step's prepared kernel (irrun.opkit.prepared), as Step.bare, when its op has one
+    for these inputs: a layer of static shapes with one output of rank >= 1. A weight kept
+    compressed is not handed to `prepare`: that layer keeps its kernel."""
+    prepare = getattr(step.node.op.impl, "prepare", None)
+    if prepare is None or len(step.specs) != 1 or not step.specs[0].shape:
+        return None
+    values = []
+    for a in step.args:
+        v = known_slots.get(a)
+        if v is not None and type(v) is not np.ndarray:
+            return None
+        values.append(v)
+    try:
+        made = prepare(step.node.attrs, in_specs, values)
+    except (OpProblem, IrrunError):
+        return None        # the kernel meets the same refusal at run time, and reports it
+    if made is None:
+        return None
+    fn, operands = made
+    slots = []
+    for o in operands:
+        if isinstance(o, Fixed):
+            slots.append(first_fixed + len(fixed))
+            fixed.append(o.value)
+        else:
+            slots.append(step.args[o])
+    return (fn, tuple(slots), step.outs[0]) + step.expect[0]
 
 
 def _first_output_only(step, last_use, keep) -> None:
@@ -544,7 +591,29 @@ def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget
     for step in plan.lean_steps if listener is None and not keep_all else plan.steps:
         node = step.node
         try:
-            fast = step.fast if shortest else None
+            if shortest:
+                bare = step.bare
+                if bare is not None:
+                    # A prepared kernel (see _prepare): its operands' slots, its output.
+                    fn, args, out, dtype, shape = bare
+                    if len(args) == 2:
+                        v = fn(values[args[0]], values[args[1]])
+                    elif len(args) == 1:
+                        v = fn(values[args[0]])
+                    else:
+                        v = fn(*[values[a] for a in args])
+                    if type(v) is not ndarray or (v.dtype is not dtype and v.dtype != dtype) \
+                            or v.shape != shape:
+                        check_output(node, 0, v, step.specs)    # see below
+                    values[out] = v
+                    for s in step.free:
+                        values[s] = None
+                    for s in step.release:
+                        budget.release(base + s)
+                    continue
+                fast = step.fast
+            else:
+                fast = None
             if fast is not None:
                 run, attrs, args, out, dtype, shape = fast
                 if len(args) == 1:

@@ -1,0 +1,36 @@
+"""Prepared kernels: what an op computes for one layer of known shapes, made once per plan.
+
+A layer whose input and output shapes are all static in a plan (irrun.run.executor.Plan;
+a decode step's specialised plan has a hundred of them) runs the same computation at
+every run, and most of its kernel's time on a small tensor goes to what does not change:
+reading attributes, normalising axes, looking a Reshape's target up, checking shapes that
+inference proved. An op class may have a static
+
+    prepare(attrs, inputs: list[TensorSpec], values: list[np.ndarray | None])
+        -> tuple[Callable, tuple] | None
+
+`inputs` are the layer's input specs (every shape static); `values[i]` is input i's array
+when the plan knows it (a Const, a folded layer, a value the plan's shapes determine),
+else None. It returns `(fn, operands)`, or None to keep the kernel. Each operand is an
+input position (int), or `Fixed(value)`: a value computed here, which the plan holds. The
+executor then computes the layer's one output as `fn(*operands)` with the positions
+replaced by the arrays of this run: `fn` returns the array `run(attrs, *arrays)[0]` would
+have, the same values bit for bit (the same NumPy calls, in the same order), without
+what `prepare` did once. A `fail()` in `prepare` keeps the kernel, which reports it
+where the run meets it. Only layers with one output of rank >= 1 are prepared; the
+executor checks the output's type and shape as it checks the kernel's.
+"""
+from __future__ import annotations
+
+
+class Fixed:
+    """An operand of a prepared kernel computed by `prepare` (a transposed weight, a
+    Reshape's target, a Slice's index): the plan holds it and passes it at every run."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Fixed({self.value!r})"
