@@ -666,8 +666,8 @@ class GridSample9:
             fail(f"GridSample grid must be 4-D [N, H_out, W_out, 2], got {format_shape(grid.shape)}")
         if not grid.etype.is_float:
             fail(f"GridSample grid must be of a floating-point type, got {grid.etype.name}")
-        if data.etype.kind == "bool":
-            fail("GridSample does not accept boolean data")
+        if data.etype.kind in ("bool", "string"):
+            fail(f"GridSample does not accept {data.etype.name} data")
         d = data.shape if data.shape is not None else (DYNAMIC,) * 4
         g = grid.shape if grid.shape is not None else (DYNAMIC,) * 4
         if g[3].is_static and g[3].value != 2:

@@ -71,7 +71,11 @@ def _check_u8(name: str, spec: TensorSpec) -> None:
 
 def _text(arr: np.ndarray) -> bytes:
     """A string scalar input (u8 bytes) as bytes."""
-    return np.asarray(arr, dtype=np.uint8).tobytes()
+    a = np.asarray(arr)
+    if a.dtype != np.uint8:
+        fail(f"expected a string as u8 bytes, got {a.dtype.name if a.dtype != object else 'string'} "
+             f"values")
+    return a.tobytes()
 
 
 def _one(value, what: str):

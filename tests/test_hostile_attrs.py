@@ -216,3 +216,37 @@ def test_wordpiece_unknown_token_id_of_no_value(tmp_path):
                   'version="opset1">\n\t\t\t<data element_type="i64" shape="0" offset="21" size="0" />'))
     run_fails(xml, {"Parameter_1": np.array(["hello world"], object)}, "WordpieceTokenizer",
               "'WordpieceTokenizer_114'", "expected one unknown-token id, got 0 values")
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 0, 6), (1, 2, 6, 0)])
+@pytest.mark.parametrize("method", ["bilinear", "max"])
+def test_roi_pooling_on_a_map_with_no_pixels(tmp_path, shape, method):
+    """Every bin is outside a map of no pixels: 0."""
+    b = IRBuilder()
+    x = b.parameter("x", "f32", ",".join(map(str, shape)), list(shape))
+    rois = b.parameter("rois", "f32", "2,5", [2, 5])
+    rp = b.op("ROIPooling", "opset2", [x, rois], [0, 1], [2],
+              {"pooled_h": 2, "pooled_w": 3, "spatial_scale": "1.0", "method": method})
+    b.result((rp, 2), "out")
+    feed = {"x": np.ones(shape, np.float32),
+            "rois": np.array([[0, 0.1, 0.1, 0.5, 0.5], [0, 0, 0, 1, 1]], np.float32)}
+    (out,) = irrun.read_model(b.write(tmp_path)).infer(feed).values()
+    assert out.shape == (2, 2, 2, 3) and not out.any()
+
+
+def test_grid_sample_of_string_data(tmp_path):
+    b = IRBuilder()
+    x, g = b.parameter("x", "string", "1,2,4,4", [1, 2, 4, 4]), b.parameter("g", "f32", "1,3,3,2", [1, 3, 3, 2])
+    gs = b.op("GridSample", "opset9", [x, g], [0, 1], [2], {"mode": "nearest"}, name="gs")
+    b.result((gs, 2), "out")
+    rejected(b.write(tmp_path), "GridSample", "'gs'", "does not accept string data")
+
+
+def test_truncate_side_that_is_not_bytes(tmp_path):
+    xml = edited(tmp_path, "tok_postprocess", ('name="side" type="Parameter" version="opset1">\n'
+                                               '\t\t\t<data shape="?" element_type="u8"',
+                                               'name="side" type="Parameter" version="opset1">\n'
+                                               '\t\t\t<data shape="?" element_type="string"'))
+    feed = postprocess_feed()
+    feed["side"] = np.array(["right"], object)
+    run_fails(xml, feed, "Truncate", "'Truncate_11'", "expected a string as u8 bytes")
