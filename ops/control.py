@@ -25,6 +25,7 @@ from irrun.opkit import (
     ElementTypeName,
     NoAttrs,
     PartialShapeText,
+    ResourceError,
     TensorSpec,
     check_alloc,
     element_type,
@@ -32,6 +33,7 @@ from irrun.opkit import (
     format_shape,
     is_static,
     known_ints,
+    max_tensor_bytes,
     normalize_axis,
     parse_partial_shape,
     register,
@@ -42,6 +44,22 @@ from irrun.opkit import (
 # Body inference runs again while a back edge changes a Parameter's shape; every round
 # turns each dim that changed into a dynamic one, so it settles within rank + 2 rounds.
 _MAX_ROUNDS = 16
+
+# A concatenated output holds each iteration's part until the last: a part counts as its
+# bytes and the array that holds them (NumPy's header of a view), so that parts of no bytes
+# (a [0]-shaped Result) add up too. How many iterations run at all is bounded by the body
+# runs a run makes (irrun.run.bodies.ITERATION_BYTES, through `Body.check_iterations`).
+PART_BYTES = 128
+
+
+def _check_held(held: int, parts: int, position: int, limit: int) -> None:
+    """Refuse the concatenated outputs' parts when they hold more than `limit` bytes (the
+    concatenations grow each iteration: refused before they are too big)."""
+    if held > limit:
+        raise ResourceError(f"output {position}: the {parts} parts of the concatenated outputs "
+                            f"so far hold {held} bytes (each part's bytes and {PART_BYTES} for "
+                            f"its array), more than the limit of {limit} bytes (set "
+                            "IRRUN_MAX_BYTES to change it)")
 
 
 def _no_value(s: TensorSpec) -> TensorSpec:
@@ -82,27 +100,30 @@ def _slice_count(rule, dim: int) -> int:
     return (abs(end - start) + 1) // max(rule.part_size, 1)
 
 
-def _slice_parts(a: np.ndarray, rule, axis: int, count: int, loop: bool) -> list[np.ndarray]:
-    """The parts of a sliced input, in iteration order: views of `a`, made once per run.
+def _slicer(a: np.ndarray, rule, axis: int, count: int, loop: bool):
+    """part(i): the i-th part of a sliced input, a view of `a` made when iteration i needs
+    it (a [5000000, 0] input has 5000000 parts: not a list of them before the first).
 
     Loop slices the whole axis into parts of 1 (its port map has no start/end; OpenVINO
     ignores them there). TensorIterator starts at `start` and steps by `stride`; a negative
-    stride walks backwards from `start`."""
+    stride walks backwards from `start`. Part i's first index is linear in i, so the first
+    and the last part inside the axis means all of them are."""
     dim = a.shape[axis]
     lead = (slice(None),) * axis
     if loop:
-        idx = range(dim) if rule.stride > 0 else range(dim - 1, -1, -1)
-        return [a[lead + (slice(i, i + 1),)] for i in idx]
+        if rule.stride > 0:
+            return lambda i: a[lead + (slice(i, i + 1),)]
+        return lambda i: a[lead + (slice(dim - 1 - i, dim - i),)]
     size = max(rule.part_size, 1)
     start = rule.start + dim if rule.start < 0 else rule.start
-    parts = []
-    for i in range(count):
-        first = start + i * rule.stride if rule.stride > 0 else start + i * rule.stride - size + 1
+    step = rule.stride
+    base = start if step > 0 else start - size + 1
+    for i in (0, count - 1) if count > 1 else (0,) if count else ():
+        first = base + i * step
         if first < 0 or first + size > dim:
             fail(f"sliced input {rule.position}: part {i} [{first}, {first + size}) is outside "
                  f"axis {axis} of length {dim}")
-        parts.append(a[lead + (slice(first, first + size),)])
-    return parts
+    return lambda i: a[lead + (slice(base + i * step, base + i * step + size),)]
 
 
 def _sliced_spec(s: TensorSpec, rule, loop: bool) -> tuple[TensorSpec, int | None]:
@@ -242,12 +263,15 @@ class Loop5:
         if always and trip is not None and trip[0] < 0 and not counts and not (
                 condition.value is not None and not bool(condition.value.reshape(-1)[0])):
             warn("the loop never ends: the trip count is -1 and the body's condition is "
-                 "constantly true (OpenVINO runs it forever too)")
+                 "constantly true (OpenVINO runs it forever; irrun refuses it at its limit "
+                 "of body runs, see IRRUN_MAX_BYTES)")
         if condition.value is not None and not bool(condition.value.reshape(-1)[0]):
             count = 0
         elif (always and trip is not None and condition.value is not None and limits
               and None not in limits):
             count = min(limits)
+            view.body.check_iterations(count, "the trip count (input 0) asks for"
+                                       if count not in counts else "the sliced inputs give")
         result, outs = _infer_iterated(view, specs, count, attrs.n_outputs)
         if view.condition is not None:
             _check_flag(outs[view.condition], "the body's condition Result", ("boolean",),
@@ -268,9 +292,8 @@ class Loop5:
             a = outer[rule.position]
             if rule.axis is not None:
                 axis = normalize_axis(rule.axis, a.ndim, f"sliced input {rule.position}: axis")
-                parts = _slice_parts(a, rule, axis, 0, loop=True)
-                sliced.append((rule.parameter, parts))
-                limit = len(parts) if limit is None else min(limit, len(parts))
+                sliced.append((rule.parameter, _slicer(a, rule, axis, 0, loop=True)))
+                limit = a.shape[axis] if limit is None else min(limit, a.shape[axis])
             else:
                 values[rule.parameter] = a
         declared = body.parameters
@@ -284,20 +307,21 @@ class Loop5:
             values[cur] = np.zeros(shape, d.etype.dtype)
         scans: dict[int, list] = {i: [] for i, rule in enumerate(view.outputs)
                                   if rule.axis is not None}
-        scan_bytes = 0
+        scan_bytes = held_parts = 0
+        held_limit = max_tensor_bytes()
         last = None
         i = 0
         while go and (limit is None or i < limit):
-            for p, parts in sliced:
-                values[p] = parts[i]
-            outs = body.run(values)
+            for p, part_of in sliced:
+                values[p] = part_of(i)
+            outs = body.run(values)      # counts the iteration against the run's limit
             last = outs
             for k, pieces in scans.items():
                 part = outs[view.outputs[k].result]
-                scan_bytes += part.nbytes
-                # The concatenation grows each iteration: refuse it before it is too big.
-                check_alloc((scan_bytes,), element_type("u8"), f"output {view.outputs[k].position}")
+                scan_bytes += part.nbytes + PART_BYTES
                 pieces.append(part)
+                held_parts += 1
+                _check_held(scan_bytes, held_parts, view.outputs[k].position, held_limit)
             if view.condition is not None:
                 go = bool(_flag(outs[view.condition], "the body's condition"))
             for r, p in view.back_edges:
@@ -350,6 +374,8 @@ class TensorIterator1:
             count = abs(scan[0].end - scan[0].start) // max(scan[0].part_size, 1) if scan else 1
         if count is not None and count < 1:
             fail(f"the slicing gives {count} iterations")
+        if count is not None:
+            view.body.check_iterations(count, _count_source(view))
         result, _ = _infer_iterated(view, specs, count, attrs.n_outputs)
         return result
 
@@ -365,11 +391,10 @@ class TensorIterator1:
             if rule.axis is not None:
                 axis = normalize_axis(rule.axis, a.ndim, f"sliced input {rule.position}: axis")
                 n = _slice_count(rule, a.shape[axis])
-                parts = _slice_parts(a, rule, axis, n, loop=False)
                 if count is not None and n != count:
                     fail(f"the sliced inputs give different iteration counts: {count} and {n}")
                 count = n
-                sliced.append((rule.parameter, parts))
+                sliced.append((rule.parameter, rule, a, axis))
             else:
                 values[rule.parameter] = a
         if count is None:
@@ -377,15 +402,23 @@ class TensorIterator1:
             count = abs(scan[0].end - scan[0].start) // max(scan[0].part_size, 1) if scan else 1
         if count < 1:
             fail(f"the slicing gives {count} iterations")
+        body.check_iterations(count, _count_source(view))
+        sliced = [(p, _slicer(a, rule, axis, count, loop=False)) for p, rule, a, axis in sliced]
         scans: dict[int, list] = {k: [] for k, rule in enumerate(view.outputs)
                                   if rule.axis is not None}
+        scan_bytes = held_parts = 0
+        held_limit = max_tensor_bytes()
         outs = None
         for i in range(count):
-            for p, parts in sliced:
-                values[p] = parts[i]
+            for p, part_of in sliced:
+                values[p] = part_of(i)
             outs = body.run(values)
             for k, pieces in scans.items():
-                pieces.append(outs[view.outputs[k].result])
+                part = outs[view.outputs[k].result]
+                scan_bytes += part.nbytes + PART_BYTES
+                pieces.append(part)
+                held_parts += 1
+                _check_held(scan_bytes, held_parts, view.outputs[k].position, held_limit)
             for r, p in view.back_edges:
                 values[p] = outs[r]
         result: list = [None] * attrs.n_outputs
@@ -396,6 +429,17 @@ class TensorIterator1:
             else:
                 result[rule.position] = outs[rule.result]
         return tuple(result)
+
+
+def _count_source(view) -> str:
+    """Where a TensorIterator's iteration count comes from, for its messages."""
+    if any(rule.axis is not None for rule in view.inputs):
+        return "the sliced inputs give"
+    scan = next((rule for rule in view.outputs if rule.axis is not None), None)
+    if scan is None:
+        return "a port map without slicing gives"
+    return (f"the port map of output {scan.position} (start={scan.start}, end={scan.end}, "
+            f"part_size={scan.part_size}) gives")
 
 
 # ---------------------------------------------------------------- If-8

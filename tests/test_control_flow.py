@@ -845,3 +845,196 @@ def test_a_loop_body_counts_against_the_budget_of_the_run_around_it(tmp_path, mo
     monkeypatch.setenv("IRRUN_MAX_BYTES", str(8 << 20))
     got = m.infer({"x": x, "c": np.array(True)})[m.outputs[0].name]
     np.testing.assert_allclose(got, 4 * np.maximum(x, 0), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- iterations a file asks for
+
+def _line_of(xml, needle, nth=0):
+    return [i for i, s in enumerate(Path(xml).read_text().splitlines(), 1) if needle in s][nth]
+
+
+def build_empty_ti(end=None, scans=1):
+    """A TensorIterator whose body passes on x (f32[0]) through a back edge, concatenating it
+    on axis 0 in `scans` outputs. With `end`, no input is sliced: the count is the output
+    port map's |end - start| / part_size (OpenVINO's rule). Without, s (f32[?,0]) is sliced
+    on axis 0: as many iterations as s has rows, none holding a byte."""
+    x = _f32((0,), "x")
+    bx = _f32((0,), "bx")
+    r = o8.result(o8.relu(bx))
+    params, results, inputs = [bx], [r], [x]
+    if end is None:
+        s = o8.parameter([-1, 0], np.float32, name="s")
+        bs = _f32((1, 0), "bs")
+        params.append(bs)
+        results.append(o8.result(bs))
+        inputs.append(s)
+    ti = o8.tensor_iterator()
+    ti.set_body(ov.Model(results, params))
+    ti.set_merged_input(bx, x.output(0), r.output(0))
+    if end is None:
+        ti.set_sliced_input(bs, s.output(0), 0, 1, 1, -1, 0)
+    outs = [ti.get_concatenated_slices(r.output(0), 0, 1, 1, -1 if end is None else end, 0)
+            for _ in range(scans)]
+    return ov.Model(outs, inputs)
+
+
+def build_empty_loop(scans=1, stop_after=None, sliced=False):
+    """A Loop of trip count t (an input) whose body passes on x (f32[0]) through a back edge,
+    concatenating it on axis 0 in `scans` outputs; its condition is true, or with
+    `stop_after`, true while the iteration number is below it. With `sliced`, s (f32[?,0])
+    is sliced on axis 0 as well (the Loop stops at its end too)."""
+    x = _f32((0,), "x")
+    t = o8.parameter([], np.int64, name="t")
+    bx = _f32((0,), "bx")
+    it = o8.parameter([], np.int64, name="it")
+    r = o8.result(o8.relu(bx))
+    cond = o8.constant(True) if stop_after is None else \
+        o8.less(it, o8.constant(np.int64(stop_after - 1)))
+    rc = o8.result(cond)
+    params, results, inputs = [bx, it], [r, rc], [x, t]
+    if sliced:
+        s = o8.parameter([-1, 0], np.float32, name="s")
+        bs = _f32((1, 0), "bs")
+        params.append(bs)
+        inputs.append(s)
+    loop = o8.loop(t, o8.constant(True))
+    loop.set_function(ov.Model(results, params))
+    loop.set_special_body_ports([1, 1])
+    loop.set_merged_input(bx, x.output(0), r.output(0))
+    if sliced:
+        loop.set_sliced_input(bs, s.output(0), 0, 1, 1, -1, 0)
+    outs = [loop.get_concatenated_slices(r.output(0), 0, 1, 1, -1, 0) for _ in range(scans)]
+    return ov.Model(outs, inputs)
+
+
+EMPTY = np.zeros(0, np.float32)
+
+
+def test_a_tensor_iterator_asking_for_2_62_iterations_is_refused_at_its_line(tmp_path):
+    """end=2**62 in an output's port map, and parts of no bytes: 2**62 iterations that hold
+    nothing (OpenVINO's CPU plugin refuses the file too, at compile time)."""
+    xml = save(build_empty_ti(end=2 ** 62), tmp_path)
+    errors = [d for d in irrun.validate(xml) if d.severity == "error"]
+    assert [(d.line, d.op, d.code) for d in errors] == [
+        (_line_of(xml, 'type="TensorIterator"'), "TensorIterator-opset1", "resource")]
+    assert errors[0].message.startswith(
+        f"the port map of output 0 (start=0, end={2 ** 62}, part_size=1) gives {2 ** 62} "
+        "iterations, more than the ")
+    assert "body runs a run makes at most: each counts as 4096 bytes against the memory " \
+        "limit of" in errors[0].message
+    with pytest.raises(irrun.ModelError):
+        irrun.read_model(xml)
+
+
+def test_a_loop_over_parts_of_no_bytes_stops_at_the_runs_limit(tmp_path, monkeypatch):
+    """A trip count from the input and a body condition that stays true: each iteration
+    holds nothing, but counts. IRRUN_MAX_BYTES=1M allows 1M / 4096 = 256 body runs."""
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "1M")
+    xml = save(build_empty_loop(), tmp_path)
+    m = irrun.read_model(xml)
+    assert m.infer({"x": EMPTY, "t": np.int64(256)})[0].shape == (0,)
+    with pytest.raises(irrun.ResourceError) as e:
+        m.infer({"x": EMPTY, "t": np.int64(100_000)})
+    d = e.value.diagnostic
+    assert (d.file, d.line, d.op) == (xml, _line_of(xml, 'type="Loop"'), "Loop-opset5")
+    assert d.message.startswith("this would be body run 257 of the run (Loop and "
+                                "TensorIterator iterations and If branches, nested ones "
+                                "included), more than the 256 a run makes at most: each "
+                                "counts as 4096 bytes against the memory limit of 1048576")
+
+
+def test_nested_loops_share_the_runs_limit_of_their_run(tmp_path, monkeypatch):
+    """20 iterations of a Loop each running a Loop of 20: 420 body runs, though neither
+    Loop asks for more than 20."""
+    def inner(x):
+        bx = _f32((3,), "bx")
+        r, rc = o8.result(o8.add(bx, o8.constant(np.float32(1)))), o8.result(o8.constant(True))
+        loop = o8.loop(o8.constant(np.int64(20)), o8.constant(True))
+        loop.set_function(ov.Model([r, rc], [bx]))
+        loop.set_special_body_ports([-1, 1])
+        loop.set_merged_input(bx, x.output(0), r.output(0))
+        return loop.get_iter_value(r.output(0), -1)
+
+    x = _f32((3,), "x")
+    by = _f32((3,), "by")
+    r, rc = o8.result(inner(by)), o8.result(o8.constant(True))
+    outer = o8.loop(o8.constant(np.int64(20)), o8.constant(True))
+    outer.set_function(ov.Model([r, rc], [by]))
+    outer.set_special_body_ports([-1, 1])
+    outer.set_merged_input(by, x.output(0), r.output(0))
+    xml = save(ov.Model([o8.result(outer.get_iter_value(r.output(0), -1))], [x]), tmp_path)
+    m = irrun.read_model(xml)
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "2M")          # 512 body runs
+    np.testing.assert_array_equal(m.infer({"x": np.zeros(3, np.float32)})[0], [400] * 3)
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "1M")          # 256
+    with pytest.raises(irrun.ResourceError) as e:
+        m.infer({"x": np.zeros(3, np.float32)})
+    d = e.value.diagnostic
+    assert (d.line, d.op) == (_line_of(xml, 'type="Loop"', 1), "Loop-opset5")    # the inner
+    assert "body run 257 of the run" in d.message
+    assert d.message.endswith(f"(in the body of layer '{outer.get_friendly_name()}' "
+                              "(Loop-opset5))")
+
+
+def test_a_tensor_iterator_over_a_long_empty_input_is_refused_before_its_first_iteration(
+        tmp_path, monkeypatch):
+    from irrun.run import bodies
+
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "1M")
+    xml = save(build_empty_ti(), tmp_path)
+    m = irrun.read_model(xml)
+    assert m.infer({"x": EMPTY, "s": np.zeros((256, 0), np.float32)})[0].shape == (0,)
+    runs = []
+    real = bodies.Body.run
+    monkeypatch.setattr(bodies.Body, "run", lambda self, arrays: runs.append(1) or
+                        real(self, arrays))
+    with pytest.raises(irrun.ResourceError) as e:
+        m.infer({"x": EMPTY, "s": np.zeros((1000, 0), np.float32)})
+    assert runs == []
+    d = e.value.diagnostic
+    assert (d.line, d.op) == (_line_of(xml, 'type="TensorIterator"'), "TensorIterator-opset1")
+    assert d.message.startswith("the sliced inputs give 1000 iterations, more than the 256 "
+                                "body runs a run makes at most")
+
+
+def test_a_loop_slices_its_input_as_the_iterations_need_the_parts(tmp_path):
+    """A Loop over the rows of s f32[1000000, 0] whose body stops it after 2 iterations:
+    2 parts are made, not a million (a list of a million views is some 130 MB). Counted
+    in bytes by tracemalloc, not timed."""
+    import tracemalloc
+
+    xml = save(build_empty_loop(stop_after=2, sliced=True), tmp_path)
+    m = irrun.read_model(xml)
+    feed = {"x": EMPTY, "t": np.int64(-1), "s": np.zeros((1_000_000, 0), np.float32)}
+    assert m.infer(feed)[0].shape == (0,)
+    tracemalloc.start()
+    try:
+        m.infer(feed)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+
+
+@pytest.mark.parametrize("kind", ["Loop", "TensorIterator"])
+def test_concatenated_parts_of_no_bytes_count_against_the_budget(tmp_path, monkeypatch, kind):
+    """40 outputs concatenating [0]-shaped parts: each part held until the end counts as
+    128 bytes (its array), so 200 iterations hold 40 * 200 * 128 = 1 MB: past a 1 MB budget
+    (which allows 256 body runs, more than the 200); 100 iterations fit."""
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "1000000")
+    if kind == "Loop":
+        xml = save(build_empty_loop(scans=40), tmp_path)
+        feed = lambda n: {"x": EMPTY, "t": np.int64(n)}           # noqa: E731
+    else:
+        xml = save(build_empty_ti(scans=40), tmp_path)
+        feed = lambda n: {"x": EMPTY, "s": np.zeros((n, 0), np.float32)}   # noqa: E731
+    m = irrun.read_model(xml)
+    assert [v.shape for v in m.infer(feed(100)).values()] == [(0,)] * 40
+    with pytest.raises(irrun.ResourceError) as e:
+        m.infer(feed(200))
+    d = e.value.diagnostic
+    assert (d.line, d.op) == (_line_of(xml, f'type="{kind}"'), f"{kind}-opset"
+                              + ("5" if kind == "Loop" else "1"))
+    assert re.search(r"output \d+: the 7813 parts of the concatenated outputs so far hold "
+                     r"1000064 bytes \(each part's bytes and 128 for its array\), more than "
+                     r"the limit of 1000000 bytes", d.message), d.message

@@ -21,8 +21,9 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import Collector, IrrunError
+from ..errors import Collector, IrrunError, ResourceError
 from ..ir.shapes import TensorSpec, format_shape
+from ..ir.weights import max_tensor_bytes
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,38 @@ class BodyFailed(IrrunError):
     code = "body"
 
 
+# Every body run (a Loop's or TensorIterator's iteration, an If's branch) counts as
+# ITERATION_BYTES against the memory limit (IRRUN_MAX_BYTES), whatever its tensors hold: a
+# run, its nested bodies' runs included, makes at most limit // ITERATION_BYTES of them
+# (3 million under 12 GiB). An iteration over empty tensors is still work (a small body's
+# run takes some 35 us), and a port map's end=2**62, a trip count of 2**62 or a [5000000, 0]
+# input asks for that many from a file of a few hundred bytes. A count known before the
+# first iteration (a TensorIterator's, a Loop's that its condition cannot stop) is refused
+# before it; any other at the first body run past the limit.
+ITERATION_BYTES = 4096
+
+
+def max_body_runs() -> int:
+    """The most body runs one run makes (see ITERATION_BYTES)."""
+    return max_tensor_bytes() // ITERATION_BYTES
+
+
+class BodyRuns:
+    """The body runs of one run so far (its nested levels share it), and the most it makes
+    (read at its first body run)."""
+
+    __slots__ = ("done", "limit")
+
+    def __init__(self):
+        self.done = 0
+        self.limit = None
+
+
+def _limit_words() -> str:
+    return (f"each counts as {ITERATION_BYTES} bytes against the memory limit of "
+            f"{max_tensor_bytes()} bytes (set IRRUN_MAX_BYTES to change it)")
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What a body running inside a layer takes from the run in progress."""
@@ -87,6 +120,7 @@ class RunContext:
                                 # `for_body(program)` when it has one
     state: object               # the session's variables: a body's ReadValue/Assign share them
     run_body: Callable          # run_body(body, arrays) -> the body's Results' values
+    runs: BodyRuns              # the body runs of the whole run, its nested levels' included
 
 
 current_run: contextvars.ContextVar = contextvars.ContextVar("irrun_run", default=None)
@@ -187,12 +221,36 @@ class Body:
         made = self.program.nodes[src].specs
         return made[out] if made is not None and out < len(made) else None
 
+    def check_iterations(self, count: int, what: str) -> None:
+        """Refuse, before the first, `count` iterations of this body that the run cannot make
+        (see ITERATION_BYTES); `what` says where the count comes from ("the slicing gives").
+        At load (no run in progress) the whole limit is left."""
+        context = current_run.get()
+        runs = context.runs if context is not None else None
+        limit = runs.limit if runs is not None and runs.limit is not None else max_body_runs()
+        done = runs.done if runs is not None else 0
+        if count > limit - done:
+            left = (f"the {limit - done} body runs this run has left of its {limit}" if done
+                    else f"the {limit} body runs a run makes at most")
+            raise ResourceError(f"{what} {count} iterations, more than {left}: "
+                                + _limit_words())
+
     def run(self, arrays) -> list:
         """The Results' values for the Parameters' values (by index), run by the run in
         progress (a body runs only inside its layer's kernel)."""
         context = current_run.get()
         if context is None:
             raise RuntimeError("a body runs only inside a run (no run context is set)")
+        runs = context.runs
+        runs.done += 1
+        if runs.limit is None:
+            runs.limit = max_body_runs()
+        if runs.done > runs.limit:
+            # Not located here: the layer whose kernel asked for the run is (the executor).
+            raise ResourceError(f"this would be body run {runs.done} of the run (Loop and "
+                                f"TensorIterator iterations and If branches, nested ones "
+                                f"included), more than the {runs.limit} a run makes at most: "
+                                + _limit_words())
         try:
             return context.run_body(self, arrays)
         except IrrunError as e:

@@ -21,7 +21,7 @@ from ..ir.weights import INT64_MAX, MAX_RANK, LiveBudget, check_alloc, reuse_mem
 from ..opkit.compressed import plain
 from ..opkit.pool import serial_blas
 from ..opkit.prepared import Fixed
-from .bodies import RunContext, current_run
+from .bodies import BodyRuns, RunContext, current_run
 from .infer import FOLD_MAX_ELEMENTS, _where
 from .specialize import SignaturePlans
 
@@ -521,7 +521,10 @@ def execute(program, plan: Plan, feeds: dict[str, np.ndarray], listener=None,
     lean = listener is None and not keep_all
     values: list = list(plan.initial) if lean else [None] * plan.n_slots
     clock = time.perf_counter
-    token = current_run.set(RunContext(listener, state, run_body))
+    # A body's run (see below) counts its iterations with the run around it.
+    outer = current_run.get() if _running.get() is not None else None
+    token = current_run.set(RunContext(listener, state, run_body,
+                                       outer.runs if outer is not None else BodyRuns()))
     # Overflow to inf and NaN from 0/0 are what IR semantics compute, not a reason for NumPy
     # to print warnings mid-run (--check-nan finds them); set once here, not per kernel.
     try:
