@@ -104,6 +104,11 @@ def _offsets(begins: np.ndarray, ends: np.ndarray, size: int, what: str):
 def _strings(begins, ends, chars, what="string") -> list[bytes]:
     data = np.asarray(chars, dtype=np.uint8).tobytes()
     b, e = _offsets(begins, ends, len(data), what)
+    # Ranges may overlap (every string the whole chars, say): the strings can hold far more
+    # bytes than the inputs, so their total is held to the memory budget before any is made
+    # (summed in f64: exact below 2**53, never wrapping around as int64 could).
+    check_alloc([int(np.sum(e - b, dtype=np.float64))], np.uint8,
+                f"the {what}s' bytes (the sum of ends - begins; ranges may overlap)")
     return [data[x:y] for x, y in zip(b.tolist(), e.tolist())]
 
 
@@ -172,8 +177,17 @@ class StringTensorUnpackExtension:
             _offsets(begins, ends, chars.size, "packed string")
             count = int(ends[-1]) if batch else 0
             return begins.astype(np.int32), ends.astype(np.int32), chars[:count].copy()
+        flat = data.reshape(-1).tolist()
+        # A tensor of many references to one long string (a Tile of it, 8 bytes an element)
+        # can stand for far more bytes than memory holds: its characters (1 to 4 bytes each)
+        # are counted at C speed and checked before any is encoded; _pack checks the bytes.
+        try:
+            count = sum(map(len, flat))
+        except TypeError:
+            count = sum(len(v) if isinstance(v, (str, bytes)) else len(str(v)) for v in flat)
+        check_alloc([count], np.uint8, "chars")
         parts = [v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogateescape")
-                 for v in data.reshape(-1).tolist()]
+                 for v in flat]
         return _pack(parts, data.shape)
 
 

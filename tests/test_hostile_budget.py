@@ -307,3 +307,55 @@ def test_dump_of_a_string_tensor(tmp_path):
             assert done.exit_code == 1 and len(errors) == 1, done.output
             assert errors[0].startswith(f"{xml}:") and "'pack' (StringTensorPack" in errors[0]
             assert "'output 0' holds 3 strings" in errors[0] and "'<U998'" in errors[0]
+
+
+# ---------------------------------------------------------------- openvino_tokenizers' own
+
+
+def _extension_model(tmp_path, op, inputs, outputs):
+    """One openvino_tokenizers layer (version "extension") between Parameters and Results;
+    `inputs` and `outputs` are (name, precision, element_type) with rank-1 dynamic shapes."""
+    layers, edges = [], []
+    for i, (name, precision, etype) in enumerate(inputs):
+        layers.append(f'<layer id="{i}" name="{name}" type="Parameter" version="opset1">'
+                      f'<data shape="?" element_type="{etype}"/><output><port id="0" '
+                      f'precision="{precision}" names="{name}"><dim>-1</dim></port></output>'
+                      '</layer>')
+        edges.append(f'<edge from-layer="{i}" from-port="0" to-layer="100" to-port="{i}"/>')
+    ports_in = "".join(f'<port id="{i}" precision="{p}"><dim>-1</dim></port>'
+                       for i, (_, p, _) in enumerate(inputs))
+    ports_out = "".join(f'<port id="{len(inputs) + j}" precision="{p}" names="{n}"><dim>-1'
+                        '</dim></port>' for j, (n, p, _) in enumerate(outputs))
+    layers.append(f'<layer id="100" name="tok" type="{op}" version="extension"><data '
+                  f'mode="begins_ends"/><input>{ports_in}</input><output>{ports_out}</output>'
+                  '</layer>')
+    for j, (n, p, _) in enumerate(outputs):
+        layers.append(f'<layer id="{200 + j}" name="{n}_r" type="Result" version="opset1">'
+                      f'<input><port id="0" precision="{p}"><dim>-1</dim></port></input>'
+                      '</layer>')
+        edges.append(f'<edge from-layer="100" from-port="{len(inputs) + j}" '
+                     f'to-layer="{200 + j}" to-port="0"/>')
+    xml = tmp_path / "tok.xml"
+    xml.write_text('<?xml version="1.0"?>\n<net name="tok" version="11"><layers>'
+                   + "\n".join(layers) + "</layers><edges>" + "\n".join(edges)
+                   + "</edges></net>\n")
+    return xml
+
+
+def test_tokenizers_string_tensor_pack_of_overlapping_ranges(tmp_path):
+    """1,000 strings each spanning all 64 KiB of the chars: 64 MB of strings from 72 KB."""
+    xml = _extension_model(tmp_path, "StringTensorPack",
+                           [("b", "I32", "i32"), ("e", "I32", "i32"), ("c", "U8", "u8")],
+                           [("s", "STRING", "string")])
+    feed = {"b": np.zeros(1000, np.int32), "e": np.full(1000, 1 << 16, np.int32),
+            "c": np.full(1 << 16, 97, np.uint8)}
+    refused(xml, feed, "tok", "StringTensorPack", "ranges may overlap")
+
+
+def test_tokenizers_string_tensor_unpack_of_many_references_to_one_string(tmp_path):
+    """8,192 references to one 2 KiB string (64 KiB of feed): 16 MiB of chars."""
+    xml = _extension_model(tmp_path, "StringTensorUnpack", [("s", "STRING", "string")],
+                           [("b", "I32", "i32"), ("e", "I32", "i32"), ("c", "U8", "u8")])
+    one = "a" * (1 << 11)
+    feed = {"s": np.array([one] * 8192, dtype=object)}
+    refused(xml, feed, "tok", "StringTensorUnpack", "chars")
