@@ -1825,6 +1825,8 @@ class ExperimentalDetectronDetectionOutput6:
             fail(f"num_classes and max_detections_per_image must be positive and deltas_weights "
                  f"4 values, got {attrs.num_classes}, {attrs.max_detections_per_image}, "
                  f"{list(attrs.deltas_weights)}")
+        if rois.shape is not None and rois.shape[1].is_static and rois.shape[1].value != 4:
+            fail(f"rois must be [N, 4] boxes, got {rois}")
         m = Dim.of(attrs.max_detections_per_image)
         return [TensorSpec(rois.etype, (m, Dim.of(4))), TensorSpec.make("i32", (m,)),
                 TensorSpec(rois.etype, (m,))]
@@ -1832,6 +1834,8 @@ class ExperimentalDetectronDetectionOutput6:
     @staticmethod
     def run(attrs, rois, deltas, scores, im_info) -> tuple[np.ndarray, ...]:
         r, c = rois.shape[0], attrs.num_classes
+        if rois.shape[1] != 4:
+            fail(f"rois must be [N, 4] boxes, got {list(rois.shape)}")
         if deltas.shape != (r, 4 * c) or scores.shape != (r, c):
             fail(f"expected deltas [{r}, {4 * c}] and scores [{r}, {c}], got "
                  f"{list(deltas.shape)} and {list(scores.shape)}")

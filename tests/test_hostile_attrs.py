@@ -250,3 +250,26 @@ def test_truncate_side_that_is_not_bytes(tmp_path):
     feed = postprocess_feed()
     feed["side"] = np.array(["right"], object)
     run_fails(xml, feed, "Truncate", "'Truncate_11'", "expected a string as u8 bytes")
+
+
+@pytest.mark.parametrize("declared", ["4,3", "4,?"])
+def test_ed_detection_output_rois_that_are_not_boxes(tmp_path, declared):
+    b = IRBuilder()
+    rois = b.parameter("rois", "f32", declared, [4, -1 if "?" in declared else 3])
+    ins = [rois] + [b.parameter(n, "f32", s, list(map(int, s.split(","))))
+                    for n, s in (("deltas", "4,12"), ("scores", "4,3"), ("im_info", "1,3"))]
+    do = b.op("ExperimentalDetectronDetectionOutput", "opset6", ins, [0, 1, 2, 3], [4, 5, 6],
+              {"score_threshold": 0.05, "nms_threshold": 0.5, "max_delta_log_wh": 4.135,
+               "num_classes": 3, "post_nms_count": 10, "max_detections_per_image": 5,
+               "class_agnostic_box_regression": "false", "deltas_weights": "10,10,5,5"},
+              name="do")
+    for p in (4, 5, 6):
+        b.result((do, p))
+    xml = b.write(tmp_path)
+    if "?" not in declared:
+        rejected(xml, "ExperimentalDetectronDetectionOutput", "'do'", "rois must be [N, 4] boxes")
+    else:
+        feed = {"rois": np.ones((4, 3), np.float32), "deltas": np.zeros((4, 12), np.float32),
+                "scores": np.ones((4, 3), np.float32), "im_info": np.array([[9, 9, 1]], np.float32)}
+        run_fails(xml, feed, "ExperimentalDetectronDetectionOutput", "'do'",
+                  "rois must be [N, 4] boxes, got")
