@@ -129,7 +129,8 @@ def test_prior_box_fixed_size_past_float32(tmp_path):
 
 def psroi_pooling(tmp_path, scale):
     b = IRBuilder()
-    x, rois = b.parameter("x", "f32", "1,8,6,6", [1, 8, 6, 6]), b.parameter("rois", "f32", "2,5", [2, 5])
+    x = b.parameter("x", "f32", "1,8,6,6", [1, 8, 6, 6])
+    rois = b.parameter("rois", "f32", "2,5", [2, 5])
     ps = b.op("PSROIPooling", "opset1", [x, rois], [0, 1], [2],
               {"output_dim": 2, "group_size": 2, "spatial_scale": scale, "mode": "average"},
               name="ps")
@@ -176,6 +177,12 @@ def edited(tmp_path, folder, *edits):
     return tmp_path / "model.xml"
 
 
+def const_data(name, old, new):
+    """An edit of the <data> of Const `name`."""
+    head = f'name="{name}" type="Const" version="opset1">\n\t\t\t<data '
+    return head + old + " />", head + new + " />"
+
+
 def postprocess_feed():
     with np.load(MODELS / "tok_postprocess" / "openvino_tokenizer.inputs.npz") as z:
         return {k: z[k] for k in z.files}
@@ -194,7 +201,8 @@ def test_truncate_begins_and_ends_of_other_lengths(tmp_path):
 
 def test_ragged_to_dense_pad_right_with_no_value(tmp_path):
     xml = edited(tmp_path, "tok_postprocess",
-                 ('<data shape="" element_type="boolean" />', '<data shape="0" element_type="boolean" />'))
+                 ('<data shape="" element_type="boolean" />',
+                  '<data shape="0" element_type="boolean" />'))
     feed = postprocess_feed()
     feed["pad_right"] = np.zeros(0, bool)
     run_fails(xml, feed, "RaggedToDense", "'RaggedToDense_42'", "expected one pad_right, got 0")
@@ -202,18 +210,16 @@ def test_ragged_to_dense_pad_right_with_no_value(tmp_path):
 
 def test_ragged_to_dense_pad_value_of_two_values(tmp_path):
     xml = edited(tmp_path, "tok_postprocess",
-                 ('name="Constant_41" type="Const" version="opset1">\n\t\t\t<data element_type="i32" '
-                  'shape="" offset="0" size="4" />', 'name="Constant_41" type="Const" '
-                  'version="opset1">\n\t\t\t<data element_type="i32" shape="2" offset="0" size="8" />'))
+                 const_data("Constant_41", 'element_type="i32" shape="" offset="0" size="4"',
+                            'element_type="i32" shape="2" offset="0" size="8"'))
     run_fails(xml, postprocess_feed(), "RaggedToDense", "'RaggedToDense_42'",
               "expected one pad value, got 2 values")
 
 
 def test_wordpiece_unknown_token_id_of_no_value(tmp_path):
     xml = edited(tmp_path, "tok_wordpiece",
-                 ('name="Constant_113" type="Const" version="opset1">\n\t\t\t<data element_type="i64" '
-                  'shape="" offset="21" size="8" />', 'name="Constant_113" type="Const" '
-                  'version="opset1">\n\t\t\t<data element_type="i64" shape="0" offset="21" size="0" />'))
+                 const_data("Constant_113", 'element_type="i64" shape="" offset="21" size="8"',
+                            'element_type="i64" shape="0" offset="21" size="0"'))
     run_fails(xml, {"Parameter_1": np.array(["hello world"], object)}, "WordpieceTokenizer",
               "'WordpieceTokenizer_114'", "expected one unknown-token id, got 0 values")
 
@@ -236,7 +242,8 @@ def test_roi_pooling_on_a_map_with_no_pixels(tmp_path, shape, method):
 
 def test_grid_sample_of_string_data(tmp_path):
     b = IRBuilder()
-    x, g = b.parameter("x", "string", "1,2,4,4", [1, 2, 4, 4]), b.parameter("g", "f32", "1,3,3,2", [1, 3, 3, 2])
+    x = b.parameter("x", "string", "1,2,4,4", [1, 2, 4, 4])
+    g = b.parameter("g", "f32", "1,3,3,2", [1, 3, 3, 2])
     gs = b.op("GridSample", "opset9", [x, g], [0, 1], [2], {"mode": "nearest"}, name="gs")
     b.result((gs, 2), "out")
     rejected(b.write(tmp_path), "GridSample", "'gs'", "does not accept string data")
