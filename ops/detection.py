@@ -954,7 +954,8 @@ class RegionYolo1:
             if attrs.do_softmax:   # objectness sigmoid, class scores softmax
                 out[:, :, attrs.coords] = sig(src[:, :, attrs.coords])
                 cls = src[:, :, attrs.coords + 1:]
-                e = np.exp(cls - cls.max(axis=2, keepdims=True))
+                # (initial: classes=0 leaves no score to take the max of)
+                e = np.exp(cls - cls.max(axis=2, keepdims=True, initial=-np.inf))
                 out[:, :, attrs.coords + 1:] = e / e.sum(axis=2, keepdims=True, dtype=F32)
             else:                  # YOLOv3: objectness and every class through a sigmoid
                 out[:, :, attrs.coords:] = sig(src[:, :, attrs.coords:])
@@ -1329,9 +1330,11 @@ def _bilinear_points(f: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
     """f [C, H, W] sampled at points (y, x) (any equal shapes) with ROIAlign's reference rules:
     a point more than one pixel outside gives 0, others clamp to the border; a NaN point
     gives NaN (OpenVINO's test for outside is false for it, and NaN spreads)."""
-    _c, h, w = f.shape
-    valid = (x >= -1) & (x <= F32(w)) & (y >= -1) & (y <= F32(h))
+    c, h, w = f.shape
     lost = np.isnan(x) | np.isnan(y)
+    if not h or not w:          # a map of no pixels: every point is outside it
+        return np.broadcast_to(np.where(lost, F32(np.nan), F32(0)), (c, *lost.shape)).copy()
+    valid = (x >= -1) & (x <= F32(w)) & (y >= -1) & (y <= F32(h))
     x = np.maximum(np.where(valid, x, 0), F32(0)).astype(F32)
     y = np.maximum(np.where(valid, y, 0), F32(0)).astype(F32)
     yl, xl = y.astype(np.int64), x.astype(np.int64)

@@ -280,3 +280,31 @@ def test_ed_detection_output_rois_that_are_not_boxes(tmp_path, declared):
                 "scores": np.ones((4, 3), np.float32), "im_info": np.array([[9, 9, 1]], np.float32)}
         run_fails(xml, feed, "ExperimentalDetectronDetectionOutput", "'do'",
                   "rois must be [N, 4] boxes, got")
+
+
+def test_region_yolo_with_no_classes(tmp_path):
+    b = IRBuilder()
+    x = b.parameter("x", "f32", "1,15,2,2", [1, 15, 2, 2])
+    ry = b.op("RegionYolo", "opset1", [x], [0], [1],
+              {"axis": 1, "coords": 4, "classes": 0, "end_axis": 3, "num": 3,
+               "do_softmax": "true", "anchors": "1,2,3,4,5,6", "mask": ""})
+    b.result((ry, 1), "out")
+    feed = {"x": np.zeros((1, 15, 2, 2), np.float32)}
+    (out,) = irrun.read_model(b.write(tmp_path)).infer(feed).values()
+    assert out.shape == (1, 60) and (out == 0.5).sum() == 36   # x, y, objectness: sigmoid(0)
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 0, 8), (1, 2, 8, 0)])
+def test_roi_feature_extractor_on_a_level_with_no_pixels(tmp_path, shape):
+    """Every sample on a map of no pixels is outside it: 0."""
+    b = IRBuilder()
+    rois = b.parameter("rois", "f32", "3,4", [3, 4])
+    f0 = b.parameter("f0", "f32", ",".join(map(str, shape)), list(shape))
+    fe = b.op("ExperimentalDetectronROIFeatureExtractor", "opset6", [rois, f0], [0, 1], [2, 3],
+              {"output_size": 2, "sampling_ratio": 2, "pyramid_scales": "4", "aligned": "false"})
+    b.result((fe, 2), "out")
+    b.result((fe, 3), "rois_out")
+    feed = {"rois": np.array([[0, 0, 8, 8], [1, 1, 3, 5], [2, 2, 4, 4]], np.float32),
+            "f0": np.ones(shape, np.float32)}
+    out = irrun.read_model(b.write(tmp_path)).infer(feed)
+    assert out["out"].shape == (3, 2, 2, 2) and not out["out"].any()
