@@ -815,6 +815,31 @@ def _round_half_away(x):
     return np.sign(x) * np.floor(np.abs(x) + 0.5)
 
 
+def _bin_max(f: np.ndarray, y0, y1, x0, x1) -> np.ndarray:
+    """[C, len(y0), len(x0)]: the max of f [C, H, W] over each bin [y0, y1) x [x0, x1) (edges
+    inside [0, H] and [0, W]), 0 for an empty bin. Two np.maximum.reduceat passes, the axis
+    that leaves the smaller intermediate first; a -inf row and column past the end let an
+    edge be H or W."""
+    c, h, w = f.shape
+    if not (h and w and len(y0) and len(x0)):
+        return np.zeros((c, len(y0), len(x0)), F32)
+    pad = np.full((c, h + 1, w + 1), -np.inf, F32)
+    pad[:, :h, :w] = f
+
+    def reduce(a, lo, hi, axis):
+        return np.maximum.reduceat(a, np.stack([lo, hi], 1).reshape(-1), axis=axis).take(
+            np.arange(0, 2 * len(lo), 2), axis=axis)
+
+    if len(y0) * (w + 1) <= (h + 1) * len(x0):
+        check_alloc([c, 2 * len(y0), w + 1], F32, "ROIPooling's bins")
+        m = reduce(reduce(pad, y0, y1, 1), x0, x1, 2)
+    else:
+        check_alloc([c, h + 1, 2 * len(x0)], F32, "ROIPooling's bins")
+        m = reduce(reduce(pad, x0, x1, 2), y0, y1, 1)
+    full = (y1 > y0)[:, None] & (x1 > x0)[None, :]
+    return np.where(full, m, F32(0)).astype(F32)
+
+
 @register("ROIPooling", since=2, attrs=ROIPoolingAttrs, category="detection")
 class ROIPooling2:
     @staticmethod
@@ -844,11 +869,7 @@ class ROIPooling2:
                 y1 = np.clip(np.ceil(np.arange(1, ph + 1, dtype=F32) * bh).astype(np.int64) + hs, 0, h)
                 x0 = np.clip(np.floor(np.arange(pw, dtype=F32) * bw).astype(np.int64) + ws, 0, w)
                 x1 = np.clip(np.ceil(np.arange(1, pw + 1, dtype=F32) * bw).astype(np.int64) + ws, 0, w)
-                f = fm[ids[i]]
-                for a in range(ph):          # bins: a small static grid
-                    for b in range(pw):
-                        if y1[a] > y0[a] and x1[b] > x0[b]:
-                            out[i, :, a, b] = f[:, y0[a]:y1[a], x0[b]:x1[b]].max(axis=(1, 2))
+                out[i] = _bin_max(fm[ids[i]], y0, y1, x0, x1)
         elif h and w:        # (a map of no pixels: every bilinear sample is outside it, 0)
             x1, y1, x2, y2 = (box[:, k] for k in range(1, 5))
             rh, rw = (y2 - y1) * F32(h - 1), (x2 - x1) * F32(w - 1)
