@@ -286,6 +286,8 @@ class ISTFT16:
         _check_float(data, "data (input 0)")
         if window.etype != data.etype:
             fail(f"window (input 1) must be {data.etype.name} like the data, got {window.etype.name}")
+        if window.rank is not None and window.rank != 1:
+            fail(f"window (input 1) must be 1-D, got {format_shape(window.shape)}")
         if data.rank is not None and data.rank not in (3, 4):
             fail(f"data (input 0) must be [fft_results, frames, 2] or [batch, fft_results, frames, 2], "
                  f"got {format_shape(data.shape)}")
@@ -315,6 +317,8 @@ class ISTFT16:
     @staticmethod
     def run(attrs, data, window, frame_size, frame_step, signal_length=None):
         n, step = int(frame_size.reshape(-1)[0]), int(frame_step.reshape(-1)[0])
+        if window.ndim != 1:
+            fail(f"window (input 1) must be 1-D, got shape {list(window.shape)}")
         _check_frames(n, step, window.size)
         if data.ndim not in (3, 4) or data.shape[-1] != 2:
             fail(f"data (input 0) must be [fft_results, frames, 2] or [batch, fft_results, frames, 2], "

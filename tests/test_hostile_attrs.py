@@ -329,3 +329,17 @@ def test_roi_pooling_max_bins_at_once_equal_bin_by_bin():
                 if y1[a] > y0[a] and x1[b] > x0[b]:
                     want[:, a, b] = f[:, y0[a]:y1[a], x0[b]:x1[b]].max(axis=(1, 2))
         np.testing.assert_array_equal(_bin_max(f, y0, y1, x0, x1), want)
+
+
+# ---------------------------------------------------------------- signal ops
+
+@pytest.mark.parametrize("declared", ["0,4", "?,4"])
+def test_istft_window_that_is_not_1d(tmp_path, declared):
+    b = IRBuilder()
+    x = b.parameter("x", "f32", "3,5,2", [3, 5, 2])
+    w = b.parameter("w", "f32", declared, [0 if declared[0] == "0" else -1, 4])
+    t = b.op("ISTFT", "opset16", [x, w, b.const("n", np.array(4, np.int64), "i64"),
+                                  b.const("step", np.array(2, np.int64), "i64")],
+             [0, 1, 2, 3], [4], {"center": "true", "normalized": "false"}, name="istft")
+    b.result((t, 4), "out")
+    rejected(b.write(tmp_path), "ISTFT", "'istft'", "window (input 1) must be 1-D")
