@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 import irrun
+from irrun.run.model import PortInfo
 from irrun.tools.batching import batch, map_blocks, model_reads
 from irrun.ui.cli import cli
 
@@ -233,3 +234,181 @@ def test_batch_without_dask_says_how_to_install(monkeypatch, tmp_path):
                                  str(tmp_path / "out")])
     assert r.exit_code == 1
     assert "pip install 'irrun[batch]'" in r.output
+
+
+# ---------------------------------------------------------------- hostile Parquet shards
+
+def ctr_columns() -> dict:
+    """The CTR sample inputs as Parquet columns: numeric as lists of 4, the ids and weights
+    as lists of varying length (one list per row)."""
+    feed = dict(np.load(CTR.with_name("inputs.npz")))
+    seg = feed["cat_segments"]
+    rows = feed["numeric"].shape[0]
+    return {"numeric": [list(map(float, r)) for r in feed["numeric"]],
+            "cat_ids": [feed["cat_ids"][seg == r].tolist() for r in range(rows)],
+            "cat_weights": [feed["cat_weights"][seg == r].tolist() for r in range(rows)]}
+
+
+def write_parquet(path, columns: dict) -> str:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({k: v for k, v in columns.items() if v is not None}), path)
+    return str(path)
+
+
+def read_ctr_shard(path, **kwargs):
+    from irrun.tools.batching import read_parquet_shard
+
+    return read_parquet_shard(str(path), irrun.read_model(CTR).inputs, **kwargs)
+
+
+def _ragged(rows):
+    """Lists of varying length: row r has r % 3 + 1 numbers."""
+    return [[float(r)] * (r % 3 + 1) for r in range(rows)]
+
+
+def _pa(name, *args):
+    pa = pytest.importorskip("pyarrow")
+    return getattr(pa, name)(*args)
+
+
+PARQUET_PROBLEMS = {
+    "strings for numbers": (
+        lambda c: {**c, "numeric": [["a", "b", "c", "d"]] * 10},
+        "column 'numeric' (list<element: string>) for input 'numeric': holds strings; "
+        "expected f32[?,4]"),
+    "floats for integer ids": (
+        lambda c: {**c, "cat_ids": [[float(x) for x in r] for r in c["cat_ids"]]},
+        "column 'cat_ids' (list<element: double>) for input 'cat_ids': got float64 values for "
+        "an integer input (it would truncate them); expected i32[16]"),
+    "an id out of i32": (
+        lambda c: {**c, "cat_ids": [[1 << 40] + c["cat_ids"][0][1:]] + c["cat_ids"][1:]},
+        "column 'cat_ids' (list<element: int64>) for input 'cat_ids': value 1099511627776 is "
+        "out of the range of i32"),
+    "a missing column": (
+        lambda c: {**c, "cat_weights": None},
+        "the shard has no column for input 'cat_weights' (f32[16]); its columns: numeric, "
+        "cat_ids"),
+    "numbers where lists of 4 are expected": (
+        lambda c: {**c, "numeric": [r[0] for r in c["numeric"]]},
+        "column 'numeric' (double) for input 'numeric': got rank 1 (shape [10]), expected "
+        "rank 2; expected f32[?,4] (an input of rank 2 takes a column of equal-length lists, "
+        "one list per row)"),
+    "lists of varying length where lists of 4 are expected": (
+        lambda c: {**c, "numeric": _ragged(10)},
+        "column 'numeric' (list<element: double>) for input 'numeric': got rank 1 (shape [19]), "
+        "expected rank 2; expected f32[?,4] (its lists differ in length: row 0 has 1 value, "
+        "row 1 has 2 values)"),
+    "lists of lists": (
+        lambda c: {**c, "numeric": [[r] for r in c["numeric"]]},
+        "column 'numeric' (list<element: list<element: double>>) for input 'numeric': irrun "
+        "takes a column of numbers (or strings), or of lists of them"),
+    "a struct column": (
+        lambda c: {**c, "numeric": [{"a": 1.0}] * 10},
+        "column 'numeric' (struct<a: double>) for input 'numeric': irrun takes a column of "
+        "numbers (or strings), or of lists of them"),
+    "a null number": (
+        lambda c: {**c, "numeric": c["numeric"][:3] + [[1.0, None, 2.0, 3.0]] + c["numeric"][4:]},
+        "column 'numeric' row 3 (from 0), element 1 is null; irrun takes no missing values "
+        "(fill or drop them before writing the shard: docs/batch.md)"),
+    "a null row": (
+        lambda c: {**c, "cat_weights": c["cat_weights"][:7] + [None] + c["cat_weights"][8:]},
+        "column 'cat_weights' row 7 (from 0) is null; irrun takes no missing values"),
+}
+
+
+@pytest.mark.parametrize("problem", PARQUET_PROBLEMS)
+def test_a_parquet_problem_is_one_located_error(tmp_path, problem):
+    change, message = PARQUET_PROBLEMS[problem]
+    path = write_parquet(tmp_path / "day1.parquet", change(ctr_columns()))
+    with pytest.raises(irrun.IrrunError) as e:
+        read_ctr_shard(path, segment_ids={"cat_segments": "cat_ids"})
+    assert f"{path}: error: {message}" in str(e.value)
+
+
+def test_a_null_in_a_number_column_is_refused_not_nan(tmp_path):
+    # Before, the null became NaN (a score computed from a made-up value).
+    numbers = [float(i) if i != 4 else None for i in range(10)]
+    path = write_parquet(tmp_path / "day1.parquet", {"numeric": numbers})
+    from irrun.tools.batching import read_parquet_shard
+
+    inputs = [PortInfo("numeric", ("numeric",), "f32", None, "numeric")]
+    with pytest.raises(irrun.FeedError) as e:
+        read_parquet_shard(path, inputs)
+    assert f"{path}: error: column 'numeric' row 4 (from 0) is null" in str(e.value)
+
+
+def test_a_shard_that_is_not_parquet_says_so(tmp_path):
+    good = write_parquet(tmp_path / "good.parquet", ctr_columns())
+    data = Path(good).read_bytes()
+    cases = {"garbage.parquet": b"PAR1 not parquet at all",
+             "truncated.parquet": data[:len(data) // 2]}
+    for name, content in cases.items():
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(irrun.ReadError) as e:
+            read_ctr_shard(tmp_path / name)
+        assert f"{tmp_path / name}: error: not a Parquet file (or its footer is damaged): " \
+            in str(e.value)
+    damaged = bytearray(data)
+    damaged[4:40] = bytes(b ^ 0x5A for b in damaged[4:40])     # the first page's header
+    (tmp_path / "damaged.parquet").write_bytes(damaged)
+    with pytest.raises(irrun.ReadError) as e:
+        read_ctr_shard(tmp_path / "damaged.parquet", segment_ids={"cat_segments": "cat_ids"})
+    assert f"{tmp_path / 'damaged.parquet'}: error: column 'numeric' cannot be decoded: " \
+        in str(e.value)
+    with pytest.raises(irrun.ReadError) as e:
+        read_ctr_shard(tmp_path / "absent.parquet")
+    assert f"{tmp_path / 'absent.parquet'}: error: cannot read the Parquet shard: No such file" \
+        in str(e.value)
+
+
+def test_equal_length_lists_for_a_rank_1_input_are_concatenated(tmp_path):
+    # Two ids on every row: the lists are equal in length, yet cat_ids is one 1-D input.
+    columns = ctr_columns()
+    ids = np.concatenate(columns["cat_ids"]).astype(np.int32)
+    columns["cat_ids"] = [ids[2 * r:2 * r + 2].tolist() for r in range(8)]
+    columns["cat_weights"] = [[0.5, 1.5]] * 8
+    columns["numeric"] = columns["numeric"][:8]
+    feed = read_ctr_shard(write_parquet(tmp_path / "pairs.parquet", columns),
+                          segment_ids={"cat_segments": "cat_ids"})
+    np.testing.assert_array_equal(feed["cat_ids"], ids)
+    np.testing.assert_array_equal(feed["cat_segments"], np.repeat(np.arange(8), 2))
+    assert feed["numeric"].shape == (8, 4) and feed["cat_weights"].shape == (16,)
+
+
+def test_a_parquet_shard_past_the_budget_is_refused_from_its_metadata(tmp_path, monkeypatch):
+    """2M rows of 4 zeros compress to a few kilobytes and decode to 32 MB: refused from the
+    row count in the file's metadata, before any data is read."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rows = 2_000_000
+    path = tmp_path / "bomb.parquet"
+    values = pa.array(np.zeros(4 * rows, np.float32))
+    pq.write_table(pa.table({"numeric": pa.FixedSizeListArray.from_arrays(values, 4)}), path,
+                   compression="zstd")
+    assert path.stat().st_size < 200_000
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("the data was read")
+
+    for name in ("read", "read_row_group", "read_row_groups", "iter_batches"):
+        monkeypatch.setattr(pq.ParquetFile, name, no_data)
+    monkeypatch.setattr(pq, "read_table", no_data)
+    monkeypatch.setenv("IRRUN_MAX_BYTES", "16M")
+    from irrun.tools.batching import read_parquet_shard
+
+    with pytest.raises(irrun.ResourceError) as e:
+        read_parquet_shard(str(path), irrun.read_model(CTR).inputs[:1])    # numeric: f32[?,4]
+    assert (f"{path}: error: column 'numeric' holds {4 * rows} values in {rows} rows: "
+            f"{4 * rows * 8} bytes to decode and convert to f32, more than the limit of {16 << 20} "
+            "bytes (IRRUN_MAX_BYTES)") in str(e.value)
+
+
+def test_a_batch_axis_past_a_list_columns_axes_is_refused(tmp_path):
+    path = write_parquet(tmp_path / "day1.parquet", ctr_columns())
+    with pytest.raises(irrun.FeedError) as e:
+        read_ctr_shard(path, batch_axis=2, segment_ids={"cat_segments": "cat_ids"})
+    assert (f"{path}: error: column 'numeric': --batch-axis 2 is past its axes (its rows and "
+            "each row's list: 0 or 1)") in str(e.value)

@@ -17,13 +17,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import IrrunError, ReadError
+from ..errors import FeedError, IrrunError, ReadError, ResourceError
 from ..ir.etypes import element_type
 from ..run.feed import write_text
 
@@ -70,50 +71,233 @@ def read_parquet_shard(path: str, inputs, batch_axis: int = 0,
     """The inputs of a Parquet shard: one column per input, one row per sample.
 
     - A column of numbers becomes a 1-D array of the rows (an input of rank 1).
-    - A column of fixed-length lists (every row the same length k) becomes [rows, k], the rows
+    - A column of lists whose rows are all the same length k becomes [rows, k], the rows
       along `batch_axis` (an input [B, k] with batch_axis 0; [k, B] with batch_axis 1).
-    - A column of lists of varying length is a ragged input: its rows are concatenated into one
-      1-D array (EmbeddingSegmentsSum's `indices`, CTC's labels). `segment_ids` names the input
-      that receives, for each element, the row it came from: {"cat_segments": "cat_ids"} fills
-      the input `cat_segments` with the row index of every element of column `cat_ids`.
-    Each array is converted to its input's element type (as an .npz feed would be checked).
+    - A column of lists for an input of rank 1, or of lists of varying length, is a ragged
+      input: its rows are concatenated into one 1-D array (EmbeddingSegmentsSum's `indices`,
+      CTC's labels). `segment_ids` names the input that receives, for each element, the row it
+      came from: {"cat_segments": "cat_ids"} fills the input `cat_segments` with the row index
+      of every element of column `cat_ids`.
+    Each array is checked and converted as an .npz feed is (irrun.run.feed.cast_input). A null
+    (a missing value) is refused, naming its row. Every problem is an IrrunError naming the
+    file and the column. The file's metadata (row count and values per column) is checked
+    against the memory budget (IRRUN_MAX_BYTES) before any data is read.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from ..run.feed import regular_file
+
+    path = os.fspath(path)
+    regular_file(path, "Parquet shard")
     try:
-        table = pq.read_table(path)
-    except Exception as e:   # pyarrow raises its own types for a broken file
-        raise ReadError(f"cannot read the Parquet shard: {e}", file=path) from None
-    by_name = {p.name: p for p in inputs}
+        open(path, "rb").close()       # Python's words for a missing or unreadable file
+    except OSError as e:
+        raise ReadError(f"cannot read the Parquet shard: {e.strerror or e}", file=path) from None
+    try:
+        pf = pq.ParquetFile(path)      # the footer only: schema, row groups, value counts
+    except (pa.ArrowException, OSError, ValueError, TypeError) as e:
+        raise ReadError(f"not a Parquet file (or its footer is damaged): {_arrow_text(e)}",
+                        file=path) from None
+    with pf:
+        return _read_parquet(pf, path, inputs, batch_axis, segment_ids or {})
+
+
+def _arrow_text(e: BaseException) -> str:
+    """pyarrow's message without the path it repeats (the error line names the file)."""
+    text = " ".join(str(e).split())
+    return re.sub(r"^Could not open Parquet input source '[^']*': ", "", text)
+
+
+def _column_kind(t):
+    """("value", t) for a column of numbers or strings, ("list", item type) for a column of
+    lists of them, None for anything else (structs, maps, lists of lists, dates, ...)."""
+    import pyarrow.types as pt
+
+    def plain(v):
+        return pt.is_integer(v) or pt.is_floating(v) or pt.is_boolean(v) or pt.is_string(v) \
+            or pt.is_large_string(v)
+
+    if pt.is_list(t) or pt.is_large_list(t) or pt.is_fixed_size_list(t):
+        return ("list", t.value_type) if plain(t.value_type) else None
+    return ("value", t) if plain(t) else None
+
+
+def _read_parquet(pf, path, inputs, batch_axis, segment_ids) -> dict[str, np.ndarray]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.types as pt
+
+    from ..ir.weights import max_tensor_bytes
+    from ..run.feed import cast_input
+
+    schema = pf.schema_arrow
+    columns = list(schema.names)
+    by_name = {n: p for p in inputs for n in p.names}
+
+    def fail(message, kind=FeedError):
+        raise kind(message, file=path)
+
+    # Names and types first, from the schema alone.
+    kinds = {}
+    for column in columns:
+        if column not in by_name:
+            fail(f"the shard has a column '{column}' that no input takes (inputs: "
+                 f"{', '.join(p.name for p in inputs)})")
+        t = schema.field(column).type
+        kind = _column_kind(t)
+        if kind is None:
+            fail(f"column '{column}' ({t}) for input '{column}': irrun takes a column of "
+                 "numbers (or strings), or of lists of them")
+        port = by_name[column]
+        etype = element_type(port.element_type)
+        if pt.is_string(kind[1]) or pt.is_large_string(kind[1]):
+            if etype.kind != "string":
+                fail(f"column '{column}' ({t}) for input '{column}': holds strings; expected "
+                     f"{etype.name}{port.partial_shape}")
+        elif etype.kind == "string":
+            fail(f"column '{column}' ({t}) for input '{column}': holds numbers; expected "
+                 f"{etype.name}{port.partial_shape} (strings)")
+        else:
+            try:   # the dtype rule of .npz feeds, on no values yet
+                cast_input(column, np.empty(0, kind[1].to_pandas_dtype()), etype, None)
+            except FeedError as e:
+                fail(_for_column(e.message.rsplit("; expected ", 1)[0], column, t)
+                     + f"; expected {etype.name}{port.partial_shape}")
+        kinds[column] = kind
+    for target, column in segment_ids.items():
+        if target not in by_name:
+            fail(f"--segment-ids {target}={column}: the model has no input '{target}' (inputs: "
+                 f"{', '.join(p.name for p in inputs)})")
+        if kinds.get(column, ("value",))[0] != "list":
+            fail(f"--segment-ids {target}={column}: segment ids come from a column of lists, "
+                 f"and the shard has no list column '{column}'")
+    given = {by_name[c].name for c in columns} | {by_name[t].name for t in segment_ids}
+    for port in inputs:
+        if port.name not in given:
+            fail(f"the shard has no column for input '{port.name}' "
+                 f"({port.element_type}{port.partial_shape}); its columns: "
+                 f"{', '.join(columns) or 'none'}")
+
+    # Sizes next, from the metadata: the values each column holds, before reading any.
+    md = pf.metadata
+    rows = md.num_rows
+    if md.num_columns != len(columns):     # a leaf per column: nested types are refused above
+        fail(f"the file's metadata lists {md.num_columns} columns, its schema {len(columns)}",
+             ReadError)
+    values = [0] * len(columns)
+    stored = [0] * len(columns)
+    for g in range(md.num_row_groups):
+        group = md.row_group(g)
+        for i in range(len(columns)):
+            chunk = group.column(i)
+            values[i] += chunk.num_values
+            stored[i] += chunk.total_uncompressed_size
+    limit = max_tensor_bytes()
+    total = 0
+    for i, column in enumerate(columns):
+        etype = element_type(by_name[column].element_type)
+        item = kinds[column][1]
+        if etype.kind == "string":
+            # The text, and a Python str per value once converted.
+            need = stored[i] + values[i] * 64
+        else:
+            # Arrow's values, and the tensor made of them.
+            need = values[i] * ((max(item.bit_width, 8) + 7) // 8 + (etype.bits + 7) // 8)
+        if kinds[column][0] == "list" and not pt.is_fixed_size_list(schema.field(column).type):
+            need += rows * 4          # Arrow's offsets
+        for target in (t for t, c in segment_ids.items() if c == column):
+            need += values[i] * (8 + element_type(by_name[target].element_type).dtype.itemsize)
+        total += need
+        if need > limit or total > limit:
+            what = "" if need > limit else " (with the columns before it)"
+            fail(f"column '{column}' holds {values[i]} values in {rows} rows: {need} bytes to "
+                 f"decode and convert to {etype.name}{what}, more than the limit of {limit} "
+                 "bytes (IRRUN_MAX_BYTES)", ResourceError)
+
+    # The data, column by column (a decoding error names its column).
     feed: dict[str, np.ndarray] = {}
     lengths: dict[str, np.ndarray] = {}
-    for column in table.column_names:
-        if column not in by_name:
-            raise ReadError(f"the Parquet shard has a column '{column}' that no input takes "
-                            f"(inputs: {', '.join(by_name)})", file=path)
-        values = table.column(column).to_pylist()
-        dtype = element_type(by_name[column].element_type).dtype
-        if values and isinstance(values[0], list):
-            sizes = np.array([len(v) for v in values], np.int64)
-            flat = np.array([x for row in values for x in row], dtype=dtype)
-            if sizes.size and (sizes == sizes[0]).all():
-                stacked = flat.reshape(len(values), int(sizes[0]))
-                feed[column] = np.moveaxis(stacked, 0, batch_axis) if batch_axis else stacked
-            else:
-                feed[column] = flat
+    ragged: dict[str, np.ndarray] = {}
+    for i, column in enumerate(columns):
+        port = by_name[column]
+        kind, item = kinds[column]
+        try:
+            data = pf.read(columns=[column], use_threads=False).column(0)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            fail(f"column '{column}' cannot be decoded: {_arrow_text(e)}", ReadError)
+        data = data.combine_chunks() if data.num_chunks != 1 else data.chunk(0)
+        if len(data) != rows:
+            fail(f"column '{column}' has {len(data)} rows; the file's metadata says {rows}",
+                 ReadError)
+        if data.null_count:
+            row = int(np.flatnonzero(data.is_null().to_numpy(zero_copy_only=False))[0])
+            fail(f"column '{column}' row {row} (from 0) is null; " + _NO_NULLS)
+        if kind == "list":
+            flat = data.flatten()
+            if flat.null_count:
+                at = int(np.flatnonzero(flat.is_null().to_numpy(zero_copy_only=False))[0])
+                parents = pc.list_parent_indices(data).to_numpy()
+                row = int(parents[at])
+                first = int(np.searchsorted(parents, row))
+                fail(f"column '{column}' row {row} (from 0), element {at - first} is null; "
+                     + _NO_NULLS)
+            sizes = pc.list_value_length(data).to_numpy(zero_copy_only=False).astype(np.int64)
+            array = flat.to_numpy(zero_copy_only=False)
             lengths[column] = sizes
+            rank = len(port.shape) if port.shape is not None else None
+            equal = sizes.size > 0 and bool((sizes == sizes[0]).all())
+            if equal and rank != 1 and column not in segment_ids.values():
+                if batch_axis > 1:
+                    fail(f"column '{column}': --batch-axis {batch_axis} is past its axes (its "
+                         "rows and each row's list: 0 or 1)")
+                array = array.reshape(len(sizes), int(sizes[0]))
+                array = np.moveaxis(array, 0, batch_axis) if batch_axis else array
+            elif not equal:
+                ragged[column] = sizes
         else:
-            feed[column] = np.array(values, dtype=dtype)
-    for target, column in (segment_ids or {}).items():
-        if column not in lengths:
-            raise ReadError(f"segment ids for '{target}' come from column '{column}', which is "
-                            "not a list column of this shard", file=path)
-        dtype = element_type(by_name[target].element_type).dtype if target in by_name \
-            else np.int64
-        feed[target] = np.repeat(np.arange(lengths[column].size), lengths[column]).astype(dtype)
-        if column in feed and feed[column].ndim > 1:
-            feed[column] = feed[column].reshape(-1)
+            array = data.to_numpy(zero_copy_only=False)
+        feed[column] = array
+    for target, column in segment_ids.items():
+        feed[target] = np.repeat(np.arange(lengths[column].size), lengths[column])
+
+    # Types and shapes, as an .npz feed is checked, each error naming its column.
+    for name, array in feed.items():
+        port = by_name[name]
+        try:
+            feed[name] = cast_input(name, array, element_type(port.element_type), port.shape)
+        except FeedError as e:
+            if name in kinds:
+                hint = _shape_hint(port, kinds[name][0], ragged.get(name))
+                fail(_for_column(e.message, name, schema.field(name).type) + hint)
+            fail(f"the segment ids for input '{name}' (from --segment-ids): {e.message}")
     return feed
+
+
+_NO_NULLS = ("irrun takes no missing values (fill or drop them before writing the shard: "
+             "docs/batch.md)")
+
+
+def _for_column(message: str, column: str, t) -> str:
+    """cast_input's "input 'x': ..." said of the column that gives it."""
+    return f"column '{column}' ({t}) for " + message
+
+
+def _shape_hint(port, kind: str, sizes) -> str:
+    """Why a column's array has the wrong rank, when the column's form explains it."""
+    if port.shape is None or len(port.shape) != 2:
+        return ""
+    if kind == "value":
+        return " (an input of rank 2 takes a column of equal-length lists, one list per row)"
+    if sizes is not None:
+        first = int(np.flatnonzero(sizes != sizes[0])[0])
+        return (f" (its lists differ in length: row 0 has {_values(sizes[0])}, row {first} has "
+                f"{_values(sizes[first])})")
+    return ""
+
+
+def _values(n) -> str:
+    return f"{int(n)} value" + ("" if n == 1 else "s")
 
 
 # ---------------------------------------------------------------- the task a worker runs
