@@ -253,6 +253,9 @@ class Loop5:
         # are, the body's condition is constantly true, and the sliced inputs' lengths are
         # known (they cap it).
         outs = view.body.infer(list(specs))
+        if view.condition is not None:      # (checked before its value is read)
+            _check_flag(outs[view.condition], "the body's condition Result", ("boolean",),
+                        "boolean")
         always = view.condition is None or (outs[view.condition].value is not None and
                                             bool(outs[view.condition].value.reshape(-1)[0]))
         trip = known_ints(trip_count) if trip_count.value is not None else None

@@ -3,6 +3,7 @@ located error (file, line, layer, op; no "internal error") from validate or from
 output the op defines."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -343,3 +344,32 @@ def test_istft_window_that_is_not_1d(tmp_path, declared):
              [0, 1, 2, 3], [4], {"center": "true", "normalized": "false"}, name="istft")
     b.result((t, 4), "out")
     rejected(b.write(tmp_path), "ISTFT", "'istft'", "window (input 1) must be 1-D")
+
+
+# ---------------------------------------------------------------- bodies
+
+def test_loop_body_condition_of_no_value(tmp_path):
+    """A body condition Result fed by an empty Const: a located error of the Loop's shape
+    rule (its value was read before its shape was checked)."""
+    import openvino as ov
+    import openvino.opset8 as o
+
+    x = o.parameter([3], np.float32, name="x")
+    bacc = o.parameter([3], np.float32, name="bacc")
+    r, rc = o.result(o.add(bacc, bacc)), o.result(o.constant(np.array(True)))
+    loop = o.loop(o.constant(np.int64(3)), o.constant(True))
+    loop.set_function(ov.Model([r, rc], [bacc]))
+    loop.set_special_body_ports([-1, 1])
+    loop.set_merged_input(bacc, x.output(0), r.output(0))
+    loop.set_friendly_name("loop")
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([loop.get_iter_value(r.output(0), -1)], [x]), xml)
+    # (OpenVINO makes no empty Const: the body's condition Const is made one in the file)
+    text = xml.read_text()
+    body = text.index("<body>")
+    head, tail = text[:body], text[body:]
+    m = re.search(r'element_type="boolean" shape="" offset="(\d+)" size="1"', tail)
+    tail = tail[:m.start()] + f'element_type="boolean" shape="0" offset="{m.group(1)}" size="0"' \
+        + tail[m.end():]
+    xml.write_text(head + tail)
+    rejected(xml, "Loop", "'loop'", "the body's condition Result must be a scalar")
