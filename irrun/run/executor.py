@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import math
 import time
 from dataclasses import dataclass
 
@@ -30,20 +31,24 @@ class Recheck:
     """A layer whose shapes were not all known when the plan was made: its shape rule runs
     again on the real inputs, unless they are the ones it accepted last time."""
 
-    __slots__ = ("etypes", "accepted", "shapes", "rule")
+    __slots__ = ("etypes", "accepted", "shapes", "rule", "parts", "floats")
 
-    def __init__(self, etypes: tuple, outputs: int, rule: int):
+    def __init__(self, etypes: tuple, outputs: int, rule: int, parts: tuple | None = None):
         self.etypes = etypes                 # the inputs' element types
         self.accepted = None                 # the inputs (see _input_key) the rule last accepted
         self.shapes = set()                  # (output index, shape) check_output accepted
         self.rule = rule                     # the same for layers of one op, attributes and
                                              # input types (see _RULES)
+        self.parts = parts                   # what of the inputs may change (see _layout);
+                                             # None: strings, never kept
+        self.floats = parts is not None and any(mode == _FLOAT_INPUT for _, mode in parts)
 
 
 # A shape rule is a pure function of the op, its attributes and its inputs' types, shapes
 # and small values: layers with the same three (a decoder's K and V, its layers' caches)
-# share what their rule accepted. _RULES numbers the (op, attributes, input types) seen;
-# _ACCEPTED holds (rule number, _input_key) pairs that passed check_inputs.
+# share what their rule accepted. _RULES numbers the (op, attributes, input types, what
+# the plan knows of the inputs) seen; _ACCEPTED holds (rule number, _input_key) pairs that
+# passed check_inputs.
 _RULES: dict = {}
 _ACCEPTED: set = set()
 _READS_FLOATS: set = set()      # rule numbers that read a float input's values
@@ -51,20 +56,44 @@ MAX_ACCEPTED = 4096
 _numbers = itertools.count()
 
 
-def _rule_number(node, etypes) -> int:
+def _rule_number(node, etypes, layout=()) -> int:
     """A layer with bodies (whose attributes may hold them) or attributes that do not hash
     gets a number of its own; numbers are never reused, so forgetting is always safe."""
     if node.bodies:
         return next(_numbers)
     try:
-        number = _RULES.get((node.op.label, node.attrs, etypes))
+        number = _RULES.get((node.op.label, node.attrs, etypes, layout))
         if number is None:
             if len(_RULES) >= 4 * MAX_ACCEPTED:
                 _RULES.clear()
-            number = _RULES[(node.op.label, node.attrs, etypes)] = next(_numbers)
+            number = _RULES[(node.op.label, node.attrs, etypes, layout)] = next(_numbers)
         return number
     except TypeError:
         return next(_numbers)
+
+
+# How an input goes into _input_key's key (Recheck.parts): what the rule sees of it
+# (check_inputs: the shape; the values of a small one, a float one's only when the rule
+# reads them). A Const's or a layer folded at load adds nothing at run time: the rule
+# number says what the rule sees of it (_layout), the same in every plan of the model.
+_FLOAT_INPUT, _OTHER_INPUT = range(2)
+
+
+def _layout(in_specs, args, constant_slots) -> tuple[tuple | None, tuple]:
+    """(Recheck.parts, the layout for _rule_number) of a layer's inputs."""
+    parts, layout = [], []
+    for i, (spec, slot) in enumerate(zip(in_specs, args)):
+        dtype = spec.etype.dtype
+        if dtype.kind == "O":
+            return None, ()           # strings: their bytes are pointers, not the values
+        known = constant_slots.get(slot)
+        if type(known) is np.ndarray:
+            small = known.size <= FOLD_MAX_ELEMENTS
+            layout.append((known.shape, known.tobytes() if small else None))
+        else:
+            layout.append(None)
+            parts.append((i, _FLOAT_INPUT if dtype.kind in "fc" else _OTHER_INPUT))
+    return tuple(parts), tuple(layout)
 
 
 @dataclass
@@ -129,6 +158,11 @@ class Plan:
                 slot_of[(lid, i)] = len(slot_of)
         last_use: dict[int, int] = {}
         steps = []
+        # What the plan knows of its slots' values (Consts, folded layers): prepared
+        # kernels may read them once; shape rules, those of every plan of the model
+        # (`constant_slots`: Consts and layers folded at load).
+        known_slots: dict = {}
+        constant_slots: dict = {}
         for position, lid in enumerate(order):
             node, node_specs = program.nodes[lid], specs[lid]
             folded = node.folded if node.folded is not None else known.get(lid)
@@ -141,8 +175,12 @@ class Plan:
                 # Computed once at load (irrun.run.program.fold_node), or known from this
                 # signature's shapes: its inputs do not run.
                 step.kind, step.args, step.counted, step.values = "folded", (), False, folded
+                known_slots.update(zip(outs, folded))
+                if node.folded is not None:
+                    constant_slots.update(zip(outs, folded))
             elif node.kind == "const":
                 step.counted = False
+                known_slots[outs[0]] = constant_slots[outs[0]] = node.const_value
             elif node.kind == "op":
                 in_specs = [specs[src][out] for src, out in node.inputs]
                 step.expect = tuple((s.etype.dtype, static_values(s.shape) if is_static(s.shape)
@@ -158,7 +196,9 @@ class Plan:
                     step.declared = _declared_variable(program, step.variable)
                 elif not all(is_static(s.shape) for s in list(in_specs) + list(node_specs)):
                     etypes = tuple(s.etype for s in in_specs)
-                    step.recheck = Recheck(etypes, len(outs), _rule_number(node, etypes))
+                    parts, layout = _layout(in_specs, args, constant_slots)
+                    step.recheck = Recheck(etypes, len(outs),
+                                           _rule_number(node, etypes, layout), parts)
                 elif step.variable is None:
                     # The interpreter's fast path: no state, no shape rule to run again.
                     step.kind = "run"
@@ -177,15 +217,8 @@ class Plan:
         for step in steps:
             if step.kind == "run" and len(step.expect) == 1:
                 step.fast = (step.call, step.node.attrs, step.args, step.outs[0]) + step.expect[0]
-        # What the plan knows of its slots' values (Consts, folded layers): prepared
-        # kernels may read them once; the operands they compute (`fixed`) take the slots
-        # after the layers' own.
-        known_slots = {}
-        for step in steps:
-            if step.kind == "const":
-                known_slots[step.outs[0]] = step.node.const_value
-            elif step.kind == "folded":
-                known_slots.update(zip(step.outs, step.values))
+        # The operands prepared kernels computed (`fixed`) take the slots after the
+        # layers' own.
         fixed: list = []
         for step in steps:
             if step.fast is not None:
@@ -383,22 +416,18 @@ def _dims(shape: tuple) -> tuple:
     return dims
 
 
-_FLOAT = "float values"
-
-
-def _input_key(arrays, limit: int, floats: bool = False) -> tuple | None:
-    """What a shape rule sees of the inputs: dtype and shape, and the values of those small
-    enough to be partial values (check_inputs passes them on), as bytes; a float input's
-    values only with `floats` (else the marker _FLOAT stands for them). The memory limit
-    in force (`limit`) goes in too: the rule's allocation checks depend on it."""
+def _input_key(arrays, parts, limit: int, floats: bool = False) -> tuple:
+    """What a shape rule sees of the inputs that are not constants (Recheck.parts): the
+    shape, and the values of those small enough to be partial values (check_inputs passes
+    them on), as bytes; a float input's values only with `floats`. The element types are
+    the rule number's (each array has its spec's type). The memory limit in force
+    (`limit`) goes in too: the rule's allocation checks depend on it."""
     key = [limit]
-    for a in arrays:
-        if a.dtype.kind == "O":
-            return None           # strings: their bytes are pointers, not the values
-        key.append(a.dtype)
+    for i, mode in parts:
+        a = arrays[i]
         key.append(a.shape)
-        key.append((a.tobytes() if floats or a.dtype.kind not in "fc" else _FLOAT)
-                   if a.size <= FOLD_MAX_ELEMENTS else None)
+        if mode == _OTHER_INPUT or floats:
+            key.append(a.tobytes() if a.size <= FOLD_MAX_ELEMENTS else None)
     return tuple(key)
 
 
@@ -413,8 +442,8 @@ def _recheck(node, recheck, args, key, limit) -> None:
         recheck.accepted = key
         return
     # Verdicts under the key with float values exist only for rules that read them.
-    full = key if key is None or rule not in _READS_FLOATS or _FLOAT not in key \
-        else _input_key(args, limit, True)
+    full = key if key is None or rule not in _READS_FLOATS or not recheck.floats \
+        else _input_key(args, recheck.parts, limit, True)
     if full is not None and full is not key and (rule, full) in _ACCEPTED:
         return
     read = check_inputs(node, recheck.etypes, args, limit)
@@ -424,7 +453,7 @@ def _recheck(node, recheck, args, key, limit) -> None:
         if read:
             _READS_FLOATS.add(rule)
             if full is key:
-                full = _input_key(args, limit, True)
+                full = _input_key(args, recheck.parts, limit, True)
             _ACCEPTED.add((rule, full))
         else:
             _ACCEPTED.add((rule, key))
@@ -569,8 +598,11 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state, m
         budget.before(((_BYTE, (reserved,)),))    # refuses, wording the limit
         budget.live += reserved
     try:
-        _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget, limit,
-              base, track_all)
+        if listener is None and not keep_all and not track_all:
+            _lean_loop(program, plan, feeds, values, state, budget, limit, base)
+        else:
+            _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget,
+                  limit, base, track_all)
     finally:
         budget.live -= reserved
         memory.base -= plan.n_slots
@@ -583,6 +615,169 @@ def _run_steps(program, plan, feeds, listener, keep_all, values, clock, state, m
 
 
 _BYTE = np.dtype(np.uint8)
+
+
+def _lean_loop(program, plan, feeds, values, state, budget, limit, base):
+    """_loop for most runs: nobody listens, nothing is kept, the static slots' bytes are
+    reserved (only the layers of dynamic size count what they hold). The same work in
+    fewer of the interpreter's steps: a decode step runs 180 layers of tiny tensors, and
+    this loop's own work was half of its time."""
+    ndarray = np.ndarray
+    step = None
+    try:
+        for step in plan.lean_steps:
+            bare = step.bare
+            if bare is not None:
+                # A prepared kernel (see _prepare): its operands' slots, its output.
+                fn, args, out, dtype, shape = bare
+                if len(args) == 2:
+                    v = fn(values[args[0]], values[args[1]])
+                elif len(args) == 1:
+                    v = fn(values[args[0]])
+                else:
+                    v = fn(*[values[a] for a in args])
+                if type(v) is not ndarray or (v.dtype is not dtype and v.dtype != dtype) \
+                        or v.shape != shape:
+                    check_output(step.node, 0, v, step.specs)    # words the problem
+                values[out] = v
+            elif step.fast is not None:
+                run, attrs, args, out, dtype, shape = step.fast
+                if len(args) == 1:
+                    outputs = run(attrs, values[args[0]])
+                elif len(args) == 2:
+                    outputs = run(attrs, values[args[0]], values[args[1]])
+                else:
+                    outputs = run(attrs, *[values[a] for a in args])
+                if len(outputs) != 1:
+                    raise OpError(f"internal error: the kernel returned {len(outputs)} "
+                                  "outputs, inference promised 1")
+                v = outputs[0]
+                if type(v) is not ndarray or (v.dtype is not dtype and v.dtype != dtype) \
+                        or v.shape != shape:
+                    check_output(step.node, 0, v, step.specs)
+                values[out] = v
+            else:
+                _lean_other(step, feeds, values, state, budget, limit, base)
+            for s in step.free:
+                values[s] = None
+            if step.release:
+                for s in step.release:
+                    budget.release(base + s)
+    except Exception as e:
+        raise _located(program, step.node, e) from (
+            None if isinstance(e, MemoryError) or _too_big(e) else e)
+
+
+def _lean_other(step, feeds, values, state, budget, limit, base) -> None:
+    """A step of _lean_loop that is not a prepared or plain kernel of static shapes: what
+    _loop does for it, but listening, keeping and counting every output."""
+    ndarray = np.ndarray
+    kind = step.kind
+    node = step.node
+    if kind == "op" or kind == "assign" or kind == "readvalue" and not (state is not None and (
+            step.variable in state.pending or step.variable in state.values)):
+        args = step.args
+        arrays = [values[a] for a in args] if len(args) != 1 else [values[args[0]]]
+        recheck = step.recheck
+        if recheck is not None:
+            # The rule is a pure function of the input types, shapes and (small) values:
+            # the same inputs as the last run need not be checked again.
+            parts = recheck.parts
+            key = _input_key(arrays, parts, limit) if parts is not None else None
+            if key is None or key != recheck.accepted:
+                if key is not None and (recheck.rule, key) in _ACCEPTED:
+                    recheck.accepted = key      # (_recheck's first case)
+                else:
+                    _recheck(node, recheck, arrays, key, limit)
+        if step.need and step.tracked:
+            budget.before(step.expect)
+        outputs = step.call(node.attrs, *arrays)
+        outs = step.outs
+        if len(outputs) != len(outs):
+            raise OpError(f"internal error: the kernel returned {len(outputs)} outputs, "
+                          f"inference promised {len(outs)}")
+        passed = recheck.shapes if recheck is not None else None
+        for i, v in enumerate(outputs):
+            # As in _loop: a dynamic output's shape that passed the full check before
+            # passes again.
+            dtype, shape = step.expect[i]
+            if type(v) is not ndarray or v.dtype != dtype or (
+                    v.shape != shape and (passed is None or (i, v.shape) not in passed)):
+                check_output(node, i, v, step.specs)
+                if passed is not None:
+                    if len(passed) >= 256:
+                        passed.clear()
+                    passed.add((i, v.shape))
+            values[outs[i]] = v
+        if kind == "assign":
+            v, declared = outputs[0], step.declared
+            if declared is not None and (v.dtype != declared[0] or v.shape != declared[1]):
+                _check_write(step, v)
+            if state is not None:
+                state.pending[step.variable] = v
+    elif kind == "readvalue":
+        # A write earlier in this run (a Loop body's previous iteration) is seen, as in
+        # OpenVINO; otherwise the value the last run left.
+        v = state.pending.get(step.variable, state.values.get(step.variable))
+        dtype, shape = step.expect[0]
+        if v.dtype != dtype or (shape is not None and v.shape != shape):
+            check_output(node, 0, v, step.specs)   # a plan specialised to the state
+        outputs = (v,)
+        values[step.outs[0]] = v
+    elif kind == "parameter":
+        outputs = (feeds[node.layer.id],)
+        values[step.outs[0]] = outputs[0]
+    elif kind == "run":
+        outputs = step.call(node.attrs, *[values[a] for a in step.args])
+        if len(outputs) != len(step.outs):
+            raise OpError(f"internal error: the kernel returned {len(outputs)} outputs, "
+                          f"inference promised {len(step.outs)}")
+        for i, (v, (dtype, shape)) in enumerate(zip(outputs, step.expect)):
+            if type(v) is not ndarray or v.dtype != dtype or v.shape != shape:
+                check_output(node, i, v, step.specs)
+            values[step.outs[i]] = v
+    elif kind == "folded":
+        outputs = step.values
+        for s, v in zip(step.outs, outputs):
+            values[s] = v
+    elif kind == "const":
+        outputs = (node.const_value,)
+        values[step.outs[0]] = outputs[0]
+    else:                  # a Result
+        return
+    if step.counted and step.tracked:
+        if len(outputs) == 1 and (v := outputs[0]).base is None and v.nbytes <= budget.small:
+            pass      # what hold() skips: a small buffer of its own
+        else:
+            budget.hold([base + s for s in step.outs] if base else step.outs, outputs)
+
+
+def _too_big(e: BaseException) -> bool:
+    """NumPy refusing a size (before the memory budget could see it): a resource limit,
+    not a bug."""
+    return isinstance(e, ValueError) and ("array is too big" in str(e)
+                                          or "Maximum allowed size exceeded" in str(e))
+
+
+def _located(program, node, e: Exception) -> IrrunError:
+    """The error to raise for `e`, raised while running `node`, with the layer's location."""
+    if isinstance(e, OpProblem):
+        # fail() at run time: from the kernel it is an OpError; from the shape rule re-run
+        # on the real inputs (dynamic shapes) a ShapeError, unless the rule refused a
+        # value (code "value": a zero step, a negative count), which is an OpError too.
+        kind = ShapeError if e.raised_by_rule and e.diagnostic.code != "value" else OpError
+        return kind(e.message).locate(**_location(program, node))
+    if isinstance(e, IrrunError):
+        return e.locate(**_location(program, node))
+    if isinstance(e, MemoryError):
+        return OpError("out of memory while running this layer").locate(
+            **_location(program, node))
+    if _too_big(e):
+        return ResourceError(f"NumPy cannot allocate this layer's result ({e})").locate(
+            **_location(program, node))
+    return OpError(f"internal error in the kernel: {type(e).__name__}: {e} "
+                   f"({_where(e)}; an irrun bug, please report it)").locate(
+        **_location(program, node))
 
 
 def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget, limit, base,
@@ -688,7 +883,8 @@ def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget
                 if recheck is not None:
                     # The rule is a pure function of the input types, shapes and (small)
                     # values: the same inputs as the last run need not be checked again.
-                    key = _input_key(args, limit)
+                    parts = recheck.parts
+                    key = _input_key(args, parts, limit) if parts is not None else None
                     if key is None or key != recheck.accepted:
                         if key is not None and (recheck.rule, key) in _ACCEPTED:
                             recheck.accepted = key      # (_recheck's first case)
