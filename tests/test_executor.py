@@ -99,3 +99,19 @@ def test_kernel_errors_get_the_layer_location(tmp_path):
     finally:
         from irrun.ir.registry import unregister
         unregister("ZzBoom", version="extension")
+
+
+def test_views_of_small_buffers_go_uncounted_as_the_buffers_do():
+    """The live budget skips a slot's small buffer of its own (each slot holds one array:
+    at most SMALL bytes a slot); a view of such a buffer (a Reshape's, an Unsqueeze's of a
+    decode step's tensors) is skipped the same way, a view of a large one is counted."""
+    from irrun.ir.weights import LiveBudget
+
+    budget = LiveBudget(limit=1 << 30, slots=8)
+    small = np.zeros(1000, np.float32)
+    budget.hold([0, 1], [small.reshape(10, 100), small[None][:, 5:]])
+    assert budget.live == 0 and not budget._held
+    budget.hold([2], [np.zeros(1 << 20, np.uint8).reshape(1024, 1024)[:1]])
+    assert budget.live == 1 << 20
+    budget.release(2)
+    assert budget.live == 0

@@ -246,8 +246,9 @@ class LiveBudget:
             base = a
             while isinstance(base.base, np.ndarray):
                 base = base.base
-            if base.base is not None:
-                continue
+            if base.base is not None or base.nbytes <= small:
+                continue          # not NumPy's memory, or a view of a small buffer (as above:
+                                  # each slot holds one array, so at most SMALL bytes a slot)
             key = id(base)
             entry = self._held.get(key)
             if entry is None:

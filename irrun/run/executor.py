@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import math
+import operator
 import time
 from dataclasses import dataclass
 
@@ -129,6 +130,8 @@ class Step:
     tracked: bool = False        # some output's size is not static: the live budget counts
                                  # its outputs even where the plan's static part is reserved
     release: tuple = ()          # the slots of `free` that tracked steps filled
+    gather: object = None        # kinds "op", "readvalue", "assign" with several inputs:
+                                 # itemgetter of their slots (a tuple of the arrays)
 
     @property
     def runs_kernel(self) -> bool:
@@ -217,6 +220,9 @@ class Plan:
         for step in steps:
             if step.kind == "run" and len(step.expect) == 1:
                 step.fast = (step.call, step.node.attrs, step.args, step.outs[0]) + step.expect[0]
+        for step in steps:
+            if len(step.args) > 1:
+                step.gather = operator.itemgetter(*step.args)
         # The operands prepared kernels computed (`fixed`) take the slots after the
         # layers' own.
         fixed: list = []
@@ -676,8 +682,9 @@ def _lean_other(step, feeds, values, state, budget, limit, base) -> None:
     node = step.node
     if kind == "op" or kind == "assign" or kind == "readvalue" and not (state is not None and (
             step.variable in state.pending or step.variable in state.values)):
-        args = step.args
-        arrays = [values[a] for a in args] if len(args) != 1 else [values[args[0]]]
+        gather = step.gather
+        arrays = gather(values) if gather is not None else \
+            (values[step.args[0]],) if step.args else ()
         recheck = step.recheck
         if recheck is not None:
             # The rule is a pure function of the input types, shapes and (small) values:
@@ -697,18 +704,20 @@ def _lean_other(step, feeds, values, state, budget, limit, base) -> None:
             raise OpError(f"internal error: the kernel returned {len(outputs)} outputs, "
                           f"inference promised {len(outs)}")
         passed = recheck.shapes if recheck is not None else None
-        for i, v in enumerate(outputs):
-            # As in _loop: a dynamic output's shape that passed the full check before
-            # passes again.
-            dtype, shape = step.expect[i]
+        if len(outs) == 1:
+            v = outputs[0]
+            dtype, shape = step.expect[0]
             if type(v) is not ndarray or v.dtype != dtype or (
-                    v.shape != shape and (passed is None or (i, v.shape) not in passed)):
-                check_output(node, i, v, step.specs)
-                if passed is not None:
-                    if len(passed) >= 256:
-                        passed.clear()
-                    passed.add((i, v.shape))
-            values[outs[i]] = v
+                    v.shape != shape and (passed is None or (0, v.shape) not in passed)):
+                _check_dynamic(node, 0, v, step.specs, passed)
+            values[outs[0]] = v
+        else:
+            for i, v in enumerate(outputs):
+                dtype, shape = step.expect[i]
+                if type(v) is not ndarray or v.dtype != dtype or (
+                        v.shape != shape and (passed is None or (i, v.shape) not in passed)):
+                    _check_dynamic(node, i, v, step.specs, passed)
+                values[outs[i]] = v
         if kind == "assign":
             v, declared = outputs[0], step.declared
             if declared is not None and (v.dtype != declared[0] or v.shape != declared[1]):
@@ -750,6 +759,16 @@ def _lean_other(step, feeds, values, state, budget, limit, base) -> None:
             pass      # what hold() skips: a small buffer of its own
         else:
             budget.hold([base + s for s in step.outs] if base else step.outs, outputs)
+
+
+def _check_dynamic(node, index, v, specs, passed) -> None:
+    """check_output for a rechecked layer's output; a shape that passes is kept in `passed`
+    (the promise does not change between runs: it passes again without the check)."""
+    check_output(node, index, v, specs)
+    if passed is not None:
+        if len(passed) >= 256:
+            passed.clear()
+        passed.add((index, v.shape))
 
 
 def _too_big(e: BaseException) -> bool:
