@@ -2,12 +2,22 @@
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from irrun.opkit import TensorSpec, fail, format_shape, output_shape, register
+from irrun.opkit import (
+    Fixed,
+    TensorSpec,
+    fail,
+    format_shape,
+    is_static,
+    output_shape,
+    register,
+    static_values,
+)
 
 _NAMES = ["X (input 0)", "input_low (input 1)", "input_high (input 2)", "output_low (input 3)",
           "output_high (input 4)"]
@@ -115,17 +125,47 @@ class FakeQuantize1:
         if attrs.auto_broadcast == "none" and len({a.shape for a in (x, il, ih, ol, oh)}) != 1:
             fail("auto_broadcast='none' needs equal shapes, got "
                  + " and ".join(f"{n} {list(a.shape)}" for n, a in zip(_NAMES, (x, il, ih, ol, oh))))
-        if (x.dtype.char in "fd" and x.size and il.size == ih.size == ol.size == oh.size == 1
-                and il.dtype == ih.dtype == ol.dtype == oh.dtype == x.dtype):
-            # Per-tensor limits: the compiled loop of ops/fake_quantize_loop.py.
-            from .fake_quantize_loop import per_tensor
+        if x.dtype.char in "fd" and x.size and \
+                il.dtype == ih.dtype == ol.dtype == oh.dtype == x.dtype:
+            loop = _loop(x.shape, il, ih, ol, oh, attrs.levels, x.dtype)
+            if loop is not None:
+                from .fake_quantize_loop import by_channel
 
-            rank = max(il.ndim, ih.ndim, ol.ndim, oh.ndim)
-            shape = x.shape if rank <= x.ndim else (1,) * (rank - x.ndim) + x.shape
-            out = per_tensor(x, il, ih, ol, oh, attrs.levels, shape)
-            if out is not None:
-                return (out,)
+                return (by_channel(x, *loop),)
         return (fake_quantize(x, il, ih, ol, oh, attrs.levels).astype(x.dtype, copy=False),)
+
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        # run's compiled loop for limits the plan knows (Consts): their table made once.
+        x = inputs[0]
+        if not is_static(x.shape) or x.etype.dtype.char not in "fd" or \
+                any(v is None or v.dtype != x.etype.dtype for v in values[1:]):
+            return None
+        shape = static_values(x.shape)
+        if not math.prod(shape):
+            return None
+        if attrs.auto_broadcast == "none" and any(v.shape != shape for v in values[1:]):
+            return None
+        loop = _loop(shape, *values[1:], attrs.levels, x.etype.dtype)
+        if loop is None:
+            return None
+        from .fake_quantize_loop import by_channel
+
+        table, out_shape, seen = loop
+        return functools.partial(by_channel, shape=out_shape, seen=seen), (0, Fixed(table))
+
+
+def _loop(x_shape, il, ih, ol, oh, levels, dtype) -> tuple | None:
+    """(limits table, output shape, X seen as [A, C, B]) for the compiled loop of
+    ops/fake_quantize_loop.py: limits of one value or varying along one axis of X, all
+    finite; None where fake_quantize's NumPy path computes the layer."""
+    from .fake_quantize_loop import layout, limits_table
+
+    seen = layout(x_shape, [il.shape, ih.shape, ol.shape, oh.shape])
+    if seen is None:
+        return None
+    table = limits_table(il, ih, ol, oh, levels, seen[1][1], dtype)
+    return None if table is None else (table,) + seen
 
 
 # ---------------------------------------------------------------- FakeConvert

@@ -100,8 +100,8 @@ def test_per_tensor_loop_gives_the_spec_selection_bit_for_bit(data):
     from irrun.ops import fake_quantize_loop
 
     calls = []
-    real = fake_quantize_loop._per_tensor
-    fake_quantize_loop._per_tensor = lambda *a: calls.append(1) or real(*a)
+    real = fake_quantize_loop._by_channel
+    fake_quantize_loop._by_channel = lambda *a: calls.append(1) or real(*a)
     try:
         dtype = data.draw(st.sampled_from([np.float32, np.float64]))
         rank = data.draw(st.integers(0, 3))
@@ -126,7 +126,90 @@ def test_per_tensor_loop_gives_the_spec_selection_bit_for_bit(data):
         assert np.array_equal(np.signbit(got), np.signbit(want))
         assert bool(calls) == bool(np.isfinite(values).all())
     finally:
-        fake_quantize_loop._per_tensor = real
+        fake_quantize_loop._by_channel = real
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_per_channel_loop_gives_the_spec_selection_bit_for_bit(data):
+    """Limits that vary along one axis of X (any axis, each limit per channel or a single
+    value, of X's rank or larger) run the compiled loop too: every output is the spec's
+    selection's, zeros' signs, NaN and infinities in X included, for channels whose limits
+    are inverted, equal or do not round-trip; a limit that is not finite anywhere sends the
+    layer to the NumPy path, with the same result. Limits varying along two axes take the
+    NumPy path."""
+    from irrun.ops import fake_quantize_loop
+
+    calls = []
+    real = fake_quantize_loop._by_channel
+    fake_quantize_loop._by_channel = lambda *a: calls.append(1) or real(*a)
+    try:
+        dtype = data.draw(st.sampled_from([np.float32, np.float64]))
+        shape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=4)))
+        axis = data.draw(st.integers(0, len(shape) - 1))
+        extra = data.draw(st.integers(0, 1), label="extra leading dims of the limits")
+        channel = tuple(d if i == axis else 1 for i, d in enumerate(shape))
+        second = data.draw(st.booleans(), label="a second axis") and \
+            any(d > 1 for i, d in enumerate(shape) if i != axis)
+        small = st.floats(-8, 8, width=32) | st.sampled_from([0.0, -0.0, 1e-8, 3e4])
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+        limits = []
+        for k in range(4):
+            lshape = channel if data.draw(st.booleans(), label=f"limit {k} per channel") else ()
+            if k == 3 and second:
+                lshape = shape
+            n = int(np.prod(lshape))
+            v = np.array(data.draw(st.lists(small, min_size=n, max_size=n)), dtype)
+            limits.append(v.reshape((1,) * extra + lshape if lshape else ()))
+        if data.draw(st.booleans(), label="equal input limits"):
+            limits[1] = limits[0].copy()
+        il, ih, ol, oh = limits
+        if data.draw(st.integers(0, 9)) == 0:
+            pick = limits[data.draw(st.integers(0, 3))]
+            pick.flat[0] = data.draw(st.sampled_from([np.inf, -np.inf, np.nan]))
+        x = (rng.standard_normal(shape) * 6).astype(dtype)
+        flat = x.reshape(-1)
+        odd = [il.flat[0], ih.flat[0], 0.0, -0.0, np.nan, np.inf, -np.inf]
+        flat[:min(flat.size, 7)] = odd[:flat.size]
+        levels = data.draw(st.sampled_from([2, 3, 16, 255, 256]))
+        (got,) = run_op("FakeQuantize", {"levels": str(levels)}, x, il, ih, ol, oh)
+        want = _spec_selection(x, il, ih, ol, oh, levels)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert np.array_equal(got, want, equal_nan=True)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+        finite = all(np.isfinite(v).all() for v in limits)
+        rank = max(v.ndim for v in limits + [x])
+        varying = {i for v in limits for i, d in enumerate(v.shape, rank - v.ndim) if d > 1}
+        assert bool(calls) == (finite and len(varying) <= 1)
+    finally:
+        fake_quantize_loop._by_channel = real
+
+
+def test_known_limits_are_prepared_once_with_the_kernels_bits():
+    """Limits the plan knows (Consts) are tabled once (a prepared kernel, irrun.opkit.prepared):
+    the layer computes what its kernel does, bit for bit, per tensor and per channel."""
+    from irrun.run.executor import Plan
+    from irrun.tools.builder import GraphBuilder
+
+    rng = np.random.default_rng(3)
+    g = GraphBuilder("fq")
+    x = g.parameter("x", "f32", [2, 4, 3, 3])
+    c = lambda a: g.constant(np.asarray(a, np.float32))
+    lo = -rng.uniform(0.5, 2, (1, 4, 1, 1))
+    per_channel = g.op("FakeQuantize", [x, c(lo), c(-lo), c(lo * 2), c(-lo * 2)], levels=255,
+                       name="per_channel")
+    per_tensor = g.op("FakeQuantize", [per_channel, c(0), c(3), c(0), c(3)], levels=256,
+                      name="per_tensor")
+    g.result(per_tensor, name="y")
+    m = g.model()
+    plan = Plan(m.program, m._targets(None)[0])
+    assert {s.node.layer.name for s in plan.steps if s.bare is not None} >= \
+        {"per_channel", "per_tensor"}
+    for _ in range(2):
+        feed = {"x": (rng.standard_normal((2, 4, 3, 3)) * 3).astype(np.float32)}
+        got = m.infer(feed)["y"]
+        want = m.infer(feed, listener=lambda node, outputs, seconds: None)["y"]
+        assert got.tobytes() == want.tobytes()
 
 
 def test_per_channel_limits_and_errors():
