@@ -45,6 +45,7 @@ sys.path.insert(0, ROOT)
 
 import irrun  # noqa: E402
 from irrun.config import config as irrun_config  # noqa: E402
+from irrun.tools.plugin_int8 import host_saturates  # noqa: E402
 from run import best_of_each  # noqa: E402
 
 import openvino as ov  # noqa: E402
@@ -129,6 +130,14 @@ def _close(got, want, name="") -> bool:
     scale = float(np.max(np.abs(want))) if want.size else 0.0
     # f32 on both sides, different summation orders: relative to the output's magnitude.
     return bool(np.allclose(got, want, rtol=1e-4, atol=1e-4 * max(scale, 1e-30), equal_nan=True))
+
+
+def _mismatch(name) -> str:
+    """The match cell of a model whose outputs differ from OpenVINO's: NO, with the known
+    reason for an int8 net on a CPU whose plugin saturates its int8 sums."""
+    if name in SCALED and host_saturates():
+        return "NO: OpenVINO's int8 sums saturate on this CPU (no VNNI; irrun/tools/plugin_int8.py)"
+    return "NO"
 
 
 LOAD_ROUNDS = 5
@@ -252,7 +261,7 @@ def table(rows) -> str:
                      f"{ms('torch')} | {ratio('torch')} | {ms('onnxruntime')} | {ms('onnx_ref')} | "
                      f"{ratio('onnx_ref')} | {r['irrun_load'] / r['ov_load']:.2f} | "
                      f"{r['irrun_first'] / r['ov_first']:.2f} | "
-                     f"{'yes' if r['match'] else 'NO'} |")
+                     f"{'yes' if r['match'] else _mismatch(r['model'])} |")
     g = geomean([r["irrun"] / r["openvino"] for r in rows])
     worst = max(rows, key=lambda r: r["irrun"] / r["openvino"])
     lines.append("")
