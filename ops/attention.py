@@ -114,6 +114,22 @@ class ScaledDotProductAttention13:
         return (attention(query, key, value, None if attrs.causal else attention_mask, scale,
                           attrs.causal),)
 
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        # attention()'s case of every head's scores at once (a decode step), with the scale
+        # computed once when it is a Const or absent; other shapes go to attention().
+        if attrs.causal or inputs[0].shape is None or len(inputs[0].shape) < 3 or \
+                inputs[0].etype.dtype.char not in "fd":
+            return None
+        if len(inputs) == 5:
+            scale = values[4]
+            if scale is None or scale.size != 1:
+                return None
+        else:
+            scale = None
+        return _decode_attention(inputs[0].etype.dtype, scale,
+                                 inputs[0].shape[-1].value), tuple(range(min(len(inputs), 4)))
+
 
 def _batch_shape(batches, names):
     return broadcast_shapes(*batches, names=[f"{n} batch dims" for n in names])
@@ -169,6 +185,47 @@ def _take(xf: np.ndarray, idx: np.ndarray, h0: int, h1: int) -> np.ndarray:
     if int(part[-1]) - first == h1 - h0 - 1 and (h1 - h0 <= 2 or (np.diff(part) == 1).all()):
         return xf[first:first + h1 - h0]
     return xf[part]
+
+
+def _decode_attention(dtype, scale, e_static):
+    """attention() for a query of `dtype`, a Const `scale` (or None) and an embedding dim
+    that is `e_static` when static: its first case with the checks the shape rule, run
+    again on the real shapes, made already, and the scale computed once."""
+    cdt = np.float64 if dtype == np.float64 else np.float32
+    if scale is not None:
+        fixed = cdt(np.asarray(scale).reshape(-1)[0].astype(cdt))
+    elif e_static is not None:
+        with np.errstate(divide="ignore"):
+            fixed = cdt(1) / np.sqrt(cdt(e_static))
+    else:
+        fixed = None
+    minus_inf = cdt(-np.inf)
+
+    def sdpa(q, k, v, mask=None):
+        qb = q.shape[:-2]
+        L, E = q.shape[-2:]
+        S, Ev = v.shape[-2:]
+        if not (0 < math.prod(qb) * L * S <= SCORE_BUDGET and Ev and qb == k.shape[:-2] == v.shape[:-2]
+                and (mask is None or mask.ndim < 3 or (mask.ndim <= q.ndim and all(
+                    m == 1 or m == d for m, d in zip(mask.shape[-3::-1], qb[::-1]))))):
+            return attention(q, k, v, mask, scale, False)
+        check_alloc(qb + (L, Ev), q.dtype, "ScaledDotProductAttention output")
+        sc = fixed
+        if sc is None:
+            with np.errstate(divide="ignore"):
+                sc = cdt(1) / np.sqrt(cdt(E))
+        s = np.matmul(q.astype(cdt, copy=False) * sc,
+                      np.swapaxes(k.astype(cdt, copy=False), -1, -2))
+        if mask is not None:
+            if mask.dtype == np.bool_:
+                s = np.where(mask, s, minus_inf)
+            else:
+                s += mask
+        s -= s.max(axis=-1, keepdims=True)
+        np.exp(s, out=s)
+        total = s.sum(axis=-1, keepdims=True)
+        return as_dtype(np.matmul(s, v.astype(cdt, copy=False)) / total, q.dtype)
+    return sdpa
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None,

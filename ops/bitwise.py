@@ -86,7 +86,16 @@ def _make_binary(name: str):
             _shift_counts(name, a, b)
         return (as_dtype(fn(a, b), a.dtype),)
 
+    def prepare(attrs, inputs, values):
+        # And/Or/Xor of one integer or boolean type: the ufunc, of that type (the shape
+        # rule, run again on the real shapes, checks the broadcast as run does).
+        if shifts or attrs.auto_broadcast not in ("numpy", "none") or \
+                inputs[0].etype != inputs[1].etype:
+            return None
+        return fn, (0, 1)
+
     cls = type(f"{name}{since}", (), {"infer": staticmethod(infer), "run": staticmethod(run),
+                                      "prepare": staticmethod(prepare),
                                       "__doc__": f"{name}-{since}: element-wise, with auto_broadcast."})
     return register(name, since=since, attrs=BroadcastAttrs, category="bitwise")(cls)
 

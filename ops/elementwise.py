@@ -46,6 +46,7 @@ from irrun.opkit import (
     normalize_axis,
     output_shape,
     register,
+    is_static,
     same_etype,
     static_values,
     widened,
@@ -209,15 +210,41 @@ class _Shaped:
         self.shape = shape
 
 
+# What BINARY's kernel computes for two arrays of one integer type (widened() keeps
+# them), and for two arrays of any type it does not widen (not f16/bf16), where that is
+# one ufunc whose result has the op's type.
+INT_UFUNCS = {"Add": np.add, "Subtract": np.subtract, "Multiply": np.multiply,
+              "Maximum": np.maximum, "Minimum": np.minimum}
+BOOL_UFUNCS = {"Equal": np.equal, "NotEqual": np.not_equal, "Less": np.less,
+               "LessEqual": np.less_equal, "Greater": np.greater,
+               "GreaterEqual": np.greater_equal, "LogicalAnd": np.logical_and,
+               "LogicalOr": np.logical_or, "LogicalXor": np.logical_xor, "Xor": np.logical_xor}
+
+
 def binary_prepare(name: str, attrs, a: TensorSpec, b: TensorSpec):
-    """binary_run's f32/f64 case for inputs of static shapes: the op's ufunc, the
-    broadcast checked once (irrun.opkit.prepared)."""
-    ufunc = FLOAT_UFUNCS.get(name)
-    if ufunc is None or a.etype.dtype.char not in "fd" or b.etype != a.etype:
+    """binary_run where it is one ufunc (irrun.opkit.prepared): the arithmetic ops on
+    f32/f64 and on integers, the comparisons and logical ops on any type but f16/bf16 and
+    strings; the broadcast checked once for static shapes, for others by the shape rule,
+    run again on the real shapes (numpy or none broadcasting, as binary_run checks)."""
+    if b.etype != a.etype:
         return None
-    sa, sb = static_values(a.shape), static_values(b.shape)
-    if sa != sb:
-        check_arrays_broadcast(attrs.auto_broadcast, _Shaped(sa), _Shaped(sb))
+    char, kind = a.etype.dtype.char, a.etype.dtype.kind
+    if char in "fd":
+        ufunc = FLOAT_UFUNCS.get(name) or BOOL_UFUNCS.get(name)
+    elif kind in "iu":
+        ufunc = INT_UFUNCS.get(name) or BOOL_UFUNCS.get(name)
+    elif kind == "b":
+        ufunc = BOOL_UFUNCS.get(name)
+    else:
+        ufunc = None
+    if ufunc is None:
+        return None
+    if is_static(a.shape) and is_static(b.shape):
+        sa, sb = static_values(a.shape), static_values(b.shape)
+        if sa != sb:
+            check_arrays_broadcast(attrs.auto_broadcast, _Shaped(sa), _Shaped(sb))
+    elif attrs.auto_broadcast not in ("numpy", "none"):
+        return None
     return ufunc, (0, 1)
 
 
@@ -285,6 +312,14 @@ class Select1:
             fail(f"shapes do not broadcast (numpy rules): cond {list(cond.shape)}, "
                  f"then {list(then.shape)} and else {list(else_.shape)}")
         return (as_dtype(y, then.dtype),)
+
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        # np.where, the broadcast the rule checks (numpy rules; none: equal shapes), its
+        # result of the inputs' one type (rank >= 1: an ndarray).
+        if attrs.auto_broadcast not in ("numpy", "none") or inputs[1].etype != inputs[2].etype:
+            return None
+        return np.where, (0, 1, 2)
 
 
 # ------------------------------------------------------------------ unary family

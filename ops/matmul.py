@@ -13,8 +13,8 @@ import numpy as np
 
 from irrun.opkit import (
     matmul,
-    Dim, Fixed, TensorSpec, as_dtype, broadcast_shapes, fail, format_shape, register, same_etype,
-    static_values,
+    Dim, Fixed, TensorSpec, as_dtype, broadcast_shapes, fail, format_shape, is_static, register,
+    same_etype, static_values,
 )
 
 
@@ -104,6 +104,8 @@ class MatMul1:
         # run's first case (f32/f64 data times a matrix), its choices made once; a weight
         # the plan knows is handed over transposed as run transposes it (a view).
         a, b = inputs
+        if not (is_static(a.shape) and is_static(b.shape)):
+            return None
         if (len(a.shape) < 2 or len(b.shape) != 2 or a.etype != b.etype
                 or a.etype.dtype.char not in "fd" or attrs.transpose_a):
             return None

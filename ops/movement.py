@@ -16,7 +16,7 @@ import numpy as np
 from irrun.opkit import (
     DYNAMIC, Dim, Fixed, NoAttrs, ResourceError, TensorSpec, check_alloc, check_integer, check_rank,
     elements, fail, format_shape, int_spec, known_int_vector, known_ints, length, normalize_axis,
-    register, shape_dims, slice_index, static_values,
+    is_static, register, shape_dims, slice_index, static_values,
 )
 
 # ---------------------------------------------------------------- Transpose
@@ -52,7 +52,7 @@ class Transpose1:
 
     @staticmethod
     def prepare(attrs, inputs, values):
-        if values[1] is None:
+        if values[1] is None or inputs[0].shape is None:
             return None
         return np.ndarray.transpose, (0, Fixed(tuple(_order(values[1], len(inputs[0].shape)))))
 
@@ -130,7 +130,10 @@ class Concat1:
 
     @staticmethod
     def prepare(attrs, inputs, values):
-        # The shapes, which inference checked, are the ones run sees: only the join.
+        # The shapes, which inference checked (or the rule checks again on the real ones),
+        # are the ones run sees: only the join.
+        if inputs[0].shape is None:
+            return None
         axis = normalize_axis(attrs.axis, len(inputs[0].shape), "axis")
 
         def concat(*arrays):
@@ -407,13 +410,14 @@ class Gather:
     @staticmethod
     def prepare(attrs, inputs, values):
         data, indices, axis = inputs
-        if values[2] is None or not indices.shape:
+        if (values[2] is None or not indices.shape or not is_static(indices.shape)
+                or data.shape is None):
             return None
         ax, b = _gather_params(len(data.shape), len(indices.shape),
                                int(values[2].reshape(-1)[0]), attrs.batch_dims)
         n = data.shape[ax].value
         count = math.prod(static_values(indices.shape))
-        if b != 0 or not 0 < count <= 8:
+        if b != 0 or not 0 < count <= 8 or n is None:
             return None
         take, axis_array = np.ndarray.take, values[2]
         batch_dims, negative_ok = attrs.batch_dims, attrs.negative_indices
@@ -546,7 +550,7 @@ class Slice8:
     @staticmethod
     def prepare(attrs, inputs, values):
         # Bounds the plan knows: the index made once; slices give a view (an ndarray).
-        if any(v is None for v in values[1:]):
+        if any(v is None for v in values[1:]) or not is_static(inputs[0].shape):
             return None
         key = (static_values(inputs[0].shape),) + tuple(
             tuple(v.reshape(-1).tolist()) for v in values[1:4]) + (

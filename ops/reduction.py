@@ -175,7 +175,7 @@ def reduce_run(name: str, attrs, data: np.ndarray, axes: np.ndarray):
 
 def reduce_prepare(name: str, attrs, inputs, values):
     """reduce_run for axes the plan knows: the kernel with its axes normalised once."""
-    if values[1] is None:
+    if values[1] is None or inputs[0].shape is None:
         return None
     try:
         axes = tuple(normalize_axes(_axes_values(values[1]), len(inputs[0].shape)))

@@ -17,7 +17,8 @@ import numpy as np
 from irrun.opkit import (
     DYNAMIC, Dim, DimOf, ElementTypeName, Fixed, NoAttrs, TensorSpec, UnsupportedError, check_alloc,
     check_integer, check_rank, convert_array, element_type, elements, fail, format_shape,
-    from_dtype, int_spec, known_ints, length, normalize_axis, pass_elements, register, shape_dims,
+    from_dtype, int_spec, is_static, known_ints, length, normalize_axis, pass_elements, register,
+    shape_dims,
     static_values, warn,
 )
 
@@ -51,6 +52,10 @@ class ShapeOf1:
     def run(attrs, data):
         return (np.array(data.shape, dtype=np.int64),)
 
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        return _shape_of_prepared(np.dtype(np.int64))
+
 
 @dataclass(frozen=True)
 class ShapeOf3Attrs:
@@ -66,6 +71,16 @@ class ShapeOf3:
     @staticmethod
     def run(attrs, data):
         return (np.array(data.shape, dtype=element_type(attrs.output_type).dtype),)
+
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        return _shape_of_prepared(element_type(attrs.output_type).dtype)
+
+
+def _shape_of_prepared(dtype):
+    def shape_of(data):
+        return np.array(data.shape, dtype=dtype)
+    return shape_of, (0,)
 
 
 # ---------------------------------------------------------------- Reshape
@@ -232,12 +247,44 @@ class Reshape1:
 
     @staticmethod
     def prepare(attrs, inputs, values):
-        # A target the plan knows: the reshape, its target computed once.
+        # A target the plan knows: the reshape, its target computed once, or per input
+        # shape (kept) where that is dynamic; a target of run time, per shape and values.
+        special_zero = attrs.special_zero
         if values[1] is None:
-            return None
-        target = reshape_target(static_values(inputs[0].shape), values[1].reshape(-1).tolist(),
-                                attrs.special_zero)
-        return np.ndarray.reshape, (0, Fixed(target))
+            targets: dict = {}
+
+            def reshape(data, pattern):
+                key = (data.shape, pattern.tobytes())
+                target = targets.get(key)
+                if target is None:
+                    target = reshape_target(data.shape, pattern.reshape(-1).tolist(),
+                                            special_zero)
+                    if len(targets) >= 256:
+                        targets.clear()
+                    targets[key] = target
+                return data.reshape(target)
+            return reshape, (0, 1)
+        pattern = values[1].reshape(-1).tolist()
+        if is_static(inputs[0].shape):
+            target = reshape_target(static_values(inputs[0].shape), pattern, special_zero)
+            return np.ndarray.reshape, (0, Fixed(target))
+        return _per_shape(lambda shape: reshape_target(shape, pattern, special_zero))
+
+
+def _per_shape(target_of):
+    """A prepared kernel reshaping its input to target_of(its shape), kept per shape (a
+    decode step's dims grow by one a step: the last 256 shapes are kept)."""
+    targets: dict = {}
+
+    def reshape(data):
+        target = targets.get(data.shape)
+        if target is None:
+            target = target_of(data.shape)
+            if len(targets) >= 256:
+                targets.clear()
+            targets[data.shape] = target
+        return data.reshape(target)
+    return reshape, (0,)
 
 
 # ---------------------------------------------------------------- Squeeze / Unsqueeze
@@ -289,9 +336,12 @@ class Squeeze1:
 
     @staticmethod
     def prepare(attrs, inputs, values):
-        if len(values) > 1 and values[1] is None:
+        if len(values) > 1 and values[1] is None or inputs[0].shape is None:
             return None
-        shape = _squeezed(static_values(inputs[0].shape), values[1] if len(values) > 1 else None)
+        axes = values[1] if len(values) > 1 else None
+        if not is_static(inputs[0].shape):
+            return _per_shape(lambda shape: _squeezed(shape, axes))
+        shape = _squeezed(static_values(inputs[0].shape), axes)
         return np.ndarray.reshape, (0, Fixed(shape))
 
 
@@ -346,9 +396,12 @@ class Unsqueeze1:
 
     @staticmethod
     def prepare(attrs, inputs, values):
-        if values[1] is None:
+        if values[1] is None or inputs[0].shape is None:
             return None
-        out = _unsqueezed(static_values(inputs[0].shape), tuple(values[1].reshape(-1).tolist()))
+        axes = tuple(values[1].reshape(-1).tolist())
+        if not is_static(inputs[0].shape):
+            return _per_shape(lambda shape: _unsqueezed(shape, axes))
+        out = _unsqueezed(static_values(inputs[0].shape), axes)
         return np.ndarray.reshape, (0, Fixed(out))
 
 
@@ -618,6 +671,35 @@ class Broadcast:
     @staticmethod
     def run(attrs, data, target_shape, axes_mapping=None):
         return _broadcast_run(attrs, data, target_shape, axes_mapping)
+
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        # _broadcast_run of the numpy and bidirectional modes, its mode decided once.
+        mode = _explicit_alias(attrs).mode
+        if mode not in ("numpy", "bidirectional") or inputs[1].etype.kind not in ("int", "uint"):
+            return None
+        bidirectional = mode == "bidirectional"
+
+        def broadcast(data, target):
+            shape = tuple(target.reshape(-1).tolist())
+            if shape and min(shape) < 0:
+                fail(f"target_shape {list(shape)} has a negative dim")
+            if bidirectional:
+                both = _numpy_broadcast(data.shape, shape)
+                if both is None:
+                    fail(f"bidirectional mode: data shape {list(data.shape)} and target "
+                         f"{list(shape)} do not broadcast")
+                shape = both
+            else:
+                off = len(shape) - data.ndim
+                if off < 0 or any(d != 1 and d != shape[off + i] for i, d in enumerate(data.shape)):
+                    fail(f"numpy mode: data shape {list(data.shape)} cannot be broadcast to "
+                         f"target shape {list(shape)}")
+            check_alloc(shape, data.dtype, "Broadcast output")
+            out = np.empty(shape, data.dtype)
+            np.copyto(out, data)
+            return out
+        return broadcast, (0, 1)
 
 
 # ---------------------------------------------------------------- Tile

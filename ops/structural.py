@@ -8,8 +8,8 @@ import numpy as np
 
 from irrun.opkit import (
     ElementTypeName, Fixed, NoAttrs, PartialShapeText, TensorSpec, convert_array,
-    convert_is_astype, element_type, fail, parse_partial_shape, pass_elements, register,
-    static_values,
+    convert_is_astype, element_type, fail, is_static, parse_partial_shape, pass_elements,
+    register, static_values,
 )
 
 
@@ -97,6 +97,8 @@ class Convert1:
     @staticmethod
     def prepare(attrs, inputs, values):
         (data,) = inputs
-        dtype = convert_is_astype(data.etype.dtype, math.prod(static_values(data.shape)),
-                                  attrs.destination_type)
+        size = math.prod(static_values(data.shape)) if is_static(data.shape) else None
+        if element_type(attrs.destination_type).kind == "bool" and data.etype.dtype.kind in "biuf":
+            return np.not_equal, (0, Fixed(0))      # convert_array's x != 0
+        dtype = convert_is_astype(data.etype.dtype, size, attrs.destination_type)
         return None if dtype is None else (np.ndarray.astype, (0, Fixed(dtype)))

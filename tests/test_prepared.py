@@ -146,3 +146,85 @@ def test_a_prepared_gather_refuses_an_index_out_of_range_as_its_kernel_does():
         with pytest.raises(OpError, match=r"\(Gather-opset8\): indices\[0,1\] = 10 is out of "
                                           r"range \[-10, 9\]"):
             run(feed)
+
+
+def _dynamic_ops():
+    """Layers of dynamic shape (a sequence length that changes from run to run) of the
+    kinds a decode step runs, rechecked by their shape rules and then prepared."""
+    g = GraphBuilder("dynamic")
+    x = g.parameter("x", "f32", [1, None, 4])
+    y = g.parameter("y", "f32", [3, None, 4])
+    m = g.parameter("m", "i64", [1, None])
+    i64 = lambda *v: g.constant(np.array(v, np.int64))
+    u = g.op("Unsqueeze", [x, i64(1)])                                     # [1, 1, ?, 4]
+    sq = g.op("Squeeze", [u, i64(1)])                                      # [1, ?, 4]
+    split = g.op("Reshape", [x, i64(0, -1, 2, 2)], special_zero=True)      # [1, ?, 2, 2]
+    back = g.op("Reshape", [split, g.op("ShapeOf", [x], output_type="i64")], special_zero=False)
+    wide = g.op("Broadcast", [x, g.op("ShapeOf", [y], output_type="i64")], mode="numpy")
+    both = g.op("Broadcast", [sq, i64(3, 1, 1)], mode="bidirectional")
+    keep = g.op("Convert", [m], destination_type="boolean")               # [1, ?]
+    twice = g.op("BitwiseAnd", [keep, g.op("Convert", [m], destination_type="boolean")])
+    mask = g.op("Unsqueeze", [twice, i64(1, 2)])                          # [1, 1, 1, ?]
+    le = g.op("LessEqual", [x, back])
+    picked = g.op("Select", [le, g.op("Multiply", [x, sq]), g.op("Subtract", [back, x])])
+    joined = g.op("Concat", [picked, x], axis=1)
+    turned = g.op("Transpose", [joined, i64(0, 2, 1)])
+    total = g.op("ReduceSum", [turned, i64(2)], keep_dims=False)
+    column = g.op("Gather", [joined, i64(1), i64(2)], batch_dims=0)
+    att = g.op("ScaledDotProductAttention", [u, u, u, mask, g.constant(np.float32(0.5))],
+               causal=False)
+    ids = g.op("Add", [m, m])
+    for name, t in (("wide", wide), ("both", both), ("total", total), ("column", column),
+                    ("att", att), ("ids", ids), ("ids32", g.op("Convert", [ids],
+                                                               destination_type="i32"))):
+        g.result(t, name=name)
+    return g.model()
+
+
+def test_layers_of_dynamic_shape_run_prepared_kernels_with_the_kernels_bits():
+    m = _dynamic_ops()
+    rng = np.random.default_rng(2)
+    for n in (2, 3, 4, 5, 6, 4, 7):
+        feed = {"x": rng.standard_normal((1, n, 4)).astype(np.float32),
+                "y": rng.standard_normal((3, n, 4)).astype(np.float32),
+                "m": rng.integers(-1, 2, (1, n))}
+        got, want = m.infer(feed), _run_with_kernels(m, feed)
+        for name in want:
+            assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape
+            assert got[name].tobytes() == want[name].tobytes(), name
+    plans = [p for p in m._signature_plans.patterns.values() if p]
+    prepared = {s.node.layer.type for p in plans for s in p.steps if s.prepared is not None}
+    assert prepared >= {"Unsqueeze", "Squeeze", "Reshape", "ShapeOf", "Broadcast", "Convert",
+                        "BitwiseAnd", "LessEqual", "Select", "Multiply", "Subtract", "Concat",
+                        "Transpose", "ReduceSum", "Gather", "ScaledDotProductAttention", "Add"}
+    # What the shape rule refuses is still refused before a prepared kernel runs.
+    bad = {"x": np.zeros((1, 5, 4), np.float32), "y": np.zeros((3, 6, 4), np.float32),
+           "m": np.zeros((1, 5), np.int64)}
+    for run in (m.infer, lambda f: _run_with_kernels(m, f)):
+        with pytest.raises(irrun.IrrunError, match=r"\(Broadcast-opset3\)"):
+            run(bad)
+
+
+@pytest.mark.parametrize("folder", ["genai_llama", "genai_llama_int4"])
+def test_a_decode_step_gives_the_kernels_bits(folder):
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "models" / folder
+    model = irrun.read_model(path / "openvino_model.xml")
+    plain, kernels = model.create_session(), model.create_session()
+    prompt = json.loads((path / "oracle.json").read_text())["cases"][0]["prompt_ids"]
+    ids, n = list(prompt), len(prompt)
+    for step in range(8):
+        feed = {"input_ids": np.array([ids if step == 0 else ids[-1:]], np.int64),
+                "attention_mask": np.ones((1, n), np.int64),
+                "position_ids": np.arange(n - (len(prompt) if step == 0 else 1), n)[None],
+                "beam_idx": np.zeros(1, np.int32)}
+        got = plain.infer(feed)["logits"]
+        want = kernels.infer(feed, listener=lambda node, outputs, seconds: None)["logits"]
+        assert got.tobytes() == want.tobytes()
+        ids.append(int(np.argmax(got[0, -1])))
+        n += 1
+    plans = [p for p in model._signature_plans.patterns.values() if p]
+    prepared = {s.node.layer.type for p in plans for s in p.steps if s.prepared is not None}
+    assert {"ScaledDotProductAttention", "Concat", "Broadcast", "Gather"} <= prepared

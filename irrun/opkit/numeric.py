@@ -121,13 +121,14 @@ def convert_array(x: np.ndarray, dst) -> np.ndarray:
 _SUB_BYTE = frozenset(("u1", "u4", "i4"))
 
 
-def convert_is_astype(src: np.dtype, size: int, dst: str):
+def convert_is_astype(src: np.dtype, size: int | None, dst: str):
     """The NumPy dtype `t` for which convert_array(x, dst) is x.astype(t) for every x of
-    dtype `src` and `size` elements, or None: a small cast to a float type, an integer or
-    boolean array to an integer type of whole bytes (C++'s wrapping conversion)."""
+    dtype `src` and `size` elements (None: any size), or None: a small cast to a float
+    type, an integer or boolean array to an integer type of whole bytes (C++'s wrapping
+    conversion)."""
     cast = _FLOAT_CASTS.get(dst)
     if cast is not None:
-        return cast if size < COMPILED_CAST_ELEMENTS else None
+        return cast if size is not None and size < COMPILED_CAST_ELEMENTS else None
     try:
         et = element_type(dst)
     except ValueError:

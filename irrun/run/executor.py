@@ -132,6 +132,9 @@ class Step:
     release: tuple = ()          # the slots of `free` that tracked steps filled
     gather: object = None        # kinds "op", "readvalue", "assign" with several inputs:
                                  # itemgetter of their slots (a tuple of the arrays)
+    prepared: tuple | None = None    # kind "op" with one output: a prepared kernel (see
+                                 # _prepare) for inputs its shape rule accepts, (fn,
+                                 # operand slots)
 
     @property
     def runs_kernel(self) -> bool:
@@ -227,9 +230,13 @@ class Plan:
         # layers' own.
         fixed: list = []
         for step in steps:
-            if step.fast is not None:
-                step.bare = _prepare(step, [specs[src][out] for src, out in step.node.inputs],
-                                     known_slots, fixed, len(slot_of))
+            if step.fast is not None or (step.kind == "op" and step.recheck is not None):
+                made = _prepare(step, [specs[src][out] for src, out in step.node.inputs],
+                                known_slots, fixed, len(slot_of))
+                if step.fast is not None:
+                    step.bare = made
+                elif made is not None:
+                    step.prepared = made[:2]
         self.max_need = max((step.need for step in steps), default=0)
         self.steps = steps
         self.n_slots = len(slot_of)
@@ -272,9 +279,10 @@ class Plan:
 
 
 def _prepare(step, in_specs, known_slots, fixed, first_fixed) -> tuple | None:
-    """The step's prepared kernel (irrun.opkit.prepared), as Step.bare, when its op has one
-    for these inputs: a layer of static shapes with one output of rank >= 1. A weight kept
-    compressed is not handed to `prepare`: that layer keeps its kernel."""
+    """The step's prepared kernel (irrun.opkit.prepared), as Step.bare (a layer of static
+    shapes) or Step.prepared (one whose shape rule runs again), when its op has one for
+    these inputs: a layer with one output of rank >= 1. A weight kept compressed is not
+    handed to `prepare`: that layer keeps its kernel."""
     prepare = getattr(step.node.op.impl, "prepare", None)
     if prepare is None or len(step.specs) != 1 or not step.specs[0].shape:
         return None
@@ -698,6 +706,24 @@ def _lean_other(step, feeds, values, state, budget, limit, base) -> None:
                     _recheck(node, recheck, arrays, key, limit)
         if step.need and step.tracked:
             budget.before(step.expect)
+        prepared = step.prepared
+        if prepared is not None:
+            # A prepared kernel, for inputs the rule accepted (just now, or before).
+            fn, operands = prepared
+            if len(operands) == 1:
+                v = fn(values[operands[0]])
+            elif len(operands) == 2:
+                v = fn(values[operands[0]], values[operands[1]])
+            else:
+                v = fn(*[values[a] for a in operands])
+            dtype, shape = step.expect[0]
+            if type(v) is not ndarray or v.dtype != dtype or (
+                    v.shape != shape and (0, v.shape) not in recheck.shapes):
+                _check_dynamic(node, 0, v, step.specs, recheck.shapes)
+            values[step.outs[0]] = v
+            if step.counted and step.tracked and (v.base is not None or v.nbytes > budget.small):
+                budget.hold((base + step.outs[0],), (v,))
+            return
         outputs = step.call(node.attrs, *arrays)
         outs = step.outs
         if len(outputs) != len(outs):
