@@ -1,12 +1,14 @@
 """`irrun batch` on a dask.distributed LocalCluster of two worker processes: outputs equal to
-serial runs, the model read once per worker, a killed worker, an interrupted batch resumed, a
-corrupt shard failing alone, Parquet shards, and map_blocks over a dask.array."""
+serial runs, the model read once per worker, a killed worker, an interrupted batch resumed,
+a corrupt shard failing alone, a shard failing for its input tried once, Parquet
+shards and their every problem located, and map_blocks over a dask.array."""
 from __future__ import annotations
 
 import json
 import os
 import signal
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -173,8 +175,14 @@ def test_a_corrupt_shard_fails_alone_with_a_clear_message(cluster, tmp_path):
     shards = ctr_shards(tmp_path, 4)
     Path(shards[2]).write_bytes(b"not a zip file at all")
     out = tmp_path / "out"
+    clients = set(c.scheduler.clients)
     r = CliRunner().invoke(cli, ["batch", str(CTR), *shards, "--out", str(out),
                                  "--scheduler", c.scheduler_address, "--retries", "1"])
+    # The batch's own client is closed (the scheduler hears of it soon after).
+    deadline = time.monotonic() + 30
+    while set(c.scheduler.clients) != clients and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert set(c.scheduler.clients) == clients
     assert r.exit_code == 1, r.output
     assert f"shard02: failed: {shards[2]}: error: the inputs file is not an .npz" in r.output
     assert "4 shards: 3 done, 0 already done, 1 failed" in r.output
@@ -183,6 +191,46 @@ def test_a_corrupt_shard_fails_alone_with_a_clear_message(cluster, tmp_path):
     assert {n for n, e in manifest["shards"].items() if e["status"] == "done"} == \
         {"shard00", "shard01", "shard03"}
     assert not (out / "shard02.npz").exists()
+
+
+FAILING_OP = textwrap.dedent('''\
+    from irrun.errors import OpError
+    from irrun.opkit import TensorSpec, register
+
+
+    @register("RefuseOnes", version="extension")
+    class RefuseOnes:
+        @staticmethod
+        def infer(attrs, x):
+            return [TensorSpec(x.etype, x.shape)]
+
+        @staticmethod
+        def run(attrs, x):
+            if (x == 1).any():
+                with open({tries!r}, "a") as f:
+                    f.write("tried\\n")
+                raise OpError("x holds a 1")
+            return (x.copy(),)
+    ''')
+
+
+def test_a_shard_failing_for_its_input_is_tried_once_and_keeps_its_reason(cluster, tmp_path):
+    """A layer's OpError on a shard's values. (Before, the task raised it, and Dask's
+    serialisation of it never ended, since the executor makes a located error its own
+    __cause__: the batch hung.)"""
+    _, client = cluster
+    tries = tmp_path / "tries.txt"
+    xml, _, shards = slow_model(tmp_path, 3)
+    xml.write_text(SLOW_XML.replace("SlowIdentity", "RefuseOnes"))
+    ext = tmp_path / "refuse_ops.py"
+    ext.write_text(FAILING_OP.format(tries=str(tries)))
+    result = batch(xml, shards, tmp_path / "out", client=client, extensions=[ext], retries=2)
+    assert result.failed == ["s01"] and sorted(result.done) == ["s00", "s02"]
+    # The same input fails the same way: no retry.
+    assert tries.read_text() == "tried\n"
+    entry = json.loads((tmp_path / "out" / "manifest.json").read_text())["shards"]["s01"]
+    assert entry["status"] == "failed"
+    assert entry["error"] == (f"{xml}:8: error: layer 'slow' (RefuseOnes-extension): x holds a 1")
 
 
 def test_parquet_shards_map_columns_and_ragged_lists(cluster, tmp_path):

@@ -80,6 +80,28 @@ def test_batch_manifest_is_never_written_through_a_planted_link(tmp_path):
     assert json.loads((out / "manifest.json").read_text())
 
 
+@pytest.mark.parametrize("scheduler", ["threads", "processes"])
+def test_a_failing_shard_is_one_line_on_stderr_without_dasks_traceback(tmp_path, scheduler):
+    """Dask logged "Compute Failed" with the worker's traceback for every try of a shard whose
+    file is corrupt (and tried it again twice): one line now, and the reason in the manifest."""
+    pytest.importorskip("distributed")
+    ctr = ROOT / "models" / "ctr_wide_deep"
+    np.savez(tmp_path / "part0.npz", **dict(np.load(ctr / "inputs.npz")))
+    (tmp_path / "part1.npz").write_bytes(b"not a zip file at all")
+    out = tmp_path / "scores"
+    done = irrun_cli("batch", ctr / "model.xml", tmp_path / "part0.npz", tmp_path / "part1.npz",
+                     "--out", out, "--workers", "1", "--scheduler", scheduler)
+    assert done.returncode == 1, done.stderr
+    reason = (f"{tmp_path / 'part1.npz'}: error: the inputs file is not an .npz (a zip of .npy "
+              "arrays): File is not a zip file")
+    assert done.stderr.splitlines() == [f"part1: failed: {reason}"]
+    assert "2 shards: 1 done, 0 already done, 1 failed" in done.stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["shards"]["part1"]["status"] == "failed"
+    assert manifest["shards"]["part1"]["error"] == reason
+    assert sorted(os.listdir(out)) == ["manifest.json", "part0.npz"]
+
+
 def test_reduce_readme_is_never_written_through_a_planted_link(tmp_path):
     from irrun.tools.surgery import Reduced, write_repro
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import threading
@@ -314,7 +315,12 @@ def _model_on_this_worker(model_path: str, extensions: tuple[str, ...]):
 
     for ext in extensions:
         load_extension(ext)
-    key = tuple((p, os.stat(p).st_mtime_ns, os.stat(p).st_size) for p in model_files(model_path))
+    try:
+        key = tuple((p, os.stat(p).st_mtime_ns, os.stat(p).st_size)
+                    for p in model_files(model_path))
+    except OSError as e:
+        raise ReadError(f"cannot read the model on this worker: {e.strerror or e}",
+                        file=model_path) from None
     with _models_lock:
         model = _models.get(key)
         if model is None:
@@ -328,22 +334,35 @@ def model_reads(model_path: str) -> int:
     return _reads.get(os.path.abspath(model_path), 0)
 
 
+class ShardFailed(Exception):
+    """A shard's failure that another try may not repeat (an I/O or memory error, or an irrun
+    bug), carrying only its one worded line: Dask retries it and sends it back as it is."""
+
+
 def run_shard(model_path: str, shard_path: str, out_path: str, extensions=(), batch_axis=0,
               segment_ids=None) -> dict:
     """Run one shard and write its outputs atomically; returns its manifest fields.
 
-    Raises on failure (Dask retries the task, then the batch records the error).
+    A user's error (an IrrunError: a shard that cannot be read, inputs that do not fit the
+    model, a value a layer refuses) is returned as {"error": line}: the same input fails the
+    same way again, so it is not retried, and Dask logs no traceback for it. Anything else
+    raises ShardFailed with its line, and Dask retries it.
     """
     from ..run.feed import load_npz, save_npz
 
     t0 = time.perf_counter()
-    model = _model_on_this_worker(model_path, tuple(extensions))
-    if shard_path.lower().endswith(".parquet"):
-        feed = read_parquet_shard(shard_path, model.inputs, batch_axis, segment_ids)
-    else:
-        feed = load_npz(shard_path, model.inputs)
-    outputs = model.infer(feed)
-    save_npz(out_path, {name: np.asarray(v) for name, v in outputs.items()})
+    try:
+        model = _model_on_this_worker(model_path, tuple(extensions))
+        if shard_path.lower().endswith(".parquet"):
+            feed = read_parquet_shard(shard_path, model.inputs, batch_axis, segment_ids)
+        else:
+            feed = load_npz(shard_path, model.inputs)
+        outputs = model.infer(feed)
+        save_npz(out_path, {name: np.asarray(v) for name, v in outputs.items()})
+    except IrrunError as e:
+        return {"error": _one_line(e)}
+    except Exception as e:
+        raise ShardFailed(_one_line(e)) from None
     return {"seconds": round(time.perf_counter() - t0, 6), "pid": os.getpid()}
 
 
@@ -385,9 +404,14 @@ def _client(scheduler: str, workers: int | None):
 
     if scheduler in _SCHEDULERS:
         n = workers or min(4, os.cpu_count() or 1)
+        # Dask's own log lines are not shown (CRITICAL only): a shard's failure is reported
+        # once, worded, by the batch. No dashboard; the scheduler's HTTP server (health
+        # checks) on any free port, not on 8787, which another cluster may hold ("Port 8787
+        # is already in use" on stderr).
         cluster = LocalCluster(n_workers=n, threads_per_worker=1,
                                processes=scheduler == "processes", dashboard_address=None,
-                               silence_logs=40)
+                               scheduler_kwargs={"dashboard_address": ":0"},
+                               silence_logs=logging.CRITICAL)
         return Client(cluster), cluster
     try:
         return Client(scheduler, timeout="10s"), None
@@ -403,8 +427,11 @@ def batch(model_path, shards, out_dir, *, scheduler: str = "threads", workers: i
 
     `scheduler`: "threads" or "processes" (a LocalCluster of `workers` workers) or the address
     of a running dask.distributed scheduler ("tcp://host:8786"); or pass your own `client`.
-    A failing shard is retried `retries` times, then recorded with its error while the others
-    go on. `on_result(name, entry)` is called as each shard ends (a progress hook).
+    A shard whose input is at fault (an IrrunError: unreadable, not fitting the model) fails
+    at once; one failing otherwise (an I/O or memory error) is retried `retries` times (and
+    one whose worker died runs on another, as Dask does). Either is recorded with its error
+    while the others go on. `on_result(name, entry)` is called as each shard ends (a progress
+    hook).
     """
     _need_dask()
     from distributed import as_completed
@@ -432,7 +459,7 @@ def batch(model_path, shards, out_dir, *, scheduler: str = "threads", workers: i
             digest = file_digest(shard)
         except OSError as e:
             entries[name] = {"shard": os.path.abspath(shard), "status": "failed",
-                             "error": f"{shard}: cannot read the shard: {e.strerror or e}"}
+                             "error": f"{shard}: error: cannot read the shard: {e.strerror or e}"}
             result.failed.append(name)
             continue
         previous = entries.get(name, {})
@@ -447,52 +474,80 @@ def batch(model_path, shards, out_dir, *, scheduler: str = "threads", workers: i
     if not todo:
         return result
 
-    own = None
-    if client is None:
-        client, own = _client(scheduler, workers)
+    made, own = client is None, None
+    if made:
+        client, own = _client(scheduler, workers)      # own: the local cluster, if one
+    futures = {}
     try:
-        futures = {}
         for name, shard, out_path in todo:
             f = client.submit(run_shard, model_path, os.path.abspath(shard), out_path,
-                              tuple(os.path.abspath(e) for e in extensions), batch_axis,
-                              segment_ids, key=f"irrun-shard-{name}-{entries[name]['digest'][:12]}",
+                              tuple(os.path.abspath(e) for e in extensions),
+                              batch_axis, segment_ids,
+                              key=f"irrun-shard-{name}-{entries[name]['digest'][:12]}",
                               retries=retries, pure=False)
             futures[f] = name
         # Results are gathered in batches and the manifest rewritten at most every
         # MANIFEST_EVERY seconds (and at the end, also after an interruption): a shard
         # finished since the last write runs again on resume, which rewrites the same output.
         last_write = time.monotonic()
-        try:
-            for f, value in as_completed(futures, with_results=True, raise_errors=False):
-                name = futures[f]
-                entry = entries[name]
-                if f.status == "finished":
-                    entry.update(value, status="done")
-                    entry.pop("error", None)
-                    result.done.append(name)
-                else:
-                    entry["status"] = "failed"
-                    entry["error"] = _one_line(f.exception())
-                    result.failed.append(name)
-                if time.monotonic() - last_write >= MANIFEST_EVERY:
-                    _write_manifest(out_dir, manifest)
-                    last_write = time.monotonic()
-                if on_result is not None:
-                    on_result(name, entry)
-        finally:
-            _write_manifest(out_dir, manifest)
+        for f, value in as_completed(futures, with_results=True, raise_errors=False):
+            name = futures[f]
+            entry = entries[name]
+            error = _task_error(f) if f.status != "finished" else value.get("error")
+            if error is None:
+                entry.update(value, status="done")
+                entry.pop("error", None)
+                result.done.append(name)
+            else:
+                entry["status"] = "failed"
+                entry["error"] = error
+                result.failed.append(name)
+            if time.monotonic() - last_write >= MANIFEST_EVERY:
+                _write_manifest(out_dir, manifest)
+                last_write = time.monotonic()
+            if on_result is not None:
+                on_result(name, entry)
     finally:
-        if own is not None:
-            client.close()
-            own.close()
+        try:
+            _write_manifest(out_dir, manifest)
+        finally:
+            if own is not None:
+                client.close()
+                own.close()
+            elif made:
+                client.close()
     return result
 
 
+def _task_error(future) -> str:
+    """The one line for a task that raised, or that Dask gave up on."""
+    try:
+        e = future.exception(timeout=10)
+    except Exception as lost:      # the scheduler went away, ...
+        e = lost
+    name = type(e).__name__
+    if name == "KilledWorker":
+        return ("every worker that ran it died (killed, or out of memory?); Dask gave up on it "
+                "(distributed.scheduler.allowed-failures)")
+    if name == "CancelledError" or e is None:
+        return "the task was cancelled (the Dask scheduler or its workers went away?)"
+    return _one_line(e)
+
+
 def _one_line(e: BaseException | None) -> str:
+    """An error as one line: an IrrunError as it prints itself, an I/O error with its path,
+    anything else as the irrun bug it is."""
     if e is None:
         return "the task did not finish"
-    text = str(e) if isinstance(e, IrrunError) else f"{type(e).__name__}: {e}"
-    return " / ".join(line for line in text.splitlines() if line.strip())
+    if isinstance(e, (IrrunError, ShardFailed)):
+        text = str(e)
+    elif isinstance(e, OSError):
+        text = f"{e.filename or 'irrun'}: error: {e.strerror or e}"
+    elif isinstance(e, MemoryError):
+        text = f"error: out of memory ({e}); IRRUN_MAX_BYTES sets the budget irrun checks"
+    else:
+        text = f"error: internal error: {type(e).__name__}: {e} (an irrun bug)"
+    return " / ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 # ---------------------------------------------------------------- for users already in Dask

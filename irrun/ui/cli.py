@@ -719,7 +719,9 @@ def reduce_cmd(ctx, model, inputs_path, until, command, out_dir, rtol, atol, qui
 @click.option("--batch-axis", type=click.IntRange(min=0), default=0, show_default=True,
               help="The axis along which a Parquet shard's rows are stacked.")
 @click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True,
-              help="How often a failing shard is tried again before it is recorded as failed.")
+              help="How often a shard that failed for another reason than its input (an I/O "
+                   "or memory error) is tried again before it is recorded as failed; one whose "
+                   "input is at fault fails at once.")
 @click.option("--segment-ids", "segment_ids", multiple=True, metavar="INPUT=COLUMN",
               help="Parquet: fill INPUT with the row index of each element of the list "
                    "column COLUMN (ragged inputs such as EmbeddingSegmentsSum's); repeatable.")
