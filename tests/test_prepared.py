@@ -228,3 +228,30 @@ def test_a_decode_step_gives_the_kernels_bits(folder):
     plans = [p for p in model._signature_plans.patterns.values() if p]
     prepared = {s.node.layer.type for p in plans for s in p.steps if s.prepared is not None}
     assert {"ScaledDotProductAttention", "Concat", "Broadcast", "Gather"} <= prepared
+
+
+def test_a_prepared_function_that_breaks_the_promise_is_a_located_error():
+    @irrun.register("ZzWrong", version="extension")
+    class ZzWrong:
+        @staticmethod
+        def infer(attrs, x):
+            return [irrun.TensorSpec(x.etype, x.shape)]
+
+        @staticmethod
+        def run(attrs, x):
+            return (x,)
+
+        @staticmethod
+        def prepare(attrs, inputs, values):
+            return (lambda x: x[:1]), (0,)
+
+    try:
+        g = GraphBuilder("wrong")
+        g.result(g.op("ZzWrong", [g.parameter("x", "f32", [4])], version="extension",
+                      name="wrong"), name="y")
+        m = g.model()
+        with pytest.raises(OpError, match=r"layer 'wrong' \(ZzWrong-extension\): output 0 has "
+                                          r"shape \[1\] but inference promised \[4\]"):
+            m.infer({"x": np.zeros(4, np.float32)})
+    finally:
+        unregister("ZzWrong", version="extension")

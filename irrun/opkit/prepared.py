@@ -23,8 +23,10 @@ shape rule on the real inputs before `fn` (or finds its verdict on the same ones
 `fn` may leave out what the rule checks; what it depends on beyond the specs (a Reshape's
 target for an input shape) it computes at run time, keeping it if it likes. A `fail()` in
 `prepare` keeps the kernel, which reports it where the run meets it. Only layers with
-one output of rank >= 1 are prepared; the executor checks the output's type and shape
-as it checks the kernel's.
+one output of rank >= 1 are prepared. The executor checks the output's type, dtype and
+shape as it checks the kernel's: at every run for a layer of dynamic shape, at the first
+run of the plan for a layer of static shapes (`fn`'s output must owe its type, dtype and
+shape to the operands' dtypes and shapes alone, as NumPy's functions do).
 """
 from __future__ import annotations
 

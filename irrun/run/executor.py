@@ -235,7 +235,7 @@ class Plan:
                                 known_slots, fixed, len(slot_of))
                 if step.fast is not None:
                     step.bare = made
-                elif made is not None:
+                elif made is not None and step.args:
                     step.prepared = made[:2]
         self.max_need = max((step.need for step in steps), default=0)
         self.steps = steps
@@ -650,10 +650,43 @@ def _lean_loop(program, plan, feeds, values, state, budget, limit, base):
                     v = fn(values[args[0]])
                 else:
                     v = fn(*[values[a] for a in args])
-                if type(v) is not ndarray or (v.dtype is not dtype and v.dtype != dtype) \
-                        or v.shape != shape:
-                    check_output(step.node, 0, v, step.specs)    # words the problem
+                if dtype is not None:
+                    # Its first run in this plan: the output's type, dtype and shape depend
+                    # on the operands' alone (irrun.opkit.prepared), which are static here.
+                    if type(v) is not ndarray or v.dtype != dtype or v.shape != shape:
+                        check_output(step.node, 0, v, step.specs)    # words the problem
+                    step.bare = (fn, args, out, None, None)
                 values[out] = v
+            elif step.prepared is not None:
+                # A prepared kernel of a layer of dynamic shape (_lean_other's first case,
+                # here for its frequency): the shape rule, then the function.
+                recheck = step.recheck
+                gather = step.gather
+                arrays = gather(values) if gather is not None else (values[step.args[0]],)
+                parts = recheck.parts
+                key = _input_key(arrays, parts, limit) if parts is not None else None
+                if key is None or key != recheck.accepted:
+                    if key is not None and (recheck.rule, key) in _ACCEPTED:
+                        recheck.accepted = key      # (_recheck's first case)
+                    else:
+                        _recheck(step.node, recheck, arrays, key, limit)
+                if step.need and step.tracked:
+                    budget.before(step.expect)
+                fn, args = step.prepared
+                if len(args) == 2:
+                    v = fn(values[args[0]], values[args[1]])
+                elif len(args) == 1:
+                    v = fn(values[args[0]])
+                else:
+                    v = fn(*[values[a] for a in args])
+                dtype, shape = step.expect[0]
+                if type(v) is not ndarray or v.dtype != dtype or (
+                        v.shape != shape and (0, v.shape) not in recheck.shapes):
+                    _check_dynamic(step.node, 0, v, step.specs, recheck.shapes)
+                values[step.outs[0]] = v
+                if step.tracked and step.counted and (v.base is not None
+                                                      or v.nbytes > budget.small):
+                    budget.hold((base + step.outs[0],), (v,))
             elif step.fast is not None:
                 run, attrs, args, out, dtype, shape = step.fast
                 if len(args) == 1:
@@ -706,24 +739,6 @@ def _lean_other(step, feeds, values, state, budget, limit, base) -> None:
                     _recheck(node, recheck, arrays, key, limit)
         if step.need and step.tracked:
             budget.before(step.expect)
-        prepared = step.prepared
-        if prepared is not None:
-            # A prepared kernel, for inputs the rule accepted (just now, or before).
-            fn, operands = prepared
-            if len(operands) == 1:
-                v = fn(values[operands[0]])
-            elif len(operands) == 2:
-                v = fn(values[operands[0]], values[operands[1]])
-            else:
-                v = fn(*[values[a] for a in operands])
-            dtype, shape = step.expect[0]
-            if type(v) is not ndarray or v.dtype != dtype or (
-                    v.shape != shape and (0, v.shape) not in recheck.shapes):
-                _check_dynamic(node, 0, v, step.specs, recheck.shapes)
-            values[step.outs[0]] = v
-            if step.counted and step.tracked and (v.base is not None or v.nbytes > budget.small):
-                budget.hold((base + step.outs[0],), (v,))
-            return
         outputs = step.call(node.attrs, *arrays)
         outs = step.outs
         if len(outputs) != len(outs):
