@@ -1,9 +1,10 @@
 """`irrun batch` on a dask.distributed LocalCluster of two worker processes: outputs equal to
 serial runs, the model read once per worker, a killed worker, an interrupted batch resumed,
-a corrupt shard failing alone, a shard failing for its input tried once, Parquet
+Ctrl-C, a corrupt shard failing alone, a shard failing for its input tried once, Parquet
 shards and their every problem located, and map_blocks over a dask.array."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -168,6 +169,73 @@ def test_an_interrupted_batch_resumed_finishes_only_the_missing_shards(cluster, 
     np.savez(shards[0], **{**dict(np.load(shards[0])), "cat_weights": np.ones(16, np.float32)})
     again = batch(CTR, shards, out, client=client)
     assert again.done == ["shard00"] and len(again.skipped) == 15
+
+
+WAIT_OP = textwrap.dedent('''\
+    import os
+    import time
+
+    from irrun.opkit import TensorSpec, register
+
+
+    @register("WaitOnOnes", version="extension")
+    class WaitOnOnes:
+        @staticmethod
+        def infer(attrs, x):
+            return [TensorSpec(x.etype, x.shape)]
+
+        @staticmethod
+        def run(attrs, x):
+            if (x == 1).any():
+                # Say that this shard runs, then wait until the test has sent Ctrl-C.
+                open({running!r}, "w").close()
+                for _ in range(6000):
+                    if os.path.exists({release!r}):
+                        break
+                    time.sleep(0.05)
+            return (x.copy(),)
+    ''')
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "processes"])
+def test_ctrl_c_stops_at_once_and_leaves_a_true_manifest(tmp_path, scheduler):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while a shard runs,
+    which then finishes: irrun exits 130, and a shard is done in the manifest only if its
+    output is there; the running one is pending, with no output or partial file. (Before,
+    the batch waited for the running shard, which then wrote its output after the manifest
+    had called it pending.)"""
+    import subprocess
+    import sys
+
+    xml, _, shards = slow_model(tmp_path, 3)
+    xml.write_text(SLOW_XML.replace("SlowIdentity", "WaitOnOnes"))
+    running, release = tmp_path / "running", tmp_path / "release"
+    ext = tmp_path / "wait_ops.py"
+    ext.write_text(WAIT_OP.format(running=str(running), release=str(release)))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "irrun", "--extension", str(ext), "batch",
+                             str(xml), *shards, "--out", str(out), "--workers", "1",
+                             "--scheduler", scheduler], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120        # a hang guard, not a measurement
+        while not running.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert running.exists(), proc.communicate()
+        os.killpg(proc.pid, signal.SIGINT)
+        release.touch()
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, stderr
+    assert stderr.splitlines() == ["irrun: interrupted"]
+    entries = json.loads((out / "manifest.json").read_text())["shards"]
+    assert entries["s01"]["status"] == "pending"
+    done = sorted(n for n, e in entries.items() if e["status"] == "done")
+    assert set(done) <= {"s00", "s02"}
+    assert all(entries[n]["status"] == "pending" for n in {"s00", "s02"} - set(done))
+    assert sorted(os.listdir(out)) == ["manifest.json"] + [f"{n}.npz" for n in done]
 
 
 def test_a_corrupt_shard_fails_alone_with_a_clear_message(cluster, tmp_path):

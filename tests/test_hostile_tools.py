@@ -68,7 +68,8 @@ def test_batch_manifest_is_never_written_through_a_planted_link(tmp_path):
     target.write_text("keep me")
     out = tmp_path / "scores"
     out.mkdir()
-    for planted in ("manifest.json", "manifest.json.tmp"):
+    # The manifest, its temporary file, the output and where a worker writes it first.
+    for planted in ("manifest.json", "manifest.json.tmp", "part0.npz", ".part0.npz.part"):
         (out / planted).symlink_to(target)
     feed = dict(np.load(ROOT / "models" / "ctr_wide_deep" / "inputs.npz"))
     np.savez(tmp_path / "part0.npz", **feed)
@@ -76,8 +77,9 @@ def test_batch_manifest_is_never_written_through_a_planted_link(tmp_path):
                      tmp_path / "part0.npz", "--out", out, "--workers", "1")
     assert done.returncode == 0, done.stderr
     assert target.read_text() == "keep me"
-    assert not (out / "manifest.json").is_symlink()
+    assert not (out / "manifest.json").is_symlink() and not (out / "part0.npz").is_symlink()
     assert json.loads((out / "manifest.json").read_text())
+    assert sorted(np.load(out / "part0.npz")) == ["score"]
 
 
 @pytest.mark.parametrize("scheduler", ["threads", "processes"])

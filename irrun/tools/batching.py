@@ -14,11 +14,13 @@ Dask and pyarrow are an optional extra: `pip install irrun[batch]`.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import re
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -339,9 +341,15 @@ class ShardFailed(Exception):
     bug), carrying only its one worded line: Dask retries it and sends it back as it is."""
 
 
-def run_shard(model_path: str, shard_path: str, out_path: str, extensions=(), batch_axis=0,
-              segment_ids=None) -> dict:
-    """Run one shard and write its outputs atomically; returns its manifest fields.
+# Batches stopped (Ctrl-C) in this process: their shards still running on a worker thread of
+# this process write nothing (a local cluster of threads cannot stop a running task).
+_stopped: set[str] = set()
+
+
+def run_shard(model_path: str, shard_path: str, part_path: str, extensions=(), batch_axis=0,
+              segment_ids=None, batch_id: str = "") -> dict:
+    """Run one shard and write its outputs, atomically, to `part_path` (the batch renames it
+    to the shard's output when it records the shard done); returns its manifest fields.
 
     A user's error (an IrrunError: a shard that cannot be read, inputs that do not fit the
     model, a value a layer refuses) is returned as {"error": line}: the same input fails the
@@ -358,7 +366,13 @@ def run_shard(model_path: str, shard_path: str, out_path: str, extensions=(), ba
         else:
             feed = load_npz(shard_path, model.inputs)
         outputs = model.infer(feed)
-        save_npz(out_path, {name: np.asarray(v) for name, v in outputs.items()})
+        if batch_id in _stopped:
+            return {"stopped": True}
+        save_npz(part_path, {name: np.asarray(v) for name, v in outputs.items()})
+        if batch_id in _stopped:       # stopped while writing: the batch may have cleaned up
+            with contextlib.suppress(OSError):
+                os.unlink(part_path)
+            return {"stopped": True}
     except IrrunError as e:
         return {"error": _one_line(e)}
     except Exception as e:
@@ -405,19 +419,80 @@ def _client(scheduler: str, workers: int | None):
     if scheduler in _SCHEDULERS:
         n = workers or min(4, os.cpu_count() or 1)
         # Dask's own log lines are not shown (CRITICAL only): a shard's failure is reported
-        # once, worded, by the batch. No dashboard; the scheduler's HTTP server (health
-        # checks) on any free port, not on 8787, which another cluster may hold ("Port 8787
-        # is already in use" on stderr).
+        # once, worded, by the batch; a worker process ignores Ctrl-C (see dask_setup). No
+        # dashboard; the scheduler's HTTP server (health checks) on any free port, not on
+        # 8787, which another cluster may hold ("Port 8787 is already in use" on stderr).
         cluster = LocalCluster(n_workers=n, threads_per_worker=1,
                                processes=scheduler == "processes", dashboard_address=None,
                                scheduler_kwargs={"dashboard_address": ":0"},
-                               silence_logs=logging.CRITICAL)
+                               silence_logs=logging.CRITICAL, preload=[__name__])
         return Client(cluster), cluster
     try:
         return Client(scheduler, timeout="10s"), None
     except (OSError, TimeoutError) as e:
         raise IrrunError(f"cannot connect to the Dask scheduler at '{scheduler}': {e}",
                          code="scheduler") from None
+
+
+def dask_setup(worker) -> None:
+    """Run by each worker of a local cluster as it starts (a Dask preload): a worker process
+    ignores SIGINT. Ctrl-C in a terminal goes to the whole process group; the batch that
+    receives it stops the workers itself, without each one printing its own traceback."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop(client, cluster) -> None:
+    """Close our own local cluster at once after an interruption: a worker thread is not
+    waited for (it runs its shard to the end and writes nothing, see _stopped), a worker
+    process is killed."""
+    import asyncio
+
+    from distributed import Nanny
+
+    workers = list(cluster.workers.values())
+
+    async def stop_workers():
+        closing = [asyncio.ensure_future(w.close(timeout=1) if isinstance(w, Nanny)
+                                         else w.close(executor_wait=False)) for w in workers]
+        await asyncio.sleep(0)     # each close() has marked its worker closing: no restart
+        for w in workers:
+            if isinstance(w, Nanny) and w.pid:
+                with contextlib.suppress(OSError):
+                    os.kill(w.pid, signal.SIGKILL)
+        await asyncio.gather(*closing, return_exceptions=True)
+
+    with contextlib.suppress(Exception):
+        cluster.sync(stop_workers)
+    with contextlib.suppress(Exception):
+        client.close(timeout=2)
+    with contextlib.suppress(Exception):
+        cluster.close(timeout=5)
+
+
+def _part(out_dir: str, name: str) -> str:
+    """Where a worker writes a shard's outputs before the batch records it done."""
+    return os.path.join(out_dir, f".{name}.npz.part")
+
+
+def _remove_partials(out_dir: str, names) -> None:
+    """The partial files of these shards: each one's .part, and what a killed write left
+    (save_npz's temporary files beside the .part). One pass over the directory."""
+    names = set(names)
+    if not names:
+        return
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(out_dir):
+            file = entry.name
+            if file.startswith("..") and file.endswith(".tmp") and ".npz.part." in file:
+                name = file[2:file.rindex(".npz.part.")]
+            elif file.startswith(".") and file.endswith(".npz.part"):
+                name = file[1:-len(".npz.part")]
+            else:
+                continue
+            if name in names:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
 
 
 def batch(model_path, shards, out_dir, *, scheduler: str = "threads", workers: int | None = None,
@@ -432,6 +507,11 @@ def batch(model_path, shards, out_dir, *, scheduler: str = "threads", workers: i
     one whose worker died runs on another, as Dask does). Either is recorded with its error
     while the others go on. `on_result(name, entry)` is called as each shard ends (a progress
     hook).
+
+    OUT/<shard>.npz exists only for the shards the manifest calls done: a worker writes to
+    OUT/.<shard>.npz.part and the batch renames it when it records the shard. After an
+    interruption (Ctrl-C, KeyboardInterrupt) the manifest is written, partial files are
+    removed and our own local cluster is stopped without waiting for running shards.
     """
     _need_dask()
     from distributed import as_completed
@@ -453,6 +533,7 @@ def batch(model_path, shards, out_dir, *, scheduler: str = "threads", workers: i
     result = BatchResult(manifest)
 
     todo = []
+    stale = []
     for shard, name in zip(shards, names):
         out_path = os.path.join(out_dir, name + ".npz")
         try:
@@ -461,6 +542,7 @@ def batch(model_path, shards, out_dir, *, scheduler: str = "threads", workers: i
             entries[name] = {"shard": os.path.abspath(shard), "status": "failed",
                              "error": f"{shard}: error: cannot read the shard: {e.strerror or e}"}
             result.failed.append(name)
+            stale.append(out_path)
             continue
         previous = entries.get(name, {})
         if previous.get("status") == "done" and previous.get("digest") == digest and \
@@ -470,19 +552,28 @@ def batch(model_path, shards, out_dir, *, scheduler: str = "threads", workers: i
         entries[name] = {"shard": os.path.abspath(shard), "status": "pending", "digest": digest,
                          "output": out_path}
         todo.append((name, shard, out_path))
+        stale.append(out_path)
     _write_manifest(out_dir, manifest)
+    # An output left from an earlier input (or model) of a shard that is not done now.
+    for path in stale:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    _remove_partials(out_dir, [name for name, _, _ in todo])
     if not todo:
         return result
 
+    batch_id = f"{os.getpid()}-{time.time_ns()}"
+    parts = {name: _part(os.path.abspath(out_dir), name) for name, _, _ in todo}
     made, own = client is None, None
     if made:
         client, own = _client(scheduler, workers)      # own: the local cluster, if one
+    interrupted = False
     futures = {}
     try:
         for name, shard, out_path in todo:
-            f = client.submit(run_shard, model_path, os.path.abspath(shard), out_path,
+            f = client.submit(run_shard, model_path, os.path.abspath(shard), parts[name],
                               tuple(os.path.abspath(e) for e in extensions),
-                              batch_axis, segment_ids,
+                              batch_axis, segment_ids, batch_id,
                               key=f"irrun-shard-{name}-{entries[name]['digest'][:12]}",
                               retries=retries, pure=False)
             futures[f] = name
@@ -493,7 +584,7 @@ def batch(model_path, shards, out_dir, *, scheduler: str = "threads", workers: i
         for f, value in as_completed(futures, with_results=True, raise_errors=False):
             name = futures[f]
             entry = entries[name]
-            error = _task_error(f) if f.status != "finished" else value.get("error")
+            error = _commit(f, value, parts[name], entry["output"])
             if error is None:
                 entry.update(value, status="done")
                 entry.pop("error", None)
@@ -507,16 +598,45 @@ def batch(model_path, shards, out_dir, *, scheduler: str = "threads", workers: i
                 last_write = time.monotonic()
             if on_result is not None:
                 on_result(name, entry)
+    except BaseException:     # Ctrl-C (KeyboardInterrupt, the CLI's Interrupted), or worse
+        interrupted = True
+        _stopped.add(batch_id)
+        if own is None:     # a scheduler we do not own: its workers would go on with them
+            with contextlib.suppress(Exception):
+                client.cancel([f for f, n in futures.items() if entries[n]["status"] == "pending"],
+                              force=True)
+        raise
     finally:
         try:
             _write_manifest(out_dir, manifest)
         finally:
-            if own is not None:
+            if own is not None and interrupted:
+                _stop(client, own)
+            elif own is not None:
                 client.close()
                 own.close()
             elif made:
                 client.close()
+            _remove_partials(out_dir, [name for name, _, _ in todo
+                                       if entries[name]["status"] != "done"])
     return result
+
+
+def _commit(future, value, part: str, out_path: str) -> str | None:
+    """Record a finished task: rename its outputs into place; the error line if it failed."""
+    if future.status != "finished":
+        return _task_error(future)
+    if not isinstance(value, dict):
+        return "the task returned nothing"
+    if "error" in value or value.get("stopped"):
+        return value.get("error") or "stopped by an interruption"
+    try:
+        os.replace(part, out_path)
+    except OSError as e:
+        return (f"{out_path}: error: cannot move the worker's outputs into place ({part}: "
+                f"{e.strerror or e}); OUT must be one directory that every worker and this "
+                "machine see at the same path")
+    return None
 
 
 def _task_error(future) -> str:
