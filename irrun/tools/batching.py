@@ -1,9 +1,10 @@
 """`irrun batch`: score many input shards through one model on Dask (dask.distributed).
 
 One Dask task per shard. Each worker process reads the model once (a per-process cache keyed
-by the model files' identity) and keeps it for every shard it is given. Each shard's outputs
-are written atomically as `OUT/<shard stem>.npz`; `OUT/manifest.json` records every shard's
-status, time, attempts, input digest and error, and is rewritten (atomically) as shards
+by the model files' identity) and keeps it for every shard it is given. A worker writes a
+shard's outputs atomically to `OUT/.<shard stem>.npz.part`, which the batch renames to
+`OUT/<shard stem>.npz` as it records the shard done. `OUT/manifest.json` records every
+shard's status, time, input digest and error, and is rewritten (atomically) as shards
 finish, so an interrupted batch leaves a manifest that a rerun of the same command reads to
 skip the shards already done with the same input digest (and the same model).
 
