@@ -12,9 +12,10 @@ import numpy as np
 
 from irrun.opkit import (
     matmul,
-    DYNAMIC, AutoPad, CompressedWeights, Dim, TensorSpec, check_alloc, check_integer,
+    DYNAMIC, AutoPad, CompressedWeights, Dim, Fixed, TensorSpec, check_alloc, check_integer,
     check_spatial_rank, format_shape, check_window_attrs, compute_dtype, dilated, elements, fail,
-    fixed_pads, numeric, register, resolve_pads, tap_slices, window_count, window_dim,
+    fixed_pads, is_static, numeric, register, resolve_pads, static_values, tap_slices,
+    window_count, window_dim,
 )
 
 # ---------------------------------------------------------------- window geometry
@@ -375,6 +376,49 @@ def _narrow_conv(attrs, x: np.ndarray, w: CompressedWeights) -> np.ndarray | Non
         out.reshape(o, n, -1).transpose(1, 0, 2)).reshape((n, o) + tuple(counts))
 
 
+def _conv_prepare(attrs, data: TensorSpec, filters: np.ndarray | None):
+    """_conv_run's fast paths (f32/f64 im2col, 2-D depthwise) for data of a static shape and
+    filters [G, Og, Cg, *kernel] the plan knows, with the geometry, the path and the
+    filters' layout worked out once (irrun.opkit.prepared): the same calls as the kernel
+    makes, so the same bits. None keeps the kernel (and _geometry's refusals are its)."""
+    if filters is None or not is_static(data.shape):
+        return None
+    dtype = data.etype.dtype
+    if compute_dtype(dtype) != dtype or dtype.kind != "f" or filters.dtype != dtype:
+        return None
+    shape = static_values(data.shape)
+    pb, pe, counts = _geometry(attrs, shape, filters.shape)
+    n, c = shape[:2]
+    g, og, cg = filters.shape[:3]
+    kernel = filters.shape[3:]
+    if g == 1 and _fits_im2col(n, counts, kernel, cg, dtype):
+        w = filters[0]
+        o = w.shape[0]
+        if len(kernel) == 2 and attrs.strides == (1, 1) and math.prod(kernel) > 1 and \
+                shape[3] + pb[1] + pe[1] <= _FLAT_ROWS_MAX_WIDENING * counts[1]:
+            return functools.partial(_flat_rows_prepared, attrs=attrs, pb=pb, pe=pe,
+                                     counts=counts), (0, Fixed(w))
+        return functools.partial(_im2col_prepared, attrs=attrs, kernel=kernel, pb=pb, pe=pe,
+                                 counts=counts, shape=(n, o) + tuple(counts)), \
+            (0, Fixed(w.reshape(o, c * math.prod(kernel))))
+    if cg == 1 and og == 1 and len(kernel) == 2:
+        from .depthwise_loop import depthwise2d
+
+        return functools.partial(depthwise2d, strides=attrs.strides, dilations=attrs.dilations,
+                                 pads_begin=pb, counts=counts), \
+            (0, Fixed(filters.reshape((c,) + tuple(kernel))))
+    return None
+
+
+def _flat_rows_prepared(x, w, attrs, pb, pe, counts):
+    return _conv_flat_rows(attrs, x, w, pb, pe, counts)
+
+
+def _im2col_prepared(x, wm, attrs, kernel, pb, pe, counts, shape):
+    """_conv_im2col's product, the filters already the matrix wm [O, C*prod(kernel)]."""
+    return _product(wm, _patches(attrs, x, kernel, pb, pe, counts)).reshape(shape)
+
+
 @register("Convolution", since=1, attrs=ConvolutionAttrs, category="convolution")
 class Convolution1:
     COMPRESSED_INPUTS = (1,)      # filters: see NARROW_MAX_COLUMNS
@@ -392,6 +436,10 @@ class Convolution1:
             filters = filters.decompressed()
         return (_conv_run(attrs, data, filters[np.newaxis]),)
 
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        return _conv_prepare(attrs, inputs[0], None if values[1] is None else values[1][np.newaxis])
+
 
 @register("GroupConvolution", since=1, attrs=ConvolutionAttrs, category="convolution")
 class GroupConvolution1:
@@ -405,6 +453,10 @@ class GroupConvolution1:
     @staticmethod
     def run(attrs, data, filters):
         return (_conv_run(attrs, data, filters),)
+
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        return _conv_prepare(attrs, inputs[0], values[1])
 
 
 # ---------------------------------------------------------------- transposed convolution

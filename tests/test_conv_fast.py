@@ -251,3 +251,40 @@ def test_products_of_few_output_channels_either_way(monkeypatch, split_macs):
     assert got.flags.c_contiguous
     np.testing.assert_allclose(got, naive_conv(x, w, (2, 2), (1, 1), (3, 3), (3, 3)),
                                rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_prepared_convolutions_give_the_kernels_bits(dtype):
+    # Layers of static shapes with Const filters run a function prepared once per plan
+    # (irrun.opkit.prepared): every fast path, with the kernels' results bit for bit.
+    # Grouped filters of more than one channel a group keep the kernel.
+    from irrun.run.executor import Plan
+    from irrun.tools.builder import GraphBuilder
+
+    rng = np.random.default_rng(5)
+    cases = [c for c in CASES + DEPTHWISE if len(c[0]) == 4]
+    g = GraphBuilder("convs")
+    feed, expect = {}, set()
+    for i, (shape, k, strides, dil, pb, pe) in enumerate(cases):
+        x = g.parameter(f"x{i}", "f32" if dtype == np.float32 else "f64", list(shape))
+        feed[f"x{i}"] = rng.standard_normal(shape).astype(dtype)
+        geometry = dict(strides=list(strides), dilations=list(dil), pads_begin=list(pb),
+                        pads_end=list(pe))
+        c = shape[1]
+        w = g.constant(rng.standard_normal((5, c) + k).astype(dtype))
+        wd = g.constant(rng.standard_normal((c, 1, 1) + k).astype(dtype))
+        g.result(g.op("Convolution", [x, w], name=f"conv{i}", **geometry), name=f"conv{i}")
+        g.result(g.op("GroupConvolution", [x, wd], name=f"dw{i}", **geometry), name=f"dw{i}")
+        expect |= {f"conv{i}", f"dw{i}"}
+        if c % 2 == 0:
+            wg = g.constant(rng.standard_normal((2, 3, c // 2) + k).astype(dtype))
+            g.result(g.op("GroupConvolution", [x, wg], name=f"grouped{i}", **geometry),
+                     name=f"grouped{i}")
+    m = g.model()
+    plan = Plan(m.program, m._targets(None)[0])
+    assert {s.node.layer.name for s in plan.steps if s.bare is not None} == expect
+    got = m.infer(feed)
+    want = m.infer(feed, listener=lambda node, outputs, seconds: None)
+    for name in want:
+        assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape
+        assert got[name].tobytes() == want[name].tobytes(), name
