@@ -174,6 +174,18 @@ class Swish4:
         b = 1.0 if beta is None else float(np.asarray(beta, dtype=np.float64).reshape(-1)[0])
         return (float_unary(lambda v: v * sigmoid(b * v), x, "Swish"),)
 
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        # float_unary's f32 case (Swish computes in f32), beta absent or a Const.
+        if inputs[0].etype.dtype != np.float32 or (len(values) > 1 and values[1] is None):
+            return None
+        b = 1.0 if len(values) == 1 else float(np.asarray(values[1], dtype=np.float64).reshape(-1)[0])
+
+        def swish(x):
+            y = x * sigmoid(b * x)
+            return y if type(y) is np.ndarray and y.dtype == np.float32 else as_dtype(y, x.dtype)
+        return swish, (0,)
+
 
 # ------------------------------------------------------------------ SoftMax, LogSoftmax
 

@@ -106,6 +106,12 @@ class MatMul1:
         a, b = inputs
         if not (is_static(a.shape) and is_static(b.shape)):
             return None
+        if (len(a.shape) > 2 and len(b.shape) > 2 and a.etype == b.etype
+                and a.etype.dtype.char in "fd" and not attrs.transpose_a
+                and not attrs.transpose_b):
+            # Batches of products (a rotary embedding's positions times frequencies): run's
+            # general case, whose checks inference made.
+            return matmul, (0, 1)
         if (len(a.shape) < 2 or len(b.shape) != 2 or a.etype != b.etype
                 or a.etype.dtype.char not in "fd" or attrs.transpose_a):
             return None

@@ -16,10 +16,9 @@ import numpy as np
 
 from irrun.opkit import (
     DYNAMIC, Dim, DimOf, ElementTypeName, Fixed, NoAttrs, TensorSpec, UnsupportedError, check_alloc,
-    check_integer, check_rank, convert_array, element_type, elements, fail, format_shape,
-    from_dtype, int_spec, is_static, known_ints, length, normalize_axis, pass_elements, register,
-    shape_dims,
-    static_values, warn,
+    check_integer, check_rank, convert_array, convert_is_astype, element_type, elements, fail,
+    format_shape, from_dtype, int_spec, is_static, known_ints, length, normalize_axis,
+    pass_elements, register, shape_dims, static_values, warn,
 )
 
 # ---------------------------------------------------------------- partial values
@@ -479,6 +478,24 @@ class Range4:
             # Computed in f64 (the accumulate type), then cast like Convert (toward zero).
             values = np.float64(s0) + np.arange(n, dtype=np.float64) * np.float64(s2)
         return (convert_array(values, et),)
+
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        # run, its output type looked up once, and its cast when that is astype.
+        et = element_type(attrs.output_type)
+        cast = convert_is_astype(np.dtype(np.int64), None, et.name)
+        arange = np.arange
+
+        def range4(start, stop, step):
+            s0, s1, s2 = _scalar(start), _scalar(stop), _scalar(step)
+            n = _range_count(s0, s1, s2)
+            check_alloc((n,), et.dtype, "Range output")
+            if type(s0) is int and type(s1) is int and type(s2) is int:
+                values = s0 + arange(n, dtype=np.int64) * s2
+                return values.astype(cast) if cast is not None else convert_array(values, et)
+            values = np.float64(s0) + arange(n, dtype=np.float64) * np.float64(s2)
+            return convert_array(values, et)
+        return range4, (0, 1, 2)
 
 
 @register("Range", since=1, category="generation")

@@ -119,6 +119,9 @@ def _many_ops():
                  keep_dims=False)
     g.result(g.op("Convert", [total], destination_type="f16"), name="half")
     g.result(g.op("Convert", [ids], destination_type="i32"), name="ids32")
+    column = g.op("Reshape", [g.op("Swish", [x]), i64(1, 8, 1)], special_zero=False)
+    g.result(g.op("MatMul", [column, g.constant(rng.standard_normal((1, 1, 3)).astype(np.float32))],
+                  transpose_a=False, transpose_b=False), name="outer")
     return g.model()
 
 
@@ -128,13 +131,13 @@ def test_prepared_kernels_give_the_kernels_bits():
     assert prepared >= {"Gather", "Power", "ReduceMean", "Divide", "Sqrt", "Add", "Multiply",
                         "MatMul", "Transpose", "Reshape", "Slice", "Concat", "Negative",
                         "Subtract", "Cos", "Sin", "Unsqueeze", "Squeeze", "ReduceSum",
-                        "Convert"}
+                        "Convert", "Swish"}
     rng = np.random.default_rng(1)
     for _ in range(3):
         feed = {"x": rng.standard_normal((1, 1, 8)).astype(np.float32),
                 "ids": rng.integers(-10, 10, (1, 2))}
         got, want = m.infer(feed), _run_with_kernels(m, feed)
-        for name in ("half", "ids32"):
+        for name in ("half", "ids32", "outer"):
             assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape
             assert got[name].tobytes() == want[name].tobytes()
 
@@ -174,9 +177,15 @@ def _dynamic_ops():
     att = g.op("ScaledDotProductAttention", [u, u, u, mask, g.constant(np.float32(0.5))],
                causal=False)
     ids = g.op("Add", [m, m])
+    n = g.op("Gather", [g.op("ShapeOf", [x], output_type="i64"), g.constant(np.int64(1)),
+                        g.constant(np.int64(0))], batch_dims=0)
+    steps = g.op("Range", [g.constant(np.int64(0)), n, g.constant(np.int64(1))],
+                 output_type="i32")
+    mean = g.op("ReduceMean", [g.op("Swish", [x]), i64(2)], keep_dims=True)
     for name, t in (("wide", wide), ("both", both), ("total", total), ("column", column),
                     ("att", att), ("ids", ids), ("ids32", g.op("Convert", [ids],
-                                                               destination_type="i32"))):
+                                                               destination_type="i32")),
+                    ("steps", steps), ("mean", mean)):
         g.result(t, name=name)
     return g.model()
 
@@ -196,7 +205,8 @@ def test_layers_of_dynamic_shape_run_prepared_kernels_with_the_kernels_bits():
     prepared = {s.node.layer.type for p in plans for s in p.steps if s.prepared is not None}
     assert prepared >= {"Unsqueeze", "Squeeze", "Reshape", "ShapeOf", "Broadcast", "Convert",
                         "BitwiseAnd", "LessEqual", "Select", "Multiply", "Subtract", "Concat",
-                        "Transpose", "ReduceSum", "Gather", "ScaledDotProductAttention", "Add"}
+                        "Transpose", "ReduceSum", "Gather", "ScaledDotProductAttention", "Add",
+                        "Range", "ReduceMean", "Swish"}
     # What the shape rule refuses is still refused before a prepared kernel runs.
     bad = {"x": np.zeros((1, 5, 4), np.float32), "y": np.zeros((3, 6, 4), np.float32),
            "m": np.zeros((1, 5), np.int64)}
