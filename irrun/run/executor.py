@@ -982,27 +982,9 @@ def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget
                     pass      # what hold() skips: a small buffer of its own
                 else:
                     budget.hold([base + s for s in step.outs] if base else step.outs, outputs)
-        except OpProblem as e:
-            # fail() at run time: from the kernel it is an OpError; from the shape rule re-run
-            # on the real inputs (dynamic shapes) a ShapeError, unless the rule refused a
-            # value (code "value": a zero step, a negative count), which is an OpError too.
-            kind = ShapeError if e.raised_by_rule and e.diagnostic.code != "value" else OpError
-            raise kind(e.message).locate(**_location(program, node)) from e
-        except IrrunError as e:
-            raise e.locate(**_location(program, node)) from e
-        except MemoryError:
-            raise OpError("out of memory while running this layer").locate(
-                **_location(program, node)) from None
-        except Exception as e:  # a kernel bug: still say where it happened
-            if isinstance(e, ValueError) and ("array is too big" in str(e)
-                                              or "Maximum allowed size exceeded" in str(e)):
-                # NumPy refusing a size (before the memory budget could see it): a resource
-                # limit, not a bug.
-                raise ResourceError(f"NumPy cannot allocate this layer's result ({e})").locate(
-                    **_location(program, node)) from None
-            raise OpError(f"internal error in the kernel: {type(e).__name__}: {e} "
-                          f"({_where(e)}; an irrun bug, please report it)").locate(
-                **_location(program, node)) from e
+        except Exception as e:
+            raise _located(program, node, e) from (
+                None if isinstance(e, MemoryError) or _too_big(e) else e)
         for s, v in zip(step.outs, outputs):
             values[s] = v
         if listener is not None:
