@@ -115,3 +115,52 @@ def test_views_of_small_buffers_go_uncounted_as_the_buffers_do():
     assert budget.live == 1 << 20
     budget.release(2)
     assert budget.live == 0
+
+
+def test_a_kernel_s_irrun_error_is_not_its_own_cause(tmp_path):
+    """A kernel's IrrunError (a budget refusal) is located and raised as itself: chained to
+    itself, pickling it (as Dask does for a process worker) recursed without end."""
+    import pickle
+    from dataclasses import dataclass
+
+    from irrun.ir import registry
+    from irrun.opkit import TensorSpec, check_alloc, register
+
+    @dataclass(frozen=True)
+    class _NoAttrs:
+        pass
+
+    @register("HugeAsk", version="extension", attrs=_NoAttrs)
+    class HugeAsk:
+        @staticmethod
+        def infer(attrs, x: TensorSpec) -> list[TensorSpec]:
+            return [TensorSpec(x.etype, x.shape)]
+
+        @staticmethod
+        def run(attrs, x):
+            check_alloc([1 << 40], np.float32, "what it asks for")
+            return (x,)
+
+    xml = tmp_path / "huge.xml"
+    xml.write_text("""<?xml version="1.0"?>
+<net name="huge" version="11"><layers>
+<layer id="0" name="x" type="Parameter" version="opset1"><data shape="2" element_type="f32"/>
+<output><port id="0" precision="FP32" names="x"><dim>2</dim></port></output></layer>
+<layer id="1" name="ask" type="HugeAsk" version="extension">
+<input><port id="0" precision="FP32"><dim>2</dim></port></input>
+<output><port id="1" precision="FP32" names="y"><dim>2</dim></port></output></layer>
+<layer id="2" name="y" type="Result" version="opset1">
+<input><port id="0" precision="FP32"><dim>2</dim></port></input></layer>
+</layers><edges>
+<edge from-layer="0" from-port="0" to-layer="1" to-port="0"/>
+<edge from-layer="1" from-port="1" to-layer="2" to-port="0"/>
+</edges></net>
+""")
+    try:
+        m = irrun.read_model(str(xml))
+        with pytest.raises(irrun.IrrunError, match="what it asks for") as info:
+            m.infer({"x": np.ones(2, np.float32)})
+    finally:
+        registry.unregister("HugeAsk", version="extension")
+    assert info.value.__cause__ is not info.value
+    assert "layer 'ask'" in str(pickle.loads(pickle.dumps(info.value)))

@@ -711,8 +711,7 @@ def _lean_loop(program, plan, feeds, values, state, budget, limit, base):
                 for s in step.release:
                     budget.release(base + s)
     except Exception as e:
-        raise _located(program, step.node, e) from (
-            None if isinstance(e, MemoryError) or _too_big(e) else e)
+        raise _located(program, step.node, e) from _cause(e)
 
 
 def _lean_other(step, feeds, values, state, budget, limit, base) -> None:
@@ -838,6 +837,16 @@ def _located(program, node, e: Exception) -> IrrunError:
     return OpError(f"internal error in the kernel: {type(e).__name__}: {e} "
                    f"({_where(e)}; an irrun bug, please report it)").locate(
         **_location(program, node))
+
+
+def _cause(e: Exception) -> Exception | None:
+    """What a located error is chained to: the kernel's own exception, for --traceback, but
+    not an IrrunError (_located hands back that same object, and an exception that is its
+    own cause sends pickling, as Dask's for a process worker, into endless recursion), nor
+    NumPy's allocation failures, whose located message says everything."""
+    if isinstance(e, (IrrunError, MemoryError)) or _too_big(e):
+        return None
+    return e
 
 
 def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget, limit, base,
@@ -983,8 +992,7 @@ def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget
                 else:
                     budget.hold([base + s for s in step.outs] if base else step.outs, outputs)
         except Exception as e:
-            raise _located(program, node, e) from (
-                None if isinstance(e, MemoryError) or _too_big(e) else e)
+            raise _located(program, node, e) from _cause(e)
         for s, v in zip(step.outs, outputs):
             values[s] = v
         if listener is not None:
