@@ -140,6 +140,14 @@ class Concat1:
             return np.concatenate(arrays, axis=axis)
         return concat, tuple(range(len(inputs)))
 
+    @staticmethod
+    def rule_ignores_dims(attrs, inputs):
+        # Every dim but the axis static: what the rule merges is known; the output holds
+        # the inputs' bytes.
+        axis = normalize_axis(attrs.axis, len(inputs[0].shape))
+        return all(len(s.shape) == len(inputs[0].shape) and
+                   all(d.is_static for j, d in enumerate(s.shape) if j != axis) for s in inputs)
+
 
 # ---------------------------------------------------------------- Split / VariadicSplit
 
@@ -429,6 +437,19 @@ class Gather:
                 return take(data, indices, ax)
             return _gather_run(data, indices, axis_array, batch_dims, negative_ok)[0]
         return gather, (0, 1)
+
+    @staticmethod
+    def rule_ignores_dims(attrs, inputs):
+        # The rule merges the batch dims and reads the axis and the indices' values: with
+        # those dims, the axis' dim and the indices' shape static, it reads no dynamic dim;
+        # at most as many indices as the axis has entries: the output is no larger.
+        data, indices, axis = inputs
+        if axis.value is None or not is_static(indices.shape):
+            return False
+        ax, b = _gather_params(len(data.shape), len(indices.shape),
+                               int(np.asarray(axis.value).reshape(-1)[0]), attrs.batch_dims)
+        return (all(d.is_static for d in data.shape[:b]) and data.shape[ax].is_static
+                and math.prod(static_values(indices.shape[b:])) <= data.shape[ax].value)
 
 
 # ---------------------------------------------------------------- slicing helpers

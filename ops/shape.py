@@ -55,6 +55,10 @@ class ShapeOf1:
     def prepare(attrs, inputs, values):
         return _shape_of_prepared(np.dtype(np.int64))
 
+    @staticmethod
+    def rule_ignores_dims(attrs, inputs):
+        return True          # any shape has a shape; the output is [rank]
+
 
 @dataclass(frozen=True)
 class ShapeOf3Attrs:
@@ -74,6 +78,10 @@ class ShapeOf3:
     @staticmethod
     def prepare(attrs, inputs, values):
         return _shape_of_prepared(element_type(attrs.output_type).dtype)
+
+    @staticmethod
+    def rule_ignores_dims(attrs, inputs):
+        return True
 
 
 def _shape_of_prepared(dtype):
@@ -402,6 +410,10 @@ class Unsqueeze1:
             return _per_shape(lambda shape: _unsqueezed(shape, axes))
         out = _unsqueezed(static_values(inputs[0].shape), axes)
         return np.ndarray.reshape, (0, Fixed(out))
+
+    @staticmethod
+    def rule_ignores_dims(attrs, inputs):
+        return True          # the axes against the rank; the output is a view
 
 
 def _unsqueezed(shape: tuple, axes: tuple) -> tuple:

@@ -198,8 +198,8 @@ def test_a_rule_that_reads_float_values_is_checked_again_for_new_ones(monkeypatc
 
 
 def test_layers_of_one_rule_share_its_verdict_on_the_same_shapes():
-    """The KV cache model's plan for growing runs: its Concat and Multiply of the cache see
-    new shapes each run; the rule runs once per (rule, shapes), not once per layer."""
+    """The KV cache model's plan for growing runs: its Multiply of the cache sees new
+    shapes each run; the rule runs once per (rule, shapes), not once per layer."""
     from irrun.run import executor
 
     m = _kv_cache()
@@ -225,7 +225,35 @@ def test_layers_of_one_rule_share_its_verdict_on_the_same_shapes():
             session.infer({"x": 2 * x})     # the same shapes as the runs before, other values
     finally:
         executor.check_inputs = real
-    assert "Concat" in first
+    assert "Multiply" in first
     # After the reset the cache grows through shapes the rules accepted before: runs 2-5
     # (caches of 1..4 rows) recheck nothing the first round saw with other values.
     assert "Concat" not in calls and "Multiply" not in calls, calls
+
+
+def test_a_rule_whose_verdict_ignores_the_dynamic_dims_runs_once_for_every_length():
+    """The KV cache's Concat (every dim but the axis static: Concat.rule_ignores_dims) is
+    checked at its first run of the plan and not for each new length; the Multiply of the
+    grown cache by x, whose rule relates the two shapes, is checked for each."""
+    from irrun.run import executor
+
+    m = _kv_cache()
+    session = m.create_session()
+    x = np.ones((1, 1, 4), np.float32)
+    executor._ACCEPTED.clear()
+    calls = []
+    real = executor.check_inputs
+
+    def counting(node, *args):
+        calls.append(node.layer.type)
+        return real(node, *args)
+
+    executor.check_inputs = counting
+    try:
+        for k in range(8):
+            session.infer({"x": x})
+            if k == 3:                  # the plan for growing runs is in use from here
+                calls.clear()
+    finally:
+        executor.check_inputs = real
+    assert calls.count("Multiply") == 4 and "Concat" not in calls, calls

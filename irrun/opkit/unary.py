@@ -45,8 +45,12 @@ def make_unary(name: str, fn: Callable, int_mode: str, kinds, category: str, sin
     # The class belongs to the module that asked for it (an ops module: a built-in kernel;
     # an extension: an overlay), not to the kit.
     module = sys._getframe(1).f_globals.get("__name__", __name__)
+    def rule_ignores_dims(attrs, inputs):
+        return True          # the rule reads the type; the output is the input's shape
+
     cls = type(f"{name}{since}", (), {"infer": staticmethod(infer), "run": staticmethod(run),
                                       "prepare": staticmethod(prepare),
+                                      "rule_ignores_dims": staticmethod(rule_ignores_dims),
                                       "__doc__": f"{name}-{since}: element-wise.",
                                       "__module__": module})
     return register(name, since=since, attrs=NoAttrs, category=category)(cls)

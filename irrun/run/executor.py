@@ -32,9 +32,10 @@ class Recheck:
     """A layer whose shapes were not all known when the plan was made: its shape rule runs
     again on the real inputs, unless they are the ones it accepted last time."""
 
-    __slots__ = ("etypes", "accepted", "shapes", "rule", "parts", "floats")
+    __slots__ = ("etypes", "accepted", "shapes", "rule", "parts", "floats", "key")
 
-    def __init__(self, etypes: tuple, outputs: int, rule: int, parts: tuple | None = None):
+    def __init__(self, etypes: tuple, outputs: int, rule: int, parts: tuple | None = None,
+                 dims_free: bool = False):
         self.etypes = etypes                 # the inputs' element types
         self.accepted = None                 # the inputs (see _input_key) the rule last accepted
         self.shapes = set()                  # (output index, shape) check_output accepted
@@ -43,6 +44,7 @@ class Recheck:
         self.parts = parts                   # what of the inputs may change (see _layout);
                                              # None: strings, never kept
         self.floats = parts is not None and any(mode == _FLOAT_INPUT for _, mode in parts)
+        self.key = _values_key if dims_free else _input_key    # see _layout
 
 
 # A shape rule is a pure function of the op, its attributes and its inputs' types, shapes
@@ -77,10 +79,15 @@ def _rule_number(node, etypes, layout=()) -> int:
 # (check_inputs: the shape; the values of a small one, a float one's only when the rule
 # reads them). A Const's or a layer folded at load adds nothing at run time: the rule
 # number says what the rule sees of it (_layout), the same in every plan of the model.
+# For an op whose rule_ignores_dims says its verdict owes nothing to the inputs' dynamic
+# dims, the inputs go in without their shapes (_values_key: the static dims are the rule
+# number's), and whether the inputs' bytes together fit the memory limit (the rule's
+# output check, for outputs no larger than that).
 _FLOAT_INPUT, _OTHER_INPUT = range(2)
+_NBYTES = operator.attrgetter("nbytes")
 
 
-def _layout(in_specs, args, constant_slots) -> tuple[tuple | None, tuple]:
+def _layout(in_specs, args, constant_slots, dims_free=False) -> tuple[tuple | None, tuple]:
     """(Recheck.parts, the layout for _rule_number) of a layer's inputs."""
     parts, layout = [], []
     for i, (spec, slot) in enumerate(zip(in_specs, args)):
@@ -92,9 +99,23 @@ def _layout(in_specs, args, constant_slots) -> tuple[tuple | None, tuple]:
             small = known.size <= FOLD_MAX_ELEMENTS
             layout.append((known.shape, known.tobytes() if small else None))
         else:
-            layout.append(None)
+            layout.append(tuple(d.value for d in spec.shape) if dims_free else None)
             parts.append((i, _FLOAT_INPUT if dtype.kind in "fc" else _OTHER_INPUT))
     return tuple(parts), tuple(layout)
+
+
+def _ignores_dims(node, in_specs) -> bool:
+    """Whether the op says its rule's verdict on inputs of these specs owes nothing to
+    their dynamic dims, and no output holds more bytes than the inputs together (the op's
+    optional rule_ignores_dims(attrs, inputs), asked only where every input's rank is
+    known)."""
+    ignores = getattr(node.op.impl, "rule_ignores_dims", None)
+    if ignores is None or any(s.shape is None for s in in_specs):
+        return False
+    try:
+        return bool(ignores(node.attrs, in_specs))
+    except (OpProblem, IrrunError):
+        return False
 
 
 @dataclass
@@ -202,9 +223,10 @@ class Plan:
                     step.declared = _declared_variable(program, step.variable)
                 elif not all(is_static(s.shape) for s in list(in_specs) + list(node_specs)):
                     etypes = tuple(s.etype for s in in_specs)
-                    parts, layout = _layout(in_specs, args, constant_slots)
+                    dims_free = _ignores_dims(node, in_specs)
+                    parts, layout = _layout(in_specs, args, constant_slots, dims_free)
                     step.recheck = Recheck(etypes, len(outs),
-                                           _rule_number(node, etypes, layout), parts)
+                                           _rule_number(node, etypes, layout), parts, dims_free)
                 elif step.variable is None:
                     # The interpreter's fast path: no state, no shape rule to run again.
                     step.kind = "run"
@@ -445,6 +467,22 @@ def _input_key(arrays, parts, limit: int, floats: bool = False) -> tuple:
     return tuple(key)
 
 
+def _values_key(arrays, parts, limit: int, floats: bool = False) -> tuple:
+    """_input_key for a rule whose verdict ignores the dynamic dims (see _layout): the
+    small inputs' shapes and values, without the others' shapes, and whether all the
+    inputs' bytes fit the limit."""
+    key = [limit, sum(map(_NBYTES, arrays)) <= limit]
+    for i, mode in parts:
+        if mode == _OTHER_INPUT or floats:
+            a = arrays[i]
+            if a.size <= FOLD_MAX_ELEMENTS:
+                key.append(a.shape)
+                key.append(a.tobytes())
+            else:
+                key.append(None)
+    return tuple(key)
+
+
 def _recheck(node, recheck, args, key, limit) -> None:
     """Check a layer's inputs with its rule (check_inputs) unless the rule accepted the same
     already, for this layer or another of the same rule (see _ACCEPTED): `key` is
@@ -457,7 +495,7 @@ def _recheck(node, recheck, args, key, limit) -> None:
         return
     # Verdicts under the key with float values exist only for rules that read them.
     full = key if key is None or rule not in _READS_FLOATS or not recheck.floats \
-        else _input_key(args, recheck.parts, limit, True)
+        else recheck.key(args, recheck.parts, limit, True)
     if full is not None and full is not key and (rule, full) in _ACCEPTED:
         return
     read = check_inputs(node, recheck.etypes, args, limit)
@@ -467,7 +505,7 @@ def _recheck(node, recheck, args, key, limit) -> None:
         if read:
             _READS_FLOATS.add(rule)
             if full is key:
-                full = _input_key(args, recheck.parts, limit, True)
+                full = recheck.key(args, recheck.parts, limit, True)
             _ACCEPTED.add((rule, full))
         else:
             _ACCEPTED.add((rule, key))
@@ -664,7 +702,7 @@ def _lean_loop(program, plan, feeds, values, state, budget, limit, base):
                 gather = step.gather
                 arrays = gather(values) if gather is not None else (values[step.args[0]],)
                 parts = recheck.parts
-                key = _input_key(arrays, parts, limit) if parts is not None else None
+                key = recheck.key(arrays, parts, limit) if parts is not None else None
                 if key is None or key != recheck.accepted:
                     if key is not None and (recheck.rule, key) in _ACCEPTED:
                         recheck.accepted = key      # (_recheck's first case)
@@ -730,7 +768,7 @@ def _lean_other(step, feeds, values, state, budget, limit, base) -> None:
             # The rule is a pure function of the input types, shapes and (small) values:
             # the same inputs as the last run need not be checked again.
             parts = recheck.parts
-            key = _input_key(arrays, parts, limit) if parts is not None else None
+            key = recheck.key(arrays, parts, limit) if parts is not None else None
             if key is None or key != recheck.accepted:
                 if key is not None and (recheck.rule, key) in _ACCEPTED:
                     recheck.accepted = key      # (_recheck's first case)
@@ -953,7 +991,7 @@ def _loop(program, plan, feeds, listener, keep_all, values, clock, state, budget
                     # The rule is a pure function of the input types, shapes and (small)
                     # values: the same inputs as the last run need not be checked again.
                     parts = recheck.parts
-                    key = _input_key(args, parts, limit) if parts is not None else None
+                    key = recheck.key(args, parts, limit) if parts is not None else None
                     if key is None or key != recheck.accepted:
                         if key is not None and (recheck.rule, key) in _ACCEPTED:
                             recheck.accepted = key      # (_recheck's first case)
