@@ -440,11 +440,12 @@ class Gather:
 
     @staticmethod
     def rule_ignores_dims(attrs, inputs):
-        # The rule merges the batch dims and reads the axis and the indices' values: with
-        # those dims, the axis' dim and the indices' shape static, it reads no dynamic dim;
-        # at most as many indices as the axis has entries: the output is no larger.
+        # The rule merges the batch dims, reads the axis, and the indices' values only to
+        # gather from a 1-D tensor's: with those dims, the axis' dim and the indices' shape
+        # static and data of another rank, it reads no dynamic dim and no value; at most
+        # as many indices as the axis has entries: the output is no larger.
         data, indices, axis = inputs
-        if axis.value is None or not is_static(indices.shape):
+        if axis.value is None or not is_static(indices.shape) or len(data.shape) == 1:
             return False
         ax, b = _gather_params(len(data.shape), len(indices.shape),
                                int(np.asarray(axis.value).reshape(-1)[0]), attrs.batch_dims)

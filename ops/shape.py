@@ -413,7 +413,7 @@ class Unsqueeze1:
 
     @staticmethod
     def rule_ignores_dims(attrs, inputs):
-        return True          # the axes against the rank; the output is a view
+        return inputs[1].value is not None   # known axes against the rank; a view
 
 
 def _unsqueezed(shape: tuple, axes: tuple) -> tuple:

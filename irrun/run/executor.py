@@ -80,9 +80,9 @@ def _rule_number(node, etypes, layout=()) -> int:
 # reads them). A Const's or a layer folded at load adds nothing at run time: the rule
 # number says what the rule sees of it (_layout), the same in every plan of the model.
 # For an op whose rule_ignores_dims says its verdict owes nothing to the inputs' dynamic
-# dims, the inputs go in without their shapes (_values_key: the static dims are the rule
-# number's), and whether the inputs' bytes together fit the memory limit (the rule's
-# output check, for outputs no larger than that).
+# dims nor to the values the plan does not know, the key is whether the inputs' bytes
+# together fit the memory limit (_values_key: the rule's output check, for outputs no
+# larger than that; the static dims are the rule number's).
 _FLOAT_INPUT, _OTHER_INPUT = range(2)
 _NBYTES = operator.attrgetter("nbytes")
 
@@ -98,8 +98,10 @@ def _layout(in_specs, args, constant_slots, dims_free=False) -> tuple[tuple | No
         if type(known) is np.ndarray:
             small = known.size <= FOLD_MAX_ELEMENTS
             layout.append((known.shape, known.tobytes() if small else None))
+        elif dims_free:
+            layout.append(tuple(d.value for d in spec.shape))
         else:
-            layout.append(tuple(d.value for d in spec.shape) if dims_free else None)
+            layout.append(None)
             parts.append((i, _FLOAT_INPUT if dtype.kind in "fc" else _OTHER_INPUT))
     return tuple(parts), tuple(layout)
 
@@ -468,19 +470,9 @@ def _input_key(arrays, parts, limit: int, floats: bool = False) -> tuple:
 
 
 def _values_key(arrays, parts, limit: int, floats: bool = False) -> tuple:
-    """_input_key for a rule whose verdict ignores the dynamic dims (see _layout): the
-    small inputs' shapes and values, without the others' shapes, and whether all the
-    inputs' bytes fit the limit."""
-    key = [limit, sum(map(_NBYTES, arrays)) <= limit]
-    for i, mode in parts:
-        if mode == _OTHER_INPUT or floats:
-            a = arrays[i]
-            if a.size <= FOLD_MAX_ELEMENTS:
-                key.append(a.shape)
-                key.append(a.tobytes())
-            else:
-                key.append(None)
-    return tuple(key)
+    """_input_key for a rule whose verdict ignores the dynamic dims and the values the plan
+    does not know (see _layout): whether all the inputs' bytes fit the limit."""
+    return limit, sum(map(_NBYTES, arrays)) <= limit
 
 
 def _recheck(node, recheck, args, key, limit) -> None:
