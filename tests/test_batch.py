@@ -163,7 +163,7 @@ def test_an_interrupted_batch_resumed_finishes_only_the_missing_shards(cluster, 
     stamps = {n: os.stat(out / f"{n}.npz").st_mtime_ns for n in done_first}
     result = batch(CTR, shards, out, client=client)
     assert sorted(result.skipped) == done_first
-    assert sorted(result.done) == sorted(set(Path(s).stem for s in shards) - set(done_first))
+    assert sorted(result.done) == sorted(set(Path(s).stem for s in shards) - set(done_first)), result.manifest
     assert {n: os.stat(out / f"{n}.npz").st_mtime_ns for n in done_first} == stamps
     # A changed shard runs again, even though its name is done.
     np.savez(shards[0], **{**dict(np.load(shards[0])), "cat_weights": np.ones(16, np.float32)})

@@ -575,7 +575,11 @@ def batch(model_path, shards, out_dir, *, scheduler: str = "threads", workers: i
             f = client.submit(run_shard, model_path, os.path.abspath(shard), parts[name],
                               tuple(os.path.abspath(e) for e in extensions),
                               batch_axis, segment_ids, batch_id,
-                              key=f"irrun-shard-{name}-{entries[name]['digest'][:12]}",
+                              # One key per call: a key this client just cancelled (an
+                              # interrupted batch resumed at once) may still be cancelling
+                              # in the scheduler, and would take the new task with it.
+                              key=f"irrun-shard-{name}-{entries[name]['digest'][:12]}-"
+                                  f"{batch_id}",
                               retries=retries, pure=False)
             futures[f] = name
         # Results are gathered in batches and the manifest rewritten at most every
