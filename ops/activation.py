@@ -16,8 +16,9 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from irrun.opkit import (
-    ARITH, Dim, NoAttrs, TensorSpec, as_dtype, broadcast_shapes, erf, etype_name, fail,
-    float_unary, format_shape, make_unary, register, shape_dims, unary_apply, widened,
+    ARITH, Dim, Fixed, NoAttrs, TensorSpec, as_dtype, broadcast_shapes, erf, etype_name, fail,
+    float_unary, format_shape, is_static, make_unary, register, shape_dims, static_values,
+    unary_apply, widened,
 )
 
 
@@ -42,6 +43,17 @@ for _name, _fn in ACTIVATIONS.items():
             "arithmetic" if _name == "Tanh" else "activation", since=_SINCE.get(_name, 1))
 
 
+def _relu_prepare(attrs, inputs, values):
+    # float_unary's f32/f64 case: np.maximum with the 0 as x's type, as NumPy takes it.
+    dtype = inputs[0].etype.dtype
+    if dtype.char not in "fd":
+        return None
+    return np.maximum, (0, Fixed(np.zeros((), dtype)))
+
+
+ReLU1.prepare = staticmethod(_relu_prepare)  # noqa: F821 (made by make_unary above)
+
+
 @register("HSwish", since=4, attrs=NoAttrs, category="activation")
 class HSwish4:
     """HSwish-4: element-wise, as make_unary's ops, f32/f64 through a compiled loop."""
@@ -60,6 +72,17 @@ class HSwish4:
 
             return (hswish(x),)
         return (unary_apply("HSwish", ACTIVATIONS["HSwish"], "round", x),)
+
+    @staticmethod
+    def prepare(attrs, inputs, values):
+        # run's compiled loop, its constants and (for a tensor too small to split over
+        # threads) its single call worked out once.
+        x = inputs[0]
+        if x.etype.dtype.char not in "fd" or not is_static(x.shape):
+            return None
+        from .hswish_loop import prepared
+
+        return prepared(static_values(x.shape), x.etype.dtype), (0,)
 
 
 def _same_type(x: TensorSpec) -> list[TensorSpec]:
@@ -189,8 +212,27 @@ class Swish4:
 
 # ------------------------------------------------------------------ SoftMax, LogSoftmax
 
+# A last axis of at most this many elements takes its maximum and sum slice by slice:
+# NumPy's reduction of a short innermost axis costs ten times its arithmetic (ssd_head's
+# [2, 1216, 5] class scores: 110 us for the maximum, 60 for the sum, 20 and 15 by slices).
+# The maximum is the same value either way; the slices add one after the other, which is
+# NumPy's order for a sum of fewer than 8 terms, so the bits are the same
+# (tests/test_ops_activation.py checks that against np.sum).
+SHORT_AXIS = 7
+
+
 def softmax(x: np.ndarray, axis: int) -> np.ndarray:
     # Subtracting the maximum keeps exp() in range (a slice of -inf stays NaN, like OpenVINO).
+    n = x.shape[axis]
+    if axis == x.ndim - 1 and 1 < n <= SHORT_AXIS:
+        top = np.maximum(x[..., :1], x[..., 1:2])
+        for k in range(2, n):
+            np.maximum(top, x[..., k:k + 1], out=top)
+        e = np.exp(x - top)
+        total = e[..., :1] + e[..., 1:2]
+        for k in range(2, n):
+            total += e[..., k:k + 1]
+        return e / total
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return e / np.sum(e, axis=axis, keepdims=True)
 
@@ -360,6 +402,23 @@ def _simple(name: str, since: int, fn, float_only: bool):
 
 
 HSigmoid5 = _simple("HSigmoid", 5, lambda v: np.clip(v + 3.0, 0.0, 6.0) / 6.0, float_only=False)
+
+
+def _hsigmoid(x):
+    """The kernel's f32/f64 HSigmoid in one buffer: np.clip(x + 3, 0, 6) / 6 as its maximum
+    and minimum (x + 3 is never -0.0, where the two could differ; NaN stays NaN in both)."""
+    y = x + 3.0
+    np.maximum(y, 0.0, out=y)
+    np.minimum(y, 6.0, out=y)
+    y /= 6.0
+    return y
+
+
+def _hsigmoid_prepare(attrs, inputs, values):
+    return (_hsigmoid, (0,)) if inputs[0].etype.dtype.char in "fd" else None
+
+
+HSigmoid5.prepare = staticmethod(_hsigmoid_prepare)
 Mish4 = _simple("Mish", 4, lambda v: v * np.tanh(_softplus(v)), float_only=True)
 SoftPlus4 = _simple("SoftPlus", 4, _softplus, float_only=True)
 SoftSign9 = _simple("SoftSign", 9, lambda v: v / (1.0 + np.abs(v)), float_only=True)

@@ -8,6 +8,8 @@ of two equal operands (+0.0 and -0.0) the second is returned. The same bits.
 
 Imported on the op's first run, so loading models without HSwish never imports numba.
 """
+import math
+
 import numpy as np
 
 from irrun.opkit import even_ranges, parallel, workers
@@ -40,3 +42,19 @@ def hswish(x: np.ndarray) -> np.ndarray:
         parallel(lambda lo, hi: _hswish(src[lo:hi], dst[lo:hi], *consts),
                  even_ranges(src.size, 4 * threads))
     return out
+
+
+def prepared(shape: tuple, dtype):
+    """hswish for arrays of `shape` and `dtype` (a prepared kernel, irrun.opkit.prepared):
+    one call of the loop where the tensor is too small to be split over threads (at any
+    thread count), else hswish itself."""
+    if math.prod(shape) >= 2 * MIN_WORK_PER_THREAD:
+        return hswish
+    t = np.dtype(dtype).type
+    three, zero, six = t(3), t(0), t(6)
+
+    def small(x):
+        out = np.empty(shape, dtype)
+        _hswish(np.ascontiguousarray(x).reshape(-1), out.reshape(-1), three, zero, six)
+        return out
+    return small

@@ -355,3 +355,53 @@ def test_hswish_loop_gives_the_numpy_formulas_bits(monkeypatch, dtype):
     # Integers keep the NumPy path (float, rounded to nearest).
     (i,) = run_op("HSwish", {}, np.array([-4, -1, 0, 2, 5], np.int32), opset=4)
     assert i.dtype == np.int32 and i.tolist() == [0, 0, 0, 2, 5]
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_softmax_of_a_short_last_axis_gives_the_reductions_bits(data):
+    # A last axis of up to SHORT_AXIS elements: maximum and sum slice by slice, the bits
+    # of np.max and np.sum (NaN, infinities and signed zeros in the data), f32 and f64.
+    from irrun.ops import activation
+
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]))
+    n = data.draw(st.integers(1, activation.SHORT_AXIS + 2))
+    lead = data.draw(st.lists(st.integers(1, 40), max_size=3))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    x = (rng.standard_normal(lead + [n]) * 10.0 ** rng.uniform(-2, 3)).astype(dtype)
+    if data.draw(st.booleans(), label="special values"):
+        x.flat[rng.integers(0, x.size, 3)] = rng.choice(
+            [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e38, -1e38], 3)
+    with np.errstate(all="ignore"):
+        e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+        want = e / np.sum(e, axis=-1, keepdims=True)
+        got = activation.softmax(x, x.ndim - 1)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_prepared_relu_hsigmoid_hswish_give_the_kernels_bits(dtype):
+    # Layers of static shapes run a function prepared once (irrun.opkit.prepared): the
+    # kernels' values bit for bit, NaN, infinities, signed zeros and the corners included.
+    from irrun.run.executor import Plan
+    from irrun.tools.builder import GraphBuilder
+
+    g = GraphBuilder("acts")
+    x = g.parameter("x", dtype, [4, 257])
+    for op, version in (("ReLU", "opset1"), ("HSigmoid", "opset5"), ("HSwish", "opset4")):
+        g.result(g.op(op, [x], version=version, name=op.lower()), name=op.lower())
+    m = g.model()
+    plan = Plan(m.program, m._targets(None)[0])
+    assert {s.node.layer.name for s in plan.steps if s.bare is not None} == \
+        {"relu", "hsigmoid", "hswish"}
+    rng = np.random.default_rng(4)
+    v = np.concatenate([rng.standard_normal(1016) * 5, [-3.0, 3.0, -0.0, 0.0, np.nan, np.inf,
+                                                        -np.inf, np.nextafter(-3.0, -4), 6.0,
+                                                        -6.0, 1e308, -1e308]])
+    feed = {"x": v[:4 * 257].reshape(4, 257).astype(np.float32 if dtype == "f32" else np.float64)}
+    with np.errstate(all="ignore"):
+        got = m.infer(feed)
+        want = m.infer(feed, listener=lambda node, outputs, seconds: None)
+    for name in want:
+        assert got[name].dtype == want[name].dtype and got[name].tobytes() == want[name].tobytes()
