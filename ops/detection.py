@@ -444,9 +444,9 @@ def _overlaps(a: np.ndarray, sa: np.ndarray, b: np.ndarray, sb: np.ndarray,
     return np.logical_and(hit, ok, out=hit)
 
 
-# The greedy suppression works on blocks of this many candidates of a class...
+# The greedy suppression settles up to this many candidates of a class at a time...
 _NMS_BLOCK = 256
-# ... and on as many classes at once as keep its [classes, rows, block] temporaries at about
+# ... of as many classes at once as keep its [classes, rows, columns] temporaries at about
 # this many elements.
 _NMS_ELEMENTS = 1 << 20
 
@@ -463,44 +463,59 @@ def _greedy_groups(boxes: np.ndarray, group: np.ndarray, rank: np.ndarray, group
     all groups at once: a candidate is kept unless the overlap with a candidate kept before
     it in its group is above threshold. Returns the kept mask over the candidates.
 
-    The candidates are laid out [groups, width] and taken a block of columns at a time. The
-    candidates kept in earlier blocks suppress the block's first; within the block, keep =
-    alive and not overlapped by a kept earlier one is solved by iterating it from keep =
-    alive: the first t + 1 candidates are right after t steps (each depends only on those
-    before it), so it settles in at most a block's width of steps, and in as many as the
-    longest chain of candidates each suppressing the next (a few on real detections)."""
+    Each group's candidates wait in a row, in score order. A round takes the first block of
+    every row and settles it: keep = alive and not overlapped by a kept one before it,
+    iterated from keep = alive (the first t + 1 are right after t steps, each depending only
+    on those before it: at most a block's width of steps, as many as the longest chain of
+    candidates each suppressing the next, a few on real detections). The block's kept
+    candidates then suppress the rest of their row, which closes up. Each round settles a
+    block of every row: at most width / block rounds, few where the first kept boxes
+    suppress most of the others (crowded detections)."""
     sizes = _box_sizes(boxes)
-    bx = np.zeros((groups, width, 4), F32)
-    bx[group, rank] = boxes
-    sz = np.zeros((groups, width), F32)
-    sz[group, rank] = sizes
-    alive_all = np.zeros((groups, width), bool)
-    alive_all[group, rank] = True
-    keep = np.zeros((groups, width), F32)
-    block = min(width, max(16, min(_NMS_BLOCK, _NMS_ELEMENTS // max(width, 1))))
+    keep = np.zeros(group.size, bool)
+    block = min(width, max(16, min(_NMS_BLOCK, _NMS_ELEMENTS // width)))
     step = max(1, _NMS_ELEMENTS // (width * block))
     later = _later(block)
+    bounds = np.searchsorted(group, np.arange(0, groups + step, step))
     for g0 in range(0, groups, step):
-        g = slice(g0, g0 + step)
-        for c0 in range(0, width, block):
-            c = slice(c0, c0 + block)
-            cb, cs = bx[g, c], sz[g, c]
-            alive = alive_all[g, c]
-            if c0:     # suppressed by the candidates kept in the blocks before
-                over = _overlaps(bx[g, :c0], sz[g, :c0], cb, cs, threshold)
-                alive = alive & ~(np.matmul(keep[g, None, :c0], over.astype(F32))[:, 0] > 0)
-            n = cb.shape[1]
-            over = _overlaps(cb, cs, cb, cs, threshold)
+        lo, hi = int(bounds[g0 // step]), int(bounds[g0 // step + 1])
+        row = np.full((min(step, groups - g0), width), -1, np.intp)
+        row[group[lo:hi] - g0, rank[lo:hi]] = np.arange(lo, hi)
+        while True:
+            head = row[:, :block]
+            n = head.shape[1]
+            alive = head >= 0
+            at = np.where(alive, head, 0)
+            hb, hs = boxes[at], sizes[at]
+            over = _overlaps(hb, hs, hb, hs, threshold)
             over &= later[:n, :n]
             over = over.astype(F32)
             x = alive
             for _ in range(n + 1):
                 nx = alive & ~(np.matmul(x.astype(F32)[:, None, :], over)[:, 0] > 0)
-                if np.array_equal(nx, x):
+                if not (nx ^ x).any():
                     break
                 x = nx
-            keep[g, c] = x
-    return keep[group, rank] > 0
+            keep[head[x]] = True
+            rest = row[:, n:]
+            live = rest >= 0
+            if not live.any():
+                break
+            kept = x.sum(1)
+            k = int(kept.max())
+            if k:           # the block's kept candidates, first in their rows, in order
+                first = np.take_along_axis(at, np.argsort(~x, axis=1, kind="stable")[:, :k], 1)
+                later_at = np.where(live, rest, 0)
+                hit = _overlaps(boxes[first], sizes[first], boxes[later_at], sizes[later_at],
+                                threshold)
+                hit &= (np.arange(k) < kept[:, None])[:, :, None]
+                live &= ~hit.any(1)
+            r, c = np.nonzero(live)
+            row = np.full((rest.shape[0], int(live.sum(1).max(initial=0))), -1, np.intp)
+            row[r, (np.cumsum(live, 1) - 1)[r, c]] = rest[r, c]
+            if not row.size:
+                break
+    return keep
 
 
 def _group_rank(key: np.ndarray) -> np.ndarray:
