@@ -202,7 +202,8 @@ class Swish4:
         # float_unary's f32 case (Swish computes in f32), beta absent or a Const.
         if inputs[0].etype.dtype != np.float32 or (len(values) > 1 and values[1] is None):
             return None
-        b = 1.0 if len(values) == 1 else float(np.asarray(values[1], dtype=np.float64).reshape(-1)[0])
+        b = 1.0 if len(values) == 1 else \
+            float(np.asarray(values[1], dtype=np.float64).reshape(-1)[0])
 
         def swish(x):
             y = x * sigmoid(b * x)

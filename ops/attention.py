@@ -205,7 +205,8 @@ def _decode_attention(dtype, scale, e_static):
         qb = q.shape[:-2]
         L, E = q.shape[-2:]
         S, Ev = v.shape[-2:]
-        if not (0 < math.prod(qb) * L * S <= SCORE_BUDGET and Ev and qb == k.shape[:-2] == v.shape[:-2]
+        if not (0 < math.prod(qb) * L * S <= SCORE_BUDGET and Ev
+                and qb == k.shape[:-2] == v.shape[:-2]
                 and (mask is None or mask.ndim < 3 or (mask.ndim <= q.ndim and all(
                     m == 1 or m == d for m, d in zip(mask.shape[-3::-1], qb[::-1]))))):
             return attention(q, k, v, mask, scale, False)
