@@ -187,6 +187,32 @@ def _take(xf: np.ndarray, idx: np.ndarray, h0: int, h1: int) -> np.ndarray:
     return xf[part]
 
 
+def _batch_fits(q, k, v, mask) -> bool:
+    """Whether key, value and the mask's batch dims are the query's (or broadcast to them
+    as 1s): then the output's batch is the query's, with no broadcasting to work out."""
+    qb = q.shape[:-2]
+    return qb == k.shape[:-2] == v.shape[:-2] and (
+        mask is None or mask.ndim < 3 or (mask.ndim <= q.ndim and all(
+            m == 1 or m == d for m, d in zip(mask.shape[-3::-1], qb[::-1]))))
+
+
+def _all_heads(q, k, v, mask, sc, cdt):
+    """Every head's scores at once in the compute type `cdt` (a decode step: [N, H, 1, S]),
+    for batches that fit (_batch_fits) and scores within the budget: the same sums as the
+    kernel's groups, without their per-group bookkeeping."""
+    s = np.matmul(q.astype(cdt, copy=False) * sc,
+                  np.swapaxes(k.astype(cdt, copy=False), -1, -2))
+    if mask is not None:
+        if mask.dtype == np.bool_:
+            s = np.where(mask, s, cdt(-np.inf))
+        else:
+            s += mask
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    total = s.sum(axis=-1, keepdims=True)
+    return as_dtype(np.matmul(s, v.astype(cdt, copy=False)) / total, q.dtype)
+
+
 def _decode_attention(dtype, scale, e_static):
     """attention() for a query of `dtype`, a Const `scale` (or None) and an embedding dim
     that is `e_static` when static: its first case with the checks the shape rule, run
@@ -199,33 +225,20 @@ def _decode_attention(dtype, scale, e_static):
             fixed = cdt(1) / np.sqrt(cdt(e_static))
     else:
         fixed = None
-    minus_inf = cdt(-np.inf)
 
     def sdpa(q, k, v, mask=None):
         qb = q.shape[:-2]
         L, E = q.shape[-2:]
         S, Ev = v.shape[-2:]
         if not (0 < math.prod(qb) * L * S <= SCORE_BUDGET and Ev
-                and qb == k.shape[:-2] == v.shape[:-2]
-                and (mask is None or mask.ndim < 3 or (mask.ndim <= q.ndim and all(
-                    m == 1 or m == d for m, d in zip(mask.shape[-3::-1], qb[::-1]))))):
+                and _batch_fits(q, k, v, mask)):
             return attention(q, k, v, mask, scale, False)
         check_alloc(qb + (L, Ev), q.dtype, "ScaledDotProductAttention output")
         sc = fixed
         if sc is None:
             with np.errstate(divide="ignore"):
                 sc = cdt(1) / np.sqrt(cdt(E))
-        s = np.matmul(q.astype(cdt, copy=False) * sc,
-                      np.swapaxes(k.astype(cdt, copy=False), -1, -2))
-        if mask is not None:
-            if mask.dtype == np.bool_:
-                s = np.where(mask, s, minus_inf)
-            else:
-                s += mask
-        s -= s.max(axis=-1, keepdims=True)
-        np.exp(s, out=s)
-        total = s.sum(axis=-1, keepdims=True)
-        return as_dtype(np.matmul(s, v.astype(cdt, copy=False)) / total, q.dtype)
+        return _all_heads(q, k, v, mask, sc, cdt)
     return sdpa
 
 
@@ -251,9 +264,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
         shapes.append(mask.shape[:-2])
         names.append("attention_mask")
     qb = q.shape[:-2]
-    if qb == k.shape[:-2] == v.shape[:-2] and (
-            mask is None or mask.ndim < 3 or (mask.ndim <= q.ndim and all(
-                m == 1 or m == d for m, d in zip(mask.shape[-3::-1], qb[::-1])))):
+    if _batch_fits(q, k, v, mask):
         batch = qb       # what _static_batch gives when the mask's batch dims fit the query's
     else:
         batch = _static_batch(shapes, names)
@@ -274,17 +285,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
             == v.shape[:-2] == batch):
         # Every head's scores at once (a decode step: [N, H, 1, S]): the same sums as the
         # groups below, without their per-group bookkeeping, which was most of the time.
-        s = np.matmul(q.astype(cdt, copy=False) * sc,
-                      np.swapaxes(k.astype(cdt, copy=False), -1, -2))
-        if mask is not None:
-            if mask.dtype == np.bool_:
-                s = np.where(mask, s, cdt(-np.inf))
-            else:
-                s += mask
-        s -= s.max(axis=-1, keepdims=True)
-        np.exp(s, out=s)
-        total = s.sum(axis=-1, keepdims=True)
-        return as_dtype(np.matmul(s, v.astype(cdt, copy=False)) / total, q.dtype)
+        return _all_heads(q, k, v, mask, sc, cdt)
 
     out = np.empty((nb, L, Ev), cdt)
     if nb == 0 or L == 0 or Ev == 0:
