@@ -141,23 +141,14 @@ def test_a_kernel_s_irrun_error_is_not_its_own_cause(tmp_path):
             check_alloc([1 << 40], np.float32, "what it asks for")
             return (x,)
 
-    xml = tmp_path / "huge.xml"
-    xml.write_text("""<?xml version="1.0"?>
-<net name="huge" version="11"><layers>
-<layer id="0" name="x" type="Parameter" version="opset1"><data shape="2" element_type="f32"/>
-<output><port id="0" precision="FP32" names="x"><dim>2</dim></port></output></layer>
-<layer id="1" name="ask" type="HugeAsk" version="extension">
-<input><port id="0" precision="FP32"><dim>2</dim></port></input>
-<output><port id="1" precision="FP32" names="y"><dim>2</dim></port></output></layer>
-<layer id="2" name="y" type="Result" version="opset1">
-<input><port id="0" precision="FP32"><dim>2</dim></port></input></layer>
-</layers><edges>
-<edge from-layer="0" from-port="0" to-layer="1" to-port="0"/>
-<edge from-layer="1" from-port="1" to-layer="2" to-port="0"/>
-</edges></net>
-""")
+    b = IRBuilder()
+    x = b.parameter("x", "f32", "2", [2])
+    ask = b.op("HugeAsk", "extension", [x], [0], [1], name="ask", out_dims=[[2]],
+               out_precisions=["FP32"])
+    b.result((ask, 1), "y")
+    xml = b.write(tmp_path)
     try:
-        m = irrun.read_model(str(xml))
+        m = irrun.read_model(xml)
         with pytest.raises(irrun.IrrunError, match="what it asks for") as info:
             m.infer({"x": np.ones(2, np.float32)})
     finally:
