@@ -196,3 +196,23 @@ def test_validating_is_linear_in_layers_and_edges(tmp_path):
         # Linear work gives second == 2 * first (quadratic: 4 *); a little slack for the
         # ids, names and line numbers that grow a digit.
         assert 0 < first and second <= 2.2 * first, (sizes, lines)
+
+
+def test_layers_asking_inference_the_same_each_get_its_warnings(tmp_path):
+    """Inference answers a repeated question (op, attributes, input specs) once, but every
+    layer that asks still gets the shape rule's warnings and its own declared-port checks."""
+    b = IRBuilder()
+    x = b.parameter("x", "f32", "1,1,1", [1, 1, 1])
+    pool = {"strides": "1", "pads_begin": "0", "pads_end": "2", "kernel": "1",
+            "rounding_type": "floor", "auto_pad": "explicit"}
+    first = b.op("MaxPool", "opset1", [x], [0], [1], pool, name="first", out_dims=[[1, 1, 3]])
+    second = b.op("MaxPool", "opset1", [x], [0], [1], pool, name="second",
+                  out_dims=[[1, 1, 4]])
+    b.result((first, 1))
+    b.result((second, 1))
+    found = [(d.layer_name, d.code, d.message.split(" ")[0]) for d in
+             irrun.validate(b.write(tmp_path))]
+    assert found.count(("first", "empty-window", "window(s)")) == 1
+    assert found.count(("second", "empty-window", "window(s)")) == 1
+    assert ("second", "declared-mismatch", "output") in found
+    assert ("first", "declared-mismatch", "output") not in found

@@ -93,33 +93,86 @@ def _agrees(port, spec: TensorSpec) -> bool:
     return spec.shape is None or port.dims is None or not _dims_disagree(port.dims, spec.shape)
 
 
-def check_declared_outputs(layer, specs: list[TensorSpec], diag) -> None:
+def check_declared_outputs(layer, specs: list[TensorSpec], diag, memo=None) -> None:
     """Warn where the layer's <output> ports declare other types or dims than inferred."""
+    agrees = _agrees if memo is None else memo.agrees
     for port, spec in zip(layer.outputs, specs):
-        if _agrees(port, spec):
+        if agrees(port, spec):
             continue
         problem = declared_problem(f"output port {port.id}", port, spec)
         if problem:
             diag.warning("declared-mismatch", problem, line=port.line, layer=layer)
 
 
-def check_declared_inputs(layer, input_specs: list[TensorSpec | None], diag) -> None:
+def check_declared_inputs(layer, input_specs: list[TensorSpec | None], diag, memo=None) -> None:
     """Warn where the layer's <input> ports declare other types or dims than what feeds them.
 
     OpenVINO ignores these declarations as well; a Result's input port is the only place
     that declares the type and shape of a model output.
     """
+    agrees = _agrees if memo is None else memo.agrees
     for port, spec in zip(layer.inputs, input_specs):
-        if spec is None or _agrees(port, spec):
+        if spec is None or agrees(port, spec):
             continue
         problem = declared_problem(f"input port {port.id}", port, spec, "receives")
         if problem:
             diag.warning("declared-mismatch", problem, line=port.line, layer=layer)
 
 
-def infer_node(node, input_specs: list[TensorSpec], diag, fold=True) -> list[TensorSpec] | None:
-    """Infer one node's outputs; report problems to diag. None when inference failed."""
+class InferMemo:
+    """What inference found for an op, its attributes and its input specs, for the next
+    layer that asks the same (one per network's inference).
+
+    A shape rule is a function of the attributes and the input specs alone, so a chain of
+    200,000 Converts or 1,000,000 Parameters of one shape need it run once per distinct
+    question, not per layer. Only questions without values are remembered (a layer whose
+    inputs carry values may fold, which is per layer), and only answers without values or
+    errors. Keys are object identities, which make a lookup cheap: attributes are shared by
+    the layers that spell the same <data> (irrun.run.program._parse_attrs), and the specs it
+    answers are interned (one object for equal specs), so the next layer's input is the very
+    spec the last one's question was asked with. Every object a key names is kept alive by
+    its entry, so an identity is never reused for another object while the memo lives.
+    """
+
+    __slots__ = ("answers", "interned", "agreed")
+
+    def __init__(self):
+        self.answers: dict[tuple, tuple] = {}    # ids -> (key objects, specs, warnings)
+        self.interned: dict[TensorSpec, TensorSpec] = {}
+        self.agreed: dict[tuple, tuple] = {}     # (precision, id(spec), dims) -> (spec, agrees)
+
+    def intern(self, spec: TensorSpec) -> TensorSpec:
+        return self.interned.setdefault(spec, spec)
+
+    def agrees(self, port, spec: TensorSpec) -> bool:
+        """_agrees(port, spec), once per declaration and spec (most ports of a file declare
+        one of a few)."""
+        dims = port.dims
+        key = (port.precision, id(spec), None if dims is None else tuple(dims))
+        found = self.agreed.get(key)
+        if found is None or found[0] is not spec:
+            found = self.agreed[key] = (spec, _agrees(port, spec))
+        return found[1]
+
+
+def infer_node(node, input_specs: list[TensorSpec], diag, fold=True,
+               memo: InferMemo | None = None) -> list[TensorSpec] | None:
+    """Infer one node's outputs; report problems to diag. None when inference failed.
+
+    `memo` (optional) answers a question asked before (see InferMemo)."""
     layer = node.layer
+    key = None
+    if memo is not None and not node.bodies:     # (a body's inference is per layer)
+        for s in input_specs:
+            if s.value is not None:
+                break
+        else:
+            key = (id(node.op), id(node.attrs), *map(id, input_specs))
+            found = memo.answers.get(key)
+            if found is not None:
+                for code, message in found[2]:
+                    diag.warning(code, message, layer=layer)
+                return _checked_outputs(node, list(found[1]), diag, memo)
     sink: list = []
     token = collect_warnings(sink)
     try:
@@ -147,6 +200,13 @@ def infer_node(node, input_specs: list[TensorSpec], diag, fold=True) -> list[Ten
             except IrrunError as e:
                 diag.error("too-large", e.message, layer=layer)
                 return None
+    if key is not None and all(type(s) is TensorSpec and s.value is None for s in specs):
+        try:
+            specs = [memo.intern(s) for s in specs]
+        except TypeError:      # something unhashable in a spec: not remembered
+            pass
+        else:
+            memo.answers[key] = ((node.op, node.attrs, *input_specs), tuple(specs), tuple(sink))
 
     if fold and specs and all(s.value is not None for s in input_specs) and input_specs and \
             all(s.value.size <= FOLD_MAX_ELEMENTS for s in input_specs) and node.op.type != "Result":
@@ -163,7 +223,13 @@ def infer_node(node, input_specs: list[TensorSpec], diag, fold=True) -> list[Ten
             return None
         except Exception:   # a kernel bug must not stop validation; the run reports it
             pass
-    check_declared_outputs(layer, specs, diag)
+    return _checked_outputs(node, specs, diag, memo)
+
+
+def _checked_outputs(node, specs: list[TensorSpec], diag, memo) -> list[TensorSpec]:
+    """The layer's declared outputs compared with what was inferred."""
+    layer = node.layer
+    check_declared_outputs(layer, specs, diag, memo)
     if len(specs) != len(layer.outputs) and layer.type.lower() != "result":
         # Extra ports name outputs that do not exist (an error: what feeds their consumers?);
         # missing ones only leave outputs unused.

@@ -25,7 +25,9 @@ from ..ir.weights import Weights, check_alloc, const_value, reuse_memory
 from ..opkit.compressed import CompressedWeights
 from ..opkit.pool import serial_blas
 from . import bodies, decompress, dequantize
-from .infer import FOLD_MAX_ELEMENTS, check_declared_inputs, check_declared_outputs, infer_node
+from .infer import (
+    FOLD_MAX_ELEMENTS, InferMemo, check_declared_inputs, check_declared_outputs, infer_node,
+)
 
 
 class _WeakReferable:
@@ -422,10 +424,11 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
     nodes = program.nodes
     root = _root(program)
     wfile, bin_path = root.weights, root.bin_path
+    memo = InferMemo()
     for lid in program.order:
         node = nodes[lid]
         input_specs = [specs.get(src) if src is not None else None for src in node.inputs]
-        check_declared_inputs(node.layer, input_specs, diag)
+        check_declared_inputs(node.layer, input_specs, diag, memo)
         if node.op is None or node.attrs is None:
             node.specs = None
             if node.bodies:
@@ -453,7 +456,7 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
                 continue
             node.const_value = value
             out = [TensorSpec.of_value(value, value_etype(node))]
-            check_declared_outputs(node.layer, out, diag)
+            check_declared_outputs(node.layer, out, diag, memo)
             node.specs = out
             if known is not None:
                 known[lid] = value.nbytes
@@ -468,7 +471,7 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
                 # *input_specs) gives the attributes its kernel runs with.
                 node.attrs = bind(node.attrs, *input_specs)
             node.specs = infer_node(node, input_specs, diag,
-                                    fold=not getattr(node.op.impl, "NO_FOLD", False))
+                                    fold=not getattr(node.op.impl, "NO_FOLD", False), memo=memo)
             if known is not None and kind == "op" and node.specs is not None:
                 fold_node(node, input_specs, known, time.perf_counter() - t0, ahead, diag)
             if node.bodies:
