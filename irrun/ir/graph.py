@@ -106,7 +106,7 @@ def build_graph(doc: IRDocument, diag: Collector, *, body: bool = False) -> Laye
     g = PortGraph(doc.layers)
     layers = g.layers
     indegree, taken, meant = _resolve_edges(doc, layers, g, diag)
-    _check_unconnected_inputs(doc, taken, meant, diag)
+    _check_unconnected_inputs(doc, indegree, taken, meant, diag)
     order = _topological_order(layers, g.succ, indegree)
     cycle = set() if order is not None else _report_cycles(doc, layers, g, diag)
     unused = _find_unused(doc, g, diag, body)
@@ -184,9 +184,11 @@ def _resolve_edges(doc, layers, g, diag):
     return indegree, taken, meant
 
 
-def _check_unconnected_inputs(doc, taken, meant, diag) -> None:
+def _check_unconnected_inputs(doc, indegree, taken, meant, diag) -> None:
     for layer in doc.layers:
-        if layer.id in meant:
+        if indegree[layer.id] == len(layer.inputs) or layer.id in meant:
+            # (Each edge takes a distinct input position of the layer: as many edges as
+            # inputs is every input connected, the usual case, told without a look-up each.)
             continue
         for p in layer.inputs:
             if (layer.id, p.index) not in taken and p.id is not None:
@@ -227,13 +229,18 @@ def _find_unused(doc, g, diag, body: bool) -> set[str]:
             "the model has no Result layer, so it has no outputs"
         diag.error("no-result", what, line=getattr(doc, "line", None))
     needed = ancestors_and_self(g, [r.id for r in roots])
-    if roots:
-        for layer in doc.layers:
-            # An unused Parameter is still an input (the caller feeds it): not a mistake.
-            if layer.id not in needed and layer.type.lower() != "parameter":
-                diag.warning("unused-layer", "no Result depends on this layer; it is never run",
-                             layer=layer)
-    return {layer.id for layer in doc.layers if layer.id not in needed}
+    unused = set()
+    if len(needed) == len(g.layers):
+        return unused       # every layer is needed (the usual case): nothing to look for
+    for layer in doc.layers:
+        if layer.id in needed:
+            continue
+        unused.add(layer.id)
+        # An unused Parameter is still an input (the caller feeds it): not a mistake.
+        if roots and layer.type.lower() != "parameter":
+            diag.warning("unused-layer", "no Result depends on this layer; it is never run",
+                         layer=layer)
+    return unused
 
 
 def _topological_order(layers, succ, indegree) -> list[str] | None:

@@ -508,10 +508,13 @@ def _read_model(path, weights, mmap, fold, threads=None) -> Model:
 
 def _uninferred(program: Program) -> list:
     """Layers that some Result needs whose output specs inference did not produce."""
+    nodes = program.nodes
+    missing = [lid for lid in program.order
+               if nodes[lid].specs is None and nodes[lid].kind != "result"]
+    if not missing:
+        return []      # (the usual case: no walk of what the Results need)
     needed = ancestors_and_self(program.graph, [r.id for r in program.results])
-    return [program.nodes[lid].layer for lid in program.order
-            if lid in needed and program.nodes[lid].kind != "result"
-            and program.nodes[lid].specs is None]
+    return [nodes[lid].layer for lid in missing if lid in needed]
 
 
 def validate(xml, weights=None) -> list[Diagnostic]:

@@ -72,8 +72,21 @@ class Node(_WeakReferable):
     @property
     def kind(self) -> str:
         """parameter | const | result | op: the executor dispatches on this."""
-        t = self.layer.type.lower()
-        return t if t in ("parameter", "const", "result") else "op"
+        return kind_of(self.layer.type)
+
+
+_KINDS = {"parameter": "parameter", "const": "const", "result": "result"}
+_KIND_OF: dict[str, str] = {}     # by the type as spelled (a file spells a handful)
+
+
+def kind_of(type_: str) -> str:
+    """A layer type's node kind (Node.kind), without lower-casing it at every ask."""
+    kind = _KIND_OF.get(type_)
+    if kind is None:
+        kind = _KINDS.get(type_.lower(), "op")
+        if len(_KIND_OF) < 256:    # a hostile file may spell thousands
+            _KIND_OF[type_] = kind
+    return kind
 
 
 @dataclass
@@ -263,7 +276,7 @@ def _load_program(xml_path, weights, mmap=True, fold=True) -> Program:
     # Weights: only open the .bin when some Const (of the model or of a body) needs bytes.
     bin_path = _bin_path(xml_path, weights)
     needing = [n for n in all_nodes(program)
-               if n.kind == "const" and n.attrs is not None and n.attrs.size > 0]
+               if n.attrs is not None and n.kind == "const" and n.attrs.size > 0]
     wfile = None
     if needing:
         try:
@@ -300,11 +313,18 @@ def _prepare(doc: IRDocument, path: str, diag: Collector, owner: Node | None = N
                 inputs[inp] = (u, data["out"])
     cache: dict = {}
     unused = derived.unused
+    parameters, results = [], []
     for node in nodes.values():
+        layer = node.layer
         _bind(node, diag, node.id in unused, cache)
-        if node.layer.bodies or (node.op is not None and getattr(node.op.impl, "BODIES", None)):
-            node.bodies = [_prepare(sub.doc, path, diag, node) for sub in node.layer.bodies]
+        if layer.bodies or (node.op is not None and getattr(node.op.impl, "BODIES", None)):
+            node.bodies = [_prepare(sub.doc, path, diag, node) for sub in layer.bodies]
             bodies.attach(node, diag, infer_network)
+        kind = kind_of(layer.type)
+        if kind == "parameter":
+            parameters.append(node)
+        elif kind == "result":
+            results.append(node)
     order = derived.order
     if order is None:
         # Infer everything outside a cycle (already reported); layers fed by one are skipped.
@@ -312,13 +332,12 @@ def _prepare(doc: IRDocument, path: str, diag: Collector, owner: Node | None = N
 
         cycle, ng = derived.cycle, graph.to_networkx()
         order = list(nx.topological_sort(ng.subgraph(n for n in ng if n not in cycle)))
-    parameters = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "parameter"]
-    results = [nodes[layer.id] for layer in doc.layers if layer.type.lower() == "result"]
     program = Program(path, doc, graph, nodes, order, parameters, results, diag.items, None,
                       derived.cycle, derived.unused)
     program.owner = owner
+    link = weakref.ref(program)     # what Node.program's setter makes, made once
     for node in nodes.values():
-        node.program = program
+        node._program = link
     return program
 
 
@@ -326,7 +345,17 @@ def _check_variables(program: Program, diag: Collector) -> None:
     """Each variable has one ReadValue; each Assign writes a variable some ReadValue reads,
     with the type and a shape that ReadValue gives (a session feeds one to the other)."""
     reads: dict[str, Node] = {}
-    nodes = list(all_nodes(program))     # a body's variables are the model's too
+    # A body's variables are the model's too. Only ReadValues and Assigns matter: picked in
+    # one pass (most models have none), by the type as spelled, lower-cased once per spelling.
+    spellings: dict[str, str] = {}
+    nodes = []
+    for node in all_nodes(program):
+        t = node.layer.type
+        low = spellings.get(t)
+        if low is None:
+            low = spellings[t] = t.lower()
+        if low == "readvalue" or low == "assign":
+            nodes.append(node)
     for node in nodes:
         if node.layer.type.lower() == "readvalue" and node.attrs is not None and node.op:
             vid = node.attrs.variable_id
