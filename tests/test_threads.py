@@ -175,7 +175,8 @@ def test_parallel_does_not_wait_for_a_thread_that_has_not_started(monkeypatch):
         held.result()
 
 
-def test_parallel_spreads_over_the_pool_and_raises_the_first_error(monkeypatch):
+def test_parallel_spreads_over_the_pool_and_raises_the_first_error(monkeypatch,
+                                                                    fresh_join_judgement):
     monkeypatch.setenv("IRRUN_THREADS", "2")
     start = threading.Barrier(2, timeout=10)
 
@@ -247,3 +248,47 @@ def test_importing_and_running_leaves_numpys_blas_count_alone():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() in ("[2]", "[]"), done.stdout
+
+
+@pytest.fixture
+def fresh_join_judgement(monkeypatch):
+    """No busy verdict of an earlier test's splits carried into this one."""
+    monkeypatch.setattr(pool, "_serial_until", 0.0)
+    monkeypatch.setattr(pool, "_serial_for", pool.SERIAL_AFTER_BUSY_JOIN)
+
+
+def test_a_join_that_waits_on_a_preempted_thread_keeps_the_next_splits_on_one_thread(
+        monkeypatch, fresh_join_judgement):
+    """A pool thread that took a range and then did not run (here: sleeps, as one preempted by
+    another process would) makes the caller wait at the join far longer than its own ranges
+    took: the machine is busy, and the next splits stay on the calling thread until the time
+    runs out; then they spread again."""
+    monkeypatch.setenv("IRRUN_THREADS", "2")
+    monkeypatch.setattr(pool, "SERIAL_AFTER_BUSY_JOIN", 60.0)
+    monkeypatch.setattr(pool, "_serial_for", 60.0)
+    caller = threading.get_ident()
+    helper_started = threading.Event()
+
+    def work(i):
+        if threading.get_ident() != caller:
+            helper_started.set()
+            time.sleep(0.3)
+        else:
+            helper_started.wait(10)     # so that the pool thread surely takes a range
+        return i
+
+    assert pool.threads_now() == 2 and pool.workers(10**9, 1) == 2
+    assert parallel(work, [(i,) for i in range(4)]) == [0, 1, 2, 3]
+    assert pool.threads_now() == 1 and pool.workers(10**9, 1) == 1
+    assert set(parallel(lambda i: threading.get_ident(), [(i,) for i in range(4)])) == {caller}
+    monkeypatch.setattr(pool, "_serial_until", time.perf_counter() - 1)   # the time is up
+    assert pool.threads_now() == 2
+
+
+def test_a_split_whose_threads_all_ran_keeps_the_pool(monkeypatch, fresh_join_judgement):
+    """A join on threads that ran alongside the caller (the barrier proves both were running)
+    gives no busy verdict."""
+    monkeypatch.setenv("IRRUN_THREADS", "2")
+    start = threading.Barrier(2, timeout=10)
+    parallel(lambda i: start.wait(), [(0,), (1,)])
+    assert pool.threads_now() == 2

@@ -7,7 +7,7 @@ for the run, through threadpoolctl. A product large enough to gain from more thr
 split by `matmul` over this pool instead, each part one single-threaded BLAS call. Two
 pools never wait on each other (OpenBLAS's threads spin after each product, taking the core
 the next layer's work needs), and the split adapts to a busy machine, where a static one does
-not: see `parallel`.
+not: see `parallel` and `threads_now`.
 
 Fork-safe: a forked child (multiprocessing, Dask's process workers) would inherit a pool
 whose threads do not exist in it and hang on its first job, so the pool belongs to the
@@ -21,6 +21,7 @@ import math
 import os
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from irrun.config import config
@@ -31,8 +32,49 @@ _lock = threading.Lock()
 
 def workers(items: int, min_per_worker: int) -> int:
     """How many threads to split `items` units of work over: at most the configured thread
-    count (IRRUN_THREADS), and none with less than `min_per_worker` units each."""
-    return max(1, min(config().threads, items // max(1, min_per_worker)))
+    count (IRRUN_THREADS), and none with less than `min_per_worker` units each; one while
+    the machine is found busy (see `threads_now`)."""
+    return max(1, min(threads_now(), items // max(1, min_per_worker)))
+
+
+# ---------------------------------------------------------------- a busy machine
+
+# While other processes keep every CPU busy, a split costs more than it gains: the pool
+# thread that took a range is preempted for a scheduler slice (milliseconds) and the
+# caller waits for it at the join, where one thread would have finished. `parallel` notices
+# such a join (the wait far longer than a range takes) and work then stays on the calling
+# thread for a while; the first split after that probes again, and the time on one thread
+# doubles while probes keep finding the machine busy.
+SERIAL_AFTER_BUSY_JOIN = 0.05     # seconds on one thread after the first busy join
+SERIAL_AFTER_BUSY_JOIN_MAX = 1.0
+JOIN_SLACK = 0.0002               # seconds of wake-up and hand-over a join may take anyway
+
+_serial_until = 0.0
+_serial_for = SERIAL_AFTER_BUSY_JOIN
+
+
+def threads_now() -> int:
+    """The threads a split may use now: `config().threads`, or 1 while a recent join found
+    the machine busy."""
+    threads = config().threads
+    if threads > 1 and _serial_until and time.perf_counter() < _serial_until:
+        return 1
+    return threads
+
+
+def _judge_join(own_seconds: float, own_ranges: int, waited: float) -> None:
+    """After a split: the calling thread spent `own_seconds` on its `own_ranges` ranges, then
+    `waited` for the pool threads. Ranges are taken one at a time in order, so on CPUs of
+    its own a pool thread ends within about one range of the caller; a longer wait means it
+    did not run (the machine is busy), and the next splits run on one thread."""
+    global _serial_until, _serial_for
+    per_range = own_seconds / own_ranges if own_ranges else 0.0
+    if waited > 2 * per_range + JOIN_SLACK:
+        _serial_until = time.perf_counter() + _serial_for
+        _serial_for = min(2 * _serial_for, SERIAL_AFTER_BUSY_JOIN_MAX)
+    else:
+        _serial_until = 0.0
+        _serial_for = SERIAL_AFTER_BUSY_JOIN
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -57,23 +99,31 @@ def parallel(fn, ranges: list[tuple]) -> list:
     already under way. fn should release the GIL (NumPy on large arrays, a nogil numba
     loop) to gain anything.
     """
-    if len(ranges) <= 1 or config().threads < 2:
+    threads = threads_now()
+    if len(ranges) <= 1 or threads < 2:
         return [fn(*r) for r in ranges]
     results: list = [None] * len(ranges)
     taken = itertools.count()       # next() on a count is atomic under the GIL
 
-    def take() -> None:
+    def take() -> int:
+        done = 0
         while (i := next(taken)) < len(ranges):
             results[i] = fn(*ranges[i])
+            done += 1
+        return done
 
-    helpers = min(config().threads, len(ranges)) - 1
+    helpers = min(threads, len(ranges)) - 1
     futures = [_executor().submit(take) for _ in range(helpers)]
+    start = time.perf_counter()
+    own = 0
     try:
-        take()
+        own = take()
     finally:
+        own_end = time.perf_counter()
         for f in futures:
             f.cancel()          # not started: nothing left for it; started: runs to its end
         errors = [f.exception() for f in futures if not f.cancelled()]
+        _judge_join(own_end - start, own, time.perf_counter() - own_end)
     for e in errors:
         if e is not None:
             raise e
@@ -186,7 +236,7 @@ def matmul(a, b):
         return np.matmul(a, b)      # at most that many multiply-adds: one call is best
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     macs = math.prod(batch) * m * k * n
-    threads = config().threads
+    threads = threads_now()
     if threads < 2 or macs < 2 * PARALLEL_MATMUL_MACS:
         return np.matmul(a, b)
     out = np.empty(batch + (m, n), a.dtype)
