@@ -279,6 +279,19 @@ def _precision_known(precision: str) -> bool:
     return known
 
 
+# The precision a port keeps, by its spelling: None for OpenVINO's spelling of a dynamic
+# element type (no declaration) and for an unknown one (reported), else as written.
+_PRECISION_KEPT: dict[str, str | None] = {}
+
+
+def _precision_kept(precision: str) -> str | None:
+    kept = None if precision.upper() in _NO_PRECISION or not _precision_known(precision) \
+        else precision
+    if len(_PRECISION_KEPT) < 256:    # a hostile file may spell thousands
+        _PRECISION_KEPT[precision] = kept
+    return kept
+
+
 def _ports(parent, layer: Layer, diag: Collector) -> list[Port]:
     ports = []
     if parent is None:
@@ -317,12 +330,14 @@ def _ports(parent, layer: Layer, diag: Collector) -> list[Port]:
             if dims is not None:
                 dims.append(value)
         precision = el.get("precision")
-        if precision is not None and precision.upper() in _NO_PRECISION:
-            precision = None    # OpenVINO's spelling of a dynamic element type: no declaration
-        if precision is not None and not _precision_known(precision):
-            diag.error("bad-precision", f"port {el.get('id')}: unknown precision '{precision}'",
-                       line=line, layer=layer)
-            precision = None
+        if precision is not None:
+            kept = _PRECISION_KEPT.get(precision, False)
+            if kept is False:
+                kept = _precision_kept(precision)
+            if kept is None and precision.upper() not in _NO_PRECISION:
+                diag.error("bad-precision", f"port {el.get('id')}: unknown precision "
+                           f"'{precision}'", line=line, layer=layer)
+            precision = kept
         names = el.get("names")
         if not names:
             names = []
@@ -395,10 +410,11 @@ def _ir_version(text) -> int | None:
         return None
 
 
-def _drop(el) -> None:
+def _drop(el, parent=None) -> None:
     """Free a streamed element that has been read, and the siblings read before it."""
     el.clear()
-    parent = el.getparent()
+    if parent is None:
+        parent = el.getparent()
     while el.getprevious() is not None:
         del parent[0]
 
@@ -430,6 +446,24 @@ def _stream(content: bytes, path: str, diag: Collector):
     unversioned, marked, count = True, False, 0
     for _, el in events:
         parent = el.getparent()
+        if parent is layers_el and parent is not None:
+            # The usual event once the first <layers> is known: one of its children (what
+            # the checks below find for it, told by identity without walking up again).
+            if el.tag == "layer":
+                if el.get("version") is not None:
+                    unversioned = False
+                elif unversioned and count < 50 and not marked:
+                    marked = "execTimeMcs" in etree.tostring(el, encoding=str)
+                count += 1
+                _layer(el, layers, seen, path, version, diag)
+                _drop(el, parent)
+            continue
+        if parent is edges_el and parent is not None and layers_done:
+            if el.tag == "edge":      # (the same for the first <edges>' children)
+                edges.append(_edge(el.get("from-layer"), el.get("from-port"), el.get("to-layer"),
+                                   el.get("to-port"), el.sourceline, seen, diag))
+                _drop(el, parent)
+            continue
         if parent is None:
             continue    # the root itself
         if root is None:
