@@ -24,18 +24,16 @@ import collections
 import os
 import random
 import re
-import shutil
 import signal
-import traceback
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+from fuzzing import check_mutant, failure, fuzz
 
 import irrun
 from irrun.run.feed import sample_inputs_for
-from irrun.errors import Diagnostic, IrrunError
 from irrun.run.feed import load_npz
 from irrun.ir.registry import all_ops
 
@@ -372,14 +370,6 @@ def _mutate_feed(feed: dict, model, rng: random.Random, log: list) -> dict:
 OUTCOMES: collections.Counter = collections.Counter()
 
 
-class CaseTimeout(BaseException):   # not swallowed by a catch-all in irrun
-    pass
-
-
-def _alarm(signum, frame):
-    raise CaseTimeout(f"the case took longer than {CASE_SECONDS} s")
-
-
 def run_case(seed: int, seeds, directory: Path) -> str | None:
     """One mutated model through validate, read_model and infer; a failure description or None."""
     rng = random.Random(seed)
@@ -395,81 +385,16 @@ def run_case(seed: int, seeds, directory: Path) -> str | None:
     if sizes.random() < 0.2:
         text = _mutate_size(text, sizes, log)
     xml = _write(directory, text, blob)
-    stage = "validate"
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(CASE_SECONDS)
-    try:
-        diags = irrun.validate(xml)
-        assert isinstance(diags, list) and all(isinstance(d, Diagnostic) for d in diags)
-        internal = [str(d) for d in diags if d.code == "internal"]
-        if internal:
-            return _failure(seed, log, stage, "\n".join(internal), xml)
-        errors = [d for d in diags if d.severity == "error"]
-        stage = "read_model"
-        try:
-            model = irrun.read_model(xml)
-        except IrrunError:
-            if not errors:
-                raise
-            OUTCOMES["rejected"] += 1
-            return None
-        if errors:
-            return _failure(seed, log, stage, "read_model accepted a model validate() rejects:\n"
-                            + "\n".join(map(str, errors)), xml)
-        stage = "infer"
+
+    def feed_for(model):
         feed = _feed(model, rng, INDEPENDENT_DIMS)
-        if feed is None:
-            OUTCOMES["inputs too large"] += 1
-            return None
-        if rng.random() < 0.25:
-            stage = "infer with a bad feed"
-            feed = _mutate_feed(feed, model, rng, log)
-        try:
-            model.infer(feed)
-        except IrrunError as e:
-            if "internal error" in str(e):
-                return _failure(seed, log, stage, str(e), xml, e)
-            OUTCOMES["run error"] += 1
-            return None
-        OUTCOMES["ran"] += 1
-        return None
-    except CaseTimeout as e:
-        return _failure(seed, log, stage, str(e), xml, e)
-    except Exception as e:   # noqa: BLE001 - anything else is a crash
-        return _failure(seed, log, stage, f"{type(e).__name__}: {e}", xml, e)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+        if feed is not None and rng.random() < 0.25:
+            return _mutate_feed(feed, model, rng, log), "infer with a bad feed"
+        return feed, "infer"
 
-
-def _failure(seed, log, stage, message, xml, exc=None) -> str:
-    save = os.environ.get("IRRUN_FUZZ_SAVE")
-    if save:
-        target = Path(save) / f"case{seed}"
-        target.mkdir(parents=True, exist_ok=True)
-        shutil.copy(xml, target / "model.xml")
-        shutil.copy(xml.with_suffix(".bin"), target / "model.bin")
-    where = ""
-    if exc is not None:
-        tb = traceback.extract_tb(exc.__traceback__)
-        cause = exc.__cause__ or exc.__context__
-        if cause is not None and cause.__traceback__ is not None:
-            tb = traceback.extract_tb(cause.__traceback__)
-        if tb:
-            where = f" [{tb[-1].filename}:{tb[-1].lineno}]"
-    return f"case {seed} ({'; '.join(log)}) at {stage}: {message}{where}"
-
-
-def fuzz(seeds, directory, first: int, count: int):
-    failures = []
-    OUTCOMES.clear()
-    for seed in range(first, first + count):
-        problem = run_case(seed, seeds, directory)
-        if problem:
-            failures.append(problem)
-    assert not failures, f"{len(failures)} of {count} cases failed:\n" + "\n".join(failures)
-    # Not vacuous: many mutants load and run to the end, many others are rejected.
-    assert OUTCOMES["ran"] >= count // 10 and OUTCOMES["rejected"] >= count // 5, OUTCOMES
+    def describe(stage, message, exc):
+        return failure(seed, log, stage, message, xml, exc, saved_as=f"case{seed}")
+    return check_mutant(xml, feed_for, OUTCOMES, seconds=CASE_SECONDS, describe=describe)
 
 
 @pytest.fixture
@@ -477,8 +402,14 @@ def small_limit(monkeypatch):
     monkeypatch.setenv("IRRUN_MAX_BYTES", MAX_BYTES)
 
 
+def fuzz_cases(seeds, directory, first: int, count: int) -> None:
+    # Many mutants load and run to the end, many others are rejected.
+    fuzz(lambda seed: run_case(seed, seeds, directory), OUTCOMES, first, count,
+         least_ran=0.1, least_rejected=0.2)
+
+
 def test_fuzz(seeds, tmp_path, small_limit):
-    fuzz(seeds, tmp_path, 0, FUZZ_DEFAULT)
+    fuzz_cases(seeds, tmp_path, 0, FUZZ_DEFAULT)
 
 
 @pytest.mark.slow
@@ -486,4 +417,4 @@ def test_fuzz(seeds, tmp_path, small_limit):
                     reason="a long campaign: set IRRUN_FUZZ_EXAMPLES=N")
 def test_fuzz_long(seeds, tmp_path, small_limit):
     first = int(os.environ.get("IRRUN_FUZZ_FIRST", 10_000))
-    fuzz(seeds, tmp_path, first, int(os.environ["IRRUN_FUZZ_EXAMPLES"]))
+    fuzz_cases(seeds, tmp_path, first, int(os.environ["IRRUN_FUZZ_EXAMPLES"]))

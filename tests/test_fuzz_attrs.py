@@ -27,16 +27,15 @@ import collections
 import os
 import random
 import re
-import shutil
 import signal
-import traceback
 from pathlib import Path
 
 import numpy as np
 import pytest
+from fuzzing import check_mutant, failure, fuzz
 
 import irrun
-from irrun.errors import Diagnostic, IrrunError
+from irrun.errors import IrrunError
 from irrun.ir.etypes import element_type, from_dtype
 from irrun.ir.registry import REGISTRY
 from irrun.run.feed import _range, load_npz, sample_inputs_for
@@ -883,14 +882,6 @@ def _write(directory: Path, text: str, blob: bytes) -> Path:
 OUTCOMES: collections.Counter = collections.Counter()
 
 
-class CaseTimeout(BaseException):   # not swallowed by a catch-all in irrun
-    pass
-
-
-def _alarm(signum, frame):
-    raise CaseTimeout(f"the case took longer than {CASE_SECONDS} s")
-
-
 def mutate(seed: int, seeds) -> tuple[str, str, bytes, dict, list]:
     """The case's seed model (name), mutated text and .bin, the seed's feed, and a log."""
     rng = random.Random(seed)
@@ -914,80 +905,16 @@ def run_case(seed: int, seeds, directory: Path) -> str | None:
     name, text, blob, base, log = mutate(seed, seeds)
     rng = random.Random(seed ^ 0xFEED)
     xml = _write(directory, text, blob)
-    stage = "validate"
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(CASE_SECONDS)
-    try:
-        diags = irrun.validate(xml)
-        assert isinstance(diags, list) and all(isinstance(d, Diagnostic) for d in diags)
-        internal = [str(d) for d in diags if d.code == "internal"]
-        if internal:
-            return _failure(seed, log, stage, "\n".join(internal), xml)
-        errors = [d for d in diags if d.severity == "error"]
-        stage = "read_model"
-        try:
-            model = irrun.read_model(xml)
-        except IrrunError:
-            if not errors:
-                raise
-            OUTCOMES["rejected"] += 1
-            return None
-        if errors:
-            return _failure(seed, log, stage, "read_model accepted a model validate() rejects:\n"
-                            + "\n".join(map(str, errors)), xml)
-        stage = "infer"
+
+    def feed_for(model):
         feed = _feed(model, base, rng)
-        if feed is None:
-            OUTCOMES["inputs too large"] += 1
-            return None
-        if rng.random() < 0.35:
+        if feed is not None and rng.random() < 0.35:
             feed = _mutate_feed(feed, model, rng, log)
-        try:
-            model.infer(feed)
-        except IrrunError as e:
-            if "internal error" in str(e):
-                return _failure(seed, log, stage, str(e), xml, e)
-            OUTCOMES["run error"] += 1
-            return None
-        OUTCOMES["ran"] += 1
-        return None
-    except CaseTimeout as e:
-        return _failure(seed, log, stage, str(e), xml, e)
-    except Exception as e:   # noqa: BLE001 - anything else is a crash
-        return _failure(seed, log, stage, f"{type(e).__name__}: {e}", xml, e)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+        return feed, "infer"
 
-
-def _failure(seed, log, stage, message, xml, exc=None) -> str:
-    save = os.environ.get("IRRUN_FUZZ_SAVE")
-    if save:
-        target = Path(save) / f"attrs{seed}"
-        target.mkdir(parents=True, exist_ok=True)
-        shutil.copy(xml, target / "model.xml")
-        shutil.copy(xml.with_suffix(".bin"), target / "model.bin")
-    where = ""
-    if exc is not None:
-        tb = traceback.extract_tb(exc.__traceback__)
-        cause = exc.__cause__ or exc.__context__
-        if cause is not None and cause.__traceback__ is not None:
-            tb = traceback.extract_tb(cause.__traceback__)
-        if tb:
-            where = f" [{tb[-1].filename}:{tb[-1].lineno}]"
-    return f"case {seed} ({'; '.join(log)}) at {stage}: {message[:2000]}{where}"
-
-
-def fuzz(seeds, directory, first: int, count: int):
-    failures = []
-    OUTCOMES.clear()
-    for seed in range(first, first + count):
-        problem = run_case(seed, seeds, directory)
-        if problem:
-            failures.append(problem)
-    assert not failures, f"{len(failures)} of {count} cases failed:\n" + "\n".join(failures)
-    # Not vacuous: many mutants load and run to the end, many others are rejected.
-    assert OUTCOMES["ran"] >= count // 5 and OUTCOMES["rejected"] >= count // 10, OUTCOMES
+    def describe(stage, message, exc):
+        return failure(seed, log, stage, message[:2000], xml, exc, saved_as=f"attrs{seed}")
+    return check_mutant(xml, feed_for, OUTCOMES, seconds=CASE_SECONDS, describe=describe)
 
 
 @pytest.fixture
@@ -995,8 +922,14 @@ def small_limit(monkeypatch):
     monkeypatch.setenv("IRRUN_MAX_BYTES", MAX_BYTES)
 
 
+def fuzz_cases(seeds, directory, first: int, count: int) -> None:
+    # Many mutants load and run to the end, many others are rejected.
+    fuzz(lambda seed: run_case(seed, seeds, directory), OUTCOMES, first, count,
+         least_ran=0.2, least_rejected=0.1)
+
+
 def test_fuzz_attributes(seeds, tmp_path, small_limit):
-    fuzz(seeds, tmp_path, 0, FUZZ_DEFAULT)
+    fuzz_cases(seeds, tmp_path, 0, FUZZ_DEFAULT)
 
 
 @pytest.mark.slow
@@ -1004,4 +937,4 @@ def test_fuzz_attributes(seeds, tmp_path, small_limit):
                     reason="a long campaign: set IRRUN_FUZZ_EXAMPLES=N")
 def test_fuzz_attributes_long(seeds, tmp_path, small_limit):
     first = int(os.environ.get("IRRUN_FUZZ_FIRST", 10_000))
-    fuzz(seeds, tmp_path, first, int(os.environ["IRRUN_FUZZ_EXAMPLES"]))
+    fuzz_cases(seeds, tmp_path, first, int(os.environ["IRRUN_FUZZ_EXAMPLES"]))
