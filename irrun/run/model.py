@@ -93,14 +93,19 @@ class Model:
         # name -> (layer id, dtype, shape).
         self._by_name: dict[str, tuple] = {}
         self._as_given = {}
+        taken = {}     # by spec: what a feed of it must be (many inputs share one spec)
         for info, node in zip(self.inputs, program.parameters):
             for n in info.names:
                 self._by_name.setdefault(n, (info, node))
             spec = node.specs[0]
-            if (spec.etype.kind != "string" and spec.etype.dtype.kind in "fiub"
-                    and spec.shape is not None and all(d.is_static for d in spec.shape)):
-                self._as_given[info.name] = (node.layer.id, spec.etype.dtype,
-                                             tuple(d.value for d in spec.shape))
+            found = taken.get(id(spec))
+            if found is None or found[0] is not spec:
+                usual = (spec.etype.kind != "string" and spec.etype.dtype.kind in "fiub"
+                         and spec.shape is not None and all(d.is_static for d in spec.shape))
+                found = taken[id(spec)] = (spec, usual and (spec.etype.dtype, tuple(
+                    d.value for d in spec.shape)))
+            if found[1]:
+                self._as_given[info.name] = (node.layer.id, *found[1])
 
     def __repr__(self) -> str:
         ins = ", ".join(map(str, self.inputs))

@@ -433,7 +433,7 @@ def infer_network(program: Program, diag: Collector,
     nodes = program.nodes
     root = _root(program)
     wfile, bin_path = root.weights, root.bin_path
-    specs: dict[tuple[str, int], TensorSpec | None] = {}
+    specs: dict[str, list[TensorSpec] | None] = {}    # layer id -> its inferred outputs
     known: dict[str, int] | None = {} if root.fold else None   # folded layer -> source bytes
     ahead = None
     if known is not None and program is root:
@@ -454,9 +454,18 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
     root = _root(program)
     wfile, bin_path = root.weights, root.bin_path
     memo = InferMemo()
+    flags: dict[int, tuple] = {}      # id(op) -> (its bind, whether it never folds)
     for lid in program.order:
         node = nodes[lid]
-        input_specs = [specs.get(src) if src is not None else None for src in node.inputs]
+        input_specs = []
+        gap = False      # an input without a spec
+        for src in node.inputs:
+            made = specs.get(src[0]) if src is not None else None
+            if made is None or src[1] >= len(made):
+                gap = True
+                input_specs.append(None)
+            else:
+                input_specs.append(made[src[1]])
         check_declared_inputs(node.layer, input_specs, diag, memo)
         if node.op is None or node.attrs is None:
             node.specs = None
@@ -465,7 +474,7 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
             continue
         if len(node.inputs) != len(node.layer.inputs) or None in node.inputs:
             continue   # an unconnected input is already reported
-        if any(s is None for s in input_specs):
+        if gap:
             # An earlier layer failed (already reported; do not cascade errors), unless the
             # producer inferred fine but has fewer outputs than the edge uses (fuzzing found
             # a Result or a one-output op feeding from "port 2" slipping through).
@@ -493,22 +502,25 @@ def _infer_in_order(program: Program, diag: Collector, given, specs, known, ahea
             node.specs = bodies.body_parameter_spec(node, given.get(lid), diag)
         else:
             t0 = time.perf_counter()
-            bind = getattr(node.op.impl, "bind", None)
+            op = node.op
+            found = flags.get(id(op))
+            if found is None or found[0] is not op:
+                found = flags[id(op)] = (op, getattr(op.impl, "bind", None),
+                                         getattr(op.impl, "NO_FOLD", False))
+            _, bind, no_fold = found
             if bind is not None:
                 # An op whose kernel needs its inputs' element types, which arrays do not
                 # always carry (ConvertLike to an i4 "like", held as int8): bind(attrs,
                 # *input_specs) gives the attributes its kernel runs with.
                 node.attrs = bind(node.attrs, *input_specs)
-            node.specs = infer_node(node, input_specs, diag,
-                                    fold=not getattr(node.op.impl, "NO_FOLD", False), memo=memo)
+            node.specs = infer_node(node, input_specs, diag, fold=not no_fold, memo=memo)
             if known is not None and kind == "op" and node.specs is not None:
                 fold_node(node, input_specs, known, time.perf_counter() - t0, ahead, diag)
             if node.bodies:
                 bodies.flush(node, diag)
                 if node.specs is None:
                     _check_bodies_alone(node, input_specs, diag, only_uninferred=True)
-        for i, s in enumerate(node.specs or []):
-            specs[(lid, i)] = s
+        specs[lid] = node.specs
 
 
 # Constant folding at load. A layer is computed once, when the model is read, when every
