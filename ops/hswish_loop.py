@@ -15,7 +15,9 @@ import numpy as np
 from irrun.opkit import even_ranges, parallel, workers
 from irrun.opkit.compiled import cached_loop
 
-MIN_WORK_PER_THREAD = 1 << 17       # elements per thread below which the caller works alone
+# Elements per thread below which the caller works alone: the loop takes 0.2-0.4 ns an
+# element, so a split gains only on millions (2-core AMD EPYC: 1M elements 0.7x, 4M 1.8x).
+MIN_WORK_PER_THREAD = 1 << 21
 
 
 @cached_loop

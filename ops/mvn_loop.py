@@ -17,8 +17,9 @@ import numpy as np
 from irrun.opkit import even_ranges, parallel, workers
 from irrun.opkit.compiled import cached_loop
 
-# Elements per thread below which the loop runs on the calling thread alone.
-MIN_WORK_PER_THREAD = 1 << 16
+# Elements per thread below which the loop runs on the calling thread alone (2-core AMD
+# EPYC, rows of 256: 65K elements 0.7x on two threads, 262K 1.2x, 1M 1.7x).
+MIN_WORK_PER_THREAD = 1 << 18
 
 
 @cached_loop

@@ -216,8 +216,11 @@ def serial_blas():
 
 
 # A product gains from more threads from about this many multiply-adds: below it, waking a
-# pool thread (tens of microseconds on a VM) costs what the second core saves.
-PARALLEL_MATMUL_MACS = 4_000_000
+# pool thread (tens of microseconds on a VM) and moving the operands' halves between the
+# cores' caches cost what the second core saves. On a 2-core AMD EPYC (AVX2), alone and
+# warm: 17M multiply-adds 1.0x, 34M 1.1x, 134M 1.8x; inside RAFT-small, whose convolution
+# products are 6M to 19M, the split ones were slower than one BLAS call.
+PARALLEL_MATMUL_MACS = 16_000_000
 
 
 def matmul(a, b):
