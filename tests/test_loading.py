@@ -216,3 +216,15 @@ def test_layers_asking_inference_the_same_each_get_its_warnings(tmp_path):
     assert found.count(("second", "empty-window", "window(s)")) == 1
     assert ("second", "declared-mismatch", "output") in found
     assert ("first", "declared-mismatch", "output") not in found
+
+
+def test_what_a_load_makes_is_not_left_for_the_young_collections(tmp_path):
+    """The objects a load makes live as long as the model: they go to the collector's oldest
+    generation, not into the young ones that every collection walks."""
+    xml, _ = _long_chain(tmp_path, 500)
+    gc.collect()
+    model = irrun.read_model(xml)
+    young = len(gc.get_objects(generation=0)) + len(gc.get_objects(generation=1))
+    assert young < 2000, young      # the 2,000-odd layers alone make over 10,000
+    assert model.program.nodes
+    assert gc.isenabled() and gc.get_freeze_count() == 0

@@ -252,7 +252,23 @@ def gc_paused():
         yield
     finally:
         if was_enabled:
+            _promote_young()
             gc.enable()
+
+
+def _promote_young() -> None:
+    """Move every object the collector tracks into its oldest generation, unscanned.
+
+    What a load made stays alive with the model, but with the collector paused it all sat
+    in the youngest generation, so the first collection after the load walked all of it
+    (on a file of a million layers, seconds) and the next older one walked it again, only
+    to find it alive. gc.freeze() then gc.unfreeze() moves the young generations to the
+    oldest one without a walk; a full collection still looks at everything there, as it
+    does at the model's other long-lived objects. Skipped when the program has frozen
+    objects of its own, which unfreeze() would release."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 def load_program(xml_path, weights=None, *, mmap: bool = True, fold: bool | None = None) -> Program:
