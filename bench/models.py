@@ -214,19 +214,27 @@ def bench_model(name, xml, feed, tm, repeat, tmp):
     return row
 
 
+# Each fn is called for at least this long in `medians`: a busy machine's scheduler hands
+# out CPU in slices of milliseconds, so the median of a few dozen calls of a 1 ms model is
+# the luck of a few slices (two identical runs were once 1.4x apart).
+MEDIAN_SECONDS = 1.0
+
+
 def medians(fns: dict, repeat: int, rounds: int = 3) -> dict:
     """The median call of each fn, the fns called in turn call by call (on a busy machine the
     best call is luck and conditions change from one call to the next: the median of calls
-    made side by side is what a user waits)."""
+    made side by side is what a user waits), for at least MEDIAN_SECONDS each."""
     for fn in fns.values():
         fn()
     calls = {k: [] for k in fns}
     order = list(fns)
-    for i in range(max(5, repeat * rounds * 3)):
+    i = 0
+    while i < max(5, repeat * rounds * 3) or min(map(sum, calls.values())) < MEDIAN_SECONDS:
         for k in (order if i % 2 == 0 else reversed(order)):
             t0 = time.perf_counter()
             fns[k]()
             calls[k].append(time.perf_counter() - t0)
+        i += 1
     return {k: statistics.median(v) for k, v in calls.items()}
 
 
