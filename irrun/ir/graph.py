@@ -166,13 +166,14 @@ def _resolve_edges(doc, layers, g, diag):
                        layer=dst)
             meant.add(dst.id)
             continue
-        if (dst.id, inp) in taken:
+        u, v = src.id, dst.id
+        where = (v, inp)
+        if where in taken:
             diag.error("duplicate-edge", f"input port {e.to_port} already has an edge (line "
-                       f"{taken[(dst.id, inp)]}); each input port takes exactly one", line=e.line,
+                       f"{taken[where]}); each input port takes exactly one", line=e.line,
                        layer=dst)
             continue
-        u, v = src.id, dst.id
-        taken[(v, inp)] = e.line
+        taken[where] = e.line
         # PortGraph.add_edge, inlined: one call per edge was a tenth of the graph pass.
         keys = gsucc[u].get(v)
         if keys is None:

@@ -135,13 +135,13 @@ def _lookup(type_: str, version: str, cache: dict):
 def _parse_attrs(op, data: dict, cache: dict):
     """registry.parse_attrs, once per op and distinct <data> of a network (a chain of
     Converts spells a few). Only frozen attribute classes: their instances can be shared."""
-    params = getattr(op.attrs, "__dataclass_params__", None)
-    if params is None or not params.frozen:
-        return registry.parse_attrs(op.attrs, data)
     key = (op.attrs, *data.items())
     found = cache.get(key)
     if found is None:
-        found = cache[key] = registry.parse_attrs(op.attrs, data)
+        params = getattr(op.attrs, "__dataclass_params__", None)
+        found = registry.parse_attrs(op.attrs, data)
+        if params is not None and params.frozen:
+            cache[key] = found
     return found
 
 
@@ -152,7 +152,10 @@ def _bind(node: Node, diag: Collector, unused: bool = False, cache: dict | None 
     if layer.version is None or not layer.type:
         return   # the reader reported the missing attribute
     cache = {} if cache is None else cache
-    found = _lookup(layer.type, layer.version, cache)
+    key = (layer.type, layer.version)
+    found = cache.get(key)          # (_lookup's cache, read here first: the usual case)
+    if found is None:
+        found = _lookup(layer.type, layer.version, cache)
     if isinstance(found, registry.LookupFailure):
         e = found
         if unused:
