@@ -48,6 +48,21 @@ def browser(tmp_path_factory):
     driver.quit()
 
 
+# The page's script has run once it has drawn the breadcrumb. chromedriver can hand back
+# control after a navigation before the new document has finished (seen with two browsers
+# on two busy CPUs: the old page, or the new one without its script, answered the next query).
+READY = """return document.URL === arguments[0] && document.readyState === 'complete' &&
+  !!document.getElementById('crumbs') && document.getElementById('crumbs').childElementCount > 0;"""
+
+
+def load(browser, page: Path) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    uri = page.as_uri()
+    browser.get(uri)
+    WebDriverWait(browser, 60).until(lambda d: d.execute_script(READY, uri))
+
+
 # Runs in the page: every box's rectangle and every edge's sampled points, in the SVG's own
 # coordinates, and the pairs that overlap or cross.
 GEOMETRY = """
@@ -100,7 +115,7 @@ def test_viewer_page_in_chromium(xml, tmp_path, browser):
     r = CliRunner().invoke(cli, ["graph", str(xml), "-o", str(page), "-i",
                                  str(xml.with_name("inputs.npz"))])
     assert r.exit_code == 0, r.output
-    browser.get(page.as_uri())
+    load(browser, page)
     geometry = browser.execute_script(GEOMETRY)
     assert geometry["boxes"] > 0
     assert geometry["overlaps"] == [], geometry["overlaps"][:5]
@@ -129,7 +144,7 @@ def test_search_highlights_and_bodies_open(tmp_path, browser):
     xml = next(p for p in MODELS if p.parent.name == "keras_gru_classifier")
     page = tmp_path / "gru.html"
     assert CliRunner().invoke(cli, ["graph", str(xml), "-o", str(page)]).exit_code == 0
-    browser.get(page.as_uri())
+    load(browser, page)
     box = browser.find_element("id", "search")
     box.send_keys("Loop")
     hits = browser.execute_script("return [...document.querySelectorAll('.node.hit')]"
@@ -185,7 +200,7 @@ def test_hostile_loop_id_runs_no_script_when_its_body_opens(tmp_path, browser):
     page = tmp_path / "page.html"
     r = CliRunner().invoke(cli, ["graph", str(xml), "-o", str(page)])
     assert r.exit_code == 0, r.output
-    browser.get(page.as_uri())
+    load(browser, page)
     loop = browser.find_element("css selector", '.node[data-op^="Loop"]')
     assert loop.get_attribute("data-id") == HOSTILE_ID
     click(browser, loop)
@@ -222,7 +237,7 @@ def test_hostile_layer_name_keeps_the_page_whole(tmp_path, browser, name):
     assert "<!--" not in block and "</" not in block and "<" not in block
     page = tmp_path / "page.html"
     page.write_text(text)
-    browser.get(page.as_uri())
+    load(browser, page)
     node = next(n for n in browser.find_elements("css selector", ".node")
                 if n.get_attribute("data-name") == name)
     click(browser, node)
@@ -238,7 +253,7 @@ def open_page(browser, tmp_path, name, *extra):
     page = tmp_path / f"{name}.html"
     r = CliRunner().invoke(cli, ["graph", str(xml), "-o", str(page), *extra])
     assert r.exit_code == 0, r.output
-    browser.get(page.as_uri())
+    load(browser, page)
     return page
 
 
