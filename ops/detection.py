@@ -1505,6 +1505,12 @@ def _pyramid_levels(rois: np.ndarray, levels: int) -> np.ndarray:
     return np.where(area > 0, lvl, levels)
 
 
+def _no_image(k: int, shape) -> str:
+    # The spec's maps are [1, C, H, W]; the reference samples image 0 of a larger batch, as
+    # the kernel does, but a batch of 0 has no image to sample.
+    return f"feature map {k} has no image: its shape must be [1, C, H, W], got {shape}"
+
+
 @register("ExperimentalDetectronROIFeatureExtractor", since=6, attrs=ROIFeatureExtractorAttrs,
           category="detection")
 class ExperimentalDetectronROIFeatureExtractor6:
@@ -1523,6 +1529,8 @@ class ExperimentalDetectronROIFeatureExtractor6:
             fail(f"rois must have shape [number_of_ROIs, 4], got {rois}")
         for k, f in enumerate(features):
             check_rank(f, (4,), f"feature map {k}")
+            if f.shape is not None and f.shape[0].hi == 0:
+                fail(_no_image(k, f))
             if f.etype != rois.etype:
                 fail(f"feature map {k} is {f.etype.name}, rois {rois.etype.name}: they must agree")
         r = rois.shape[0] if rois.shape else Dim(0, None)
@@ -1536,6 +1544,9 @@ class ExperimentalDetectronROIFeatureExtractor6:
         c = features[0].shape[1]
         if any(f.shape[1] != c for f in features):
             fail(f"the feature maps must have the same channels, got {[f.shape[1] for f in features]}")
+        for k, f in enumerate(features):
+            if not f.shape[0]:
+                fail(_no_image(k, f.shape), code="value")
         s = attrs.output_size
         check_alloc([r, c, s, s], F32, "ExperimentalDetectronROIFeatureExtractor's output")
         box = rois.astype(F32)

@@ -311,6 +311,30 @@ def test_roi_feature_extractor_on_a_level_with_no_pixels(tmp_path, shape):
     assert out["out"].shape == (3, 2, 2, 2) and not out["out"].any()
 
 
+@pytest.mark.parametrize("declared", ["0,2,8,8", "?,2,8,8"])
+def test_roi_feature_extractor_on_a_map_with_no_image(tmp_path, declared):
+    """The spec's feature maps are [1, C, H, W] and the reference reads image 0: a map of
+    batch 0 has none to read (it was an IndexError)."""
+    b = IRBuilder()
+    rois = b.parameter("rois", "f32", "3,4", [3, 4])
+    f0 = b.parameter("f0", "f32", declared,
+                     [-1 if d == "?" else int(d) for d in declared.split(",")])
+    fe = b.op("ExperimentalDetectronROIFeatureExtractor", "opset6", [rois, f0], [0, 1], [2, 3],
+              {"output_size": 2, "sampling_ratio": 2, "pyramid_scales": "4", "aligned": "false"},
+              name="fe")
+    b.result((fe, 2), "out")
+    b.result((fe, 3), "rois_out")
+    xml = b.write(tmp_path)
+    if "?" not in declared:
+        rejected(xml, "ExperimentalDetectronROIFeatureExtractor", "'fe'",
+                 "feature map 0 has no image")
+    else:
+        feed = {"rois": np.array([[0, 0, 8, 8], [1, 1, 3, 5], [2, 2, 4, 4]], np.float32),
+                "f0": np.ones((0, 2, 8, 8), np.float32)}
+        run_fails(xml, feed, "ExperimentalDetectronROIFeatureExtractor", "'fe'",
+                  "feature map 0 has no image")
+
+
 def test_roi_pooling_max_bins_at_once_equal_bin_by_bin():
     """ROIPooling's max over every bin at once (a pooled_h of 65536 looped in Python for
     seconds) equals the max of each bin's slice; an empty bin is 0."""
