@@ -1391,6 +1391,8 @@ class UnigramTokenizer:
             fail(f"expected 9 inputs, got {len(inputs)}")
         if inputs[8].etype.name != "f32":
             fail(f"expected f32 scores, got {inputs[8].etype.name}")
+        if not -2**31 <= attrs.unk_token_id < 2**31:
+            fail(f"unk_token_id must be an i32 id, got {attrs.unk_token_id}")
         return _ragged_ids_infer(*inputs[:5])
 
     @staticmethod

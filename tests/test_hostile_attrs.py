@@ -225,6 +225,15 @@ def test_wordpiece_unknown_token_id_of_no_value(tmp_path):
               "'WordpieceTokenizer_114'", "expected one unknown-token id, got 0 values")
 
 
+@pytest.mark.parametrize("value", ["1000000000000", "-2147483649"])
+def test_unigram_unknown_token_id_past_i32(tmp_path, value):
+    """The ids are i32: an unk_token_id no i32 holds is refused where it is read (it was an
+    OverflowError once a word was unknown)."""
+    xml = edited(tmp_path, "tok_unigram", ('unk_token_id="2"', f'unk_token_id="{value}"'))
+    rejected(xml, "UnigramTokenizer", "'UnigramTokenizer_102'",
+             f"unk_token_id must be an i32 id, got {value}")
+
+
 @pytest.mark.parametrize("shape", [(1, 2, 0, 6), (1, 2, 6, 0)])
 @pytest.mark.parametrize("method", ["bilinear", "max"])
 def test_roi_pooling_on_a_map_with_no_pixels(tmp_path, shape, method):
