@@ -292,3 +292,21 @@ def test_a_split_whose_threads_all_ran_keeps_the_pool(monkeypatch, fresh_join_ju
     start = threading.Barrier(2, timeout=10)
     parallel(lambda i: start.wait(), [(0,), (1,)])
     assert pool.threads_now() == 2
+
+
+def test_a_split_whose_caller_hardly_ran_keeps_the_next_splits_on_one_thread(
+        monkeypatch, fresh_join_judgement):
+    """Both threads end together, but the caller was on a CPU for a fraction of its own
+    ranges' time (here its ranges sleep, as a thread preempted by other processes, or one
+    waiting for the GIL behind such a thread, would): every thread of the split ran slowly,
+    and the next splits stay on the calling thread."""
+    monkeypatch.setenv("IRRUN_THREADS", "2")
+    start = threading.Barrier(2, timeout=10)
+
+    def work(i):
+        start.wait()
+        time.sleep(20 * pool.BUSY_MIN_SECONDS)
+        return i
+
+    assert parallel(work, [(0,), (1,)]) == [0, 1]
+    assert pool.threads_now() == 1

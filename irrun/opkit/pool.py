@@ -48,6 +48,8 @@ def workers(items: int, min_per_worker: int) -> int:
 SERIAL_AFTER_BUSY_JOIN = 0.05     # seconds on one thread after the first busy join
 SERIAL_AFTER_BUSY_JOIN_MAX = 1.0
 JOIN_SLACK = 0.0002               # seconds of wake-up and hand-over a join may take anyway
+BUSY_CPU_SHARE = 0.75             # of its own ranges' time the calling thread runs, or busy
+BUSY_MIN_SECONDS = 0.0005         # shorter ranges say little of the CPU share
 
 _serial_until = 0.0
 _serial_for = SERIAL_AFTER_BUSY_JOIN
@@ -62,14 +64,21 @@ def threads_now() -> int:
     return threads
 
 
-def _judge_join(own_seconds: float, own_ranges: int, waited: float) -> None:
-    """After a split: the calling thread spent `own_seconds` on its `own_ranges` ranges, then
-    `waited` for the pool threads. Ranges are taken one at a time in order, so on CPUs of
-    its own a pool thread ends within about one range of the caller; a longer wait means it
-    did not run (the machine is busy), and the next splits run on one thread."""
+def _judge_join(own_seconds: float, own_ranges: int, waited: float,
+                own_cpu: float | None = None) -> None:
+    """After a split: the calling thread spent `own_seconds` on its `own_ranges` ranges (of
+    which `own_cpu` seconds on a CPU), then `waited` for the pool threads. Ranges are taken
+    one at a time in order, so on CPUs of its own a pool thread ends within about one range
+    of the caller; a longer wait means it did not run (the machine is busy), and the next
+    splits run on one thread. So does a calling thread that ran for less than
+    BUSY_CPU_SHARE of its own ranges' time: it was preempted, or waited for the GIL behind a
+    preempted pool thread, and every thread of the split ran at a fraction of a CPU (the
+    split ends on time, each thread as slow as the other, and costs more than one thread)."""
     global _serial_until, _serial_for
     per_range = own_seconds / own_ranges if own_ranges else 0.0
-    if waited > 2 * per_range + JOIN_SLACK:
+    starved = (own_cpu is not None and own_seconds > BUSY_MIN_SECONDS
+               and own_cpu < BUSY_CPU_SHARE * own_seconds)
+    if starved or waited > 2 * per_range + JOIN_SLACK:
         _serial_until = time.perf_counter() + _serial_for
         _serial_for = min(2 * _serial_for, SERIAL_AFTER_BUSY_JOIN_MAX)
     else:
@@ -114,16 +123,16 @@ def parallel(fn, ranges: list[tuple]) -> list:
 
     helpers = min(threads, len(ranges)) - 1
     futures = [_executor().submit(take) for _ in range(helpers)]
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.thread_time()
     own = 0
     try:
         own = take()
     finally:
-        own_end = time.perf_counter()
+        own_end, own_cpu = time.perf_counter(), time.thread_time() - start_cpu
         for f in futures:
             f.cancel()          # not started: nothing left for it; started: runs to its end
         errors = [f.exception() for f in futures if not f.cancelled()]
-        _judge_join(own_end - start, own, time.perf_counter() - own_end)
+        _judge_join(own_end - start, own, time.perf_counter() - own_end, own_cpu)
     for e in errors:
         if e is not None:
             raise e
