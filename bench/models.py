@@ -7,10 +7,12 @@ every CPU.
     /work/buildenv/bin/python bench/models.py --only resnet18,tiny_bert --repeat 5
     /work/buildenv/bin/python bench/models.py --write bench/results.md
 
-The thread columns: irrun's median call at its default thread count (the CPUs it may use)
-and with read_model(threads=1), taking turns; "busy" is the same with one spinning process
-per CPU started for the model's turns (OpenVINO too, at its 2 threads). irrun's default
-should never be much slower than one thread: "default/1" above 1.1 is a finding.
+The thread columns: irrun's mean call at its default thread count (the CPUs it may use),
+with read_model(threads=1) and with a second one-thread model (the control: the spread of
+the statistic itself), taking turns call by call, and OpenVINO's mean (its 2 threads) timed
+after them; "busy" is the same with one spinning process per CPU started for the model's
+turns. irrun's default should never be much slower than one thread: "default/1" above 1.1
+is a finding.
 
 The models: every models/*/ folder with inputs.npz (converted by their build.py), plus
 torchvision's ResNet-18 at 64x64 (random seeded weights, built here in a temporary folder
@@ -25,11 +27,13 @@ Run it with a build venv (torch, torchvision, transformers, onnx, onnxruntime, o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib.util
 import math
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -206,36 +210,52 @@ def bench_model(name, xml, feed, tm, repeat, tmp):
     times = best_of_each(list(fns.values()), repeat, rounds=3)
     row.update(dict(zip(fns, times)))
     serial = irrun.read_model(xml, threads=1)
+    control = irrun.read_model(xml, threads=1)
+    # irrun's two settings take turns call by call; OpenVINO is timed on its own, not between
+    # them: its worker threads keep spinning for about a millisecond after each inference
+    # (1.2 ms of CPU in the first millisecond after a call here), so an irrun call made right
+    # after one runs beside them. With the spinning processes too, that made detr_tiny's
+    # default 6.2 ms against 2.4 ms on one thread in one run and both 6.4 ms in the next,
+    # where without OpenVINO's calls both took 2.2-2.6 ms.
+    # The control is a second one-thread model of the same file: how far apart the statistic
+    # puts two runs of the same code under the same conditions.
     pair = {"default": lambda: m.infer(feed), "serial": lambda: serial.infer(feed),
-            "openvino": lambda: request.infer(ov_feed)}
-    row.update({f"idle_{k}": v for k, v in medians(pair, repeat).items()})
-    with busy_cpus():
-        row.update({f"busy_{k}": v for k, v in medians(pair, repeat).items()})
+            "control": lambda: control.infer(feed)}
+    alone = {"openvino": lambda: request.infer(ov_feed)}
+    for phase, conditions in (("idle", contextlib.nullcontext), ("busy", busy_cpus)):
+        with conditions():
+            for fns in (pair, alone):
+                row.update({f"{phase}_{k}": v for k, v in side_by_side(fns).items()})
     return row
 
 
-# Each fn is called for at least this long in `medians`: a busy machine's scheduler hands
-# out CPU in slices of milliseconds, so the median of a few dozen calls of a 1 ms model is
-# the luck of a few slices (two identical runs were once 1.4x apart).
-MEDIAN_SECONDS = 1.0
+# Each fn is called for at least this long in `side_by_side`. On a busy machine a call
+# takes one of two times (a CPU to itself, or half of one beside a spinning process: 32 or
+# 65 ms for raft_small), and the median of a few dozen calls is the luck of which one is
+# the more common: two one-thread models of the same file, side by side, gave medians
+# 0.84x to 1.01x apart over 3 s each, their means 0.95x to 1.01x.
+SIDE_BY_SIDE_SECONDS = 2.0
 
 
-def medians(fns: dict, repeat: int, rounds: int = 3) -> dict:
-    """The median call of each fn, the fns called in turn call by call (on a busy machine the
-    best call is luck and conditions change from one call to the next: the median of calls
-    made side by side is what a user waits), for at least MEDIAN_SECONDS each."""
+def side_by_side(fns: dict, rounds: int = 5) -> dict:
+    """The mean call of each fn (what a user waits, call after call), the fns taking turns
+    call by call in an order shuffled each round (a fixed order can keep step with the
+    scheduler's slices), after two calls each to warm up, for at least
+    SIDE_BY_SIDE_SECONDS each."""
     for fn in fns.values():
         fn()
+        fn()
     calls = {k: [] for k in fns}
-    order = list(fns)
+    order, shuffle = list(fns), random.Random(0).shuffle
     i = 0
-    while i < max(5, repeat * rounds * 3) or min(map(sum, calls.values())) < MEDIAN_SECONDS:
-        for k in (order if i % 2 == 0 else reversed(order)):
+    while i < rounds or min(map(sum, calls.values())) < SIDE_BY_SIDE_SECONDS:
+        shuffle(order)
+        for k in order:
             t0 = time.perf_counter()
             fns[k]()
             calls[k].append(time.perf_counter() - t0)
         i += 1
-    return {k: statistics.median(v) for k, v in calls.items()}
+    return {k: statistics.fmean(v) for k, v in calls.items()}
 
 
 class busy_cpus:
@@ -276,14 +296,15 @@ def table(rows) -> str:
     lines.append(f"geometric mean of irrun / OpenVINO over {len(rows)} models: {g:.2f}×; "
                  f"highest {worst['irrun'] / worst['openvino']:.2f}× ({worst['model']})")
     lines.append("")
-    head = ("| model | idle: default ms | --threads 1 ms | default/1 | ×OV | busy: default ms | "
-            "--threads 1 ms | default/1 | ×OV |")
+    head = ("| model | idle: default ms | --threads 1 ms | default/1 | control 1/1 | ×OV | "
+            "busy: default ms | --threads 1 ms | default/1 | control 1/1 | ×OV |")
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         cells = []
         for phase in ("idle", "busy"):
-            d, s, o = (r[f"{phase}_{k}"] for k in ("default", "serial", "openvino"))
-            cells.append(f"{d * 1e3:.2f} | {s * 1e3:.2f} | {d / s:.2f} | {d / o:.2f}")
+            d, s, c, o = (r[f"{phase}_{k}"] for k in ("default", "serial", "control", "openvino"))
+            cells.append(f"{d * 1e3:.2f} | {s * 1e3:.2f} | {d / s:.2f} | {c / s:.2f} | "
+                         f"{d / o:.2f}")
         lines.append(f"| {r['model']} | {cells[0]} | {cells[1]} |")
     lines.append("")
     for phase in ("idle", "busy"):
@@ -291,11 +312,17 @@ def table(rows) -> str:
         lines.append(
             f"{phase}: geometric mean default/--threads 1 "
             f"{geomean([r[f'{phase}_default'] / r[f'{phase}_serial'] for r in rows]):.2f}, "
-            f"highest {max(r[f'{phase}_default'] / r[f'{phase}_serial'] for r in rows):.2f}; "
-            f"irrun/OpenVINO (medians) "
+            f"highest {max(r[f'{phase}_default'] / r[f'{phase}_serial'] for r in rows):.2f} "
+            f"(control 1/1: {_spread(rows, phase):.2f} at most, either way); "
+            f"irrun/OpenVINO (means) "
             f"{geomean([r[f'{phase}_default'] / r[f'{phase}_openvino'] for r in rows]):.2f}×; "
             f"default above 1.1× one thread: {', '.join(over) or 'none'}")
     return "\n".join(lines)
+
+
+def _spread(rows, phase) -> float:
+    """The control's largest distance from 1, up or down, as a ratio."""
+    return max(max(q, 1 / q) for q in (r[f"{phase}_control"] / r[f"{phase}_serial"] for r in rows))
 
 
 def cpu_name() -> str:
@@ -334,7 +361,9 @@ def main(argv=None):
             print(f"  {name}: irrun {row['irrun'] * 1e3:.2f} ms, OpenVINO "
                   f"{row['openvino'] * 1e3:.2f} ms, match={row['match']}; default/--threads 1 "
                   f"idle {row['idle_default'] / row['idle_serial']:.2f}, busy "
-                  f"{row['busy_default'] / row['busy_serial']:.2f}", flush=True)
+                  f"{row['busy_default'] / row['busy_serial']:.2f} (control "
+                  f"{row['idle_control'] / row['idle_serial']:.2f}, "
+                  f"{row['busy_control'] / row['busy_serial']:.2f})", flush=True)
     text = table(rows)
     load_after = os.getloadavg()
     note = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
