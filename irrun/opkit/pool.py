@@ -42,7 +42,8 @@ def workers(items: int, min_per_worker: int) -> int:
 # While other processes keep every CPU busy, a split costs more than it gains: the pool
 # thread that took a range is preempted for a scheduler slice (milliseconds) and the
 # caller waits for it at the join, where one thread would have finished. `parallel` notices
-# such a join (the wait far longer than a range takes) and work then stays on the calling
+# such a join (the wait far longer than a range takes), or a calling thread that was off the
+# CPU for much of its own ranges (see _judge_join), and work then stays on the calling
 # thread for a while; the first split after that probes again, and the time on one thread
 # doubles while probes keep finding the machine busy.
 SERIAL_AFTER_BUSY_JOIN = 0.05     # seconds on one thread after the first busy join
