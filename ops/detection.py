@@ -1803,6 +1803,8 @@ class DeformablePSROIPooling1:
             if b >= n:
                 fail(f"DeformablePSROIPooling's boxes[{i}, 0] (batch id) = {b} is outside "
                      f"[0, {n - 1}]")
+            if not h or not w:
+                continue               # a map of no pixels: every sample is outside it (0)
             q = _round_half_away(box[i, 1:])
             x1, y1 = q[0] * scale - F32(0.5), q[1] * scale - F32(0.5)
             x2, y2 = (q[2] + F32(1)) * scale - F32(0.5), (q[3] + F32(1)) * scale - F32(0.5)

@@ -250,6 +250,24 @@ def test_roi_pooling_on_a_map_with_no_pixels(tmp_path, shape, method):
     assert out.shape == (2, 2, 2, 3) and not out.any()
 
 
+@pytest.mark.parametrize("shape", [(1, 8, 0, 6), (1, 8, 6, 0)])
+def test_deformable_psroi_pooling_on_a_map_with_no_pixels(tmp_path, shape):
+    """A map of no pixels has nothing to sample: every bin is 0, as for ROIPooling (a sample
+    at -0.5, the edge of an empty map, read index -1 of it)."""
+    b = IRBuilder()
+    x = b.parameter("x", "f32", ",".join(map(str, shape)), list(shape))
+    rois = b.parameter("rois", "f32", "2,5", [2, 5])
+    dp = b.op("DeformablePSROIPooling", "opset1", [x, rois], [0, 1], [2],
+              {"output_dim": 2, "spatial_scale": "1.0", "group_size": 2,
+               "mode": "bilinear_deformable", "spatial_bins_x": 2, "spatial_bins_y": 2,
+               "trans_std": "0.1", "part_size": 2})
+    b.result((dp, 2), "out")
+    feed = {"x": np.ones(shape, np.float32),
+            "rois": np.array([[0, 0, 0, 3, 3], [0, 1, 1, 2, 4]], np.float32)}
+    (out,) = irrun.read_model(b.write(tmp_path)).infer(feed).values()
+    assert out.shape == (2, 2, 2, 2) and not out.any()
+
+
 def test_grid_sample_of_string_data(tmp_path):
     b = IRBuilder()
     x = b.parameter("x", "string", "1,2,4,4", [1, 2, 4, 4])
