@@ -447,7 +447,8 @@ class GroupConvolution1:
 
     @staticmethod
     def infer(attrs, data: TensorSpec, filters: TensorSpec):
-        groups = filters.shape[0] if filters.shape is not None else DYNAMIC
+        # (No shape, or a scalar: the rank check in _conv_infer words it.)
+        groups = filters.shape[0] if filters.shape else DYNAMIC
         return _conv_infer(attrs, data, filters, groups)
 
     @staticmethod

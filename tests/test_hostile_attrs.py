@@ -268,6 +268,19 @@ def test_deformable_psroi_pooling_on_a_map_with_no_pixels(tmp_path, shape):
     assert out.shape == (2, 2, 2, 2) and not out.any()
 
 
+def test_group_convolution_of_scalar_filters(tmp_path):
+    """Scalar filters are refused by the rank check (the rule read their groups dim first:
+    an IndexError the file fuzz found)."""
+    b = IRBuilder()
+    x = b.parameter("x", "f32", "1,4,5,5", [1, 4, 5, 5])
+    f = b.const("f", np.float32(1), "f32")
+    gc = b.op("GroupConvolution", "opset1", [x, f], [0, 1], [2],
+              {"strides": "1,1", "dilations": "1,1", "pads_begin": "0,0", "pads_end": "0,0"},
+              name="gc")
+    b.result((gc, 2), "out")
+    rejected(b.write(tmp_path), "GroupConvolution", "'gc'", "filters")
+
+
 def test_grid_sample_of_string_data(tmp_path):
     b = IRBuilder()
     x = b.parameter("x", "string", "1,2,4,4", [1, 2, 4, 4])
