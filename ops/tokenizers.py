@@ -1206,8 +1206,14 @@ class BPETokenizer:
 
     @staticmethod
     def infer(attrs, *inputs):
-        if len(inputs) not in (11, 14, 15, 18):
-            fail(f"expected 11, 14, 15 or 18 inputs, got {len(inputs)}")
+        n = len(inputs)
+        if n not in (11, 14, 15, 18):
+            fail(f"expected 11, 14, 15 or 18 inputs, got {n}")
+        # The string tables: vocabulary, merges (or left and right parts), added tokens.
+        tables = [(5, "vocabulary"), (8, "merges")] + [(11, "right merge parts")] * (n in (14, 18))
+        for at, what in tables + [(n - 4, "added tokens")] * (n in (15, 18)):
+            _check_i32(f"{what} begins and ends", *inputs[at:at + 2])
+            _check_u8(f"{what} chars", inputs[at + 2])
         return _ragged_ids_infer(*inputs[:5])
 
     @staticmethod

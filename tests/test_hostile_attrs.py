@@ -290,6 +290,19 @@ def test_grid_sample_of_string_data(tmp_path):
     rejected(b.write(tmp_path), "GridSample", "'gs'", "does not accept string data")
 
 
+def test_bpe_merges_fed_a_string_tensor(tmp_path):
+    """The merges' chars wired to the string Parameter: refused by the shape rule where it
+    is read (the kernel met the strings' text as offsets: a ValueError)."""
+    text = (MODELS / "genai_llama" / "openvino_tokenizer.xml").read_text()
+    old = '<edge from-layer="28" from-port="0" to-layer="36" to-port="10" />'
+    assert text.count(old) == 1
+    (tmp_path / "model.xml").write_text(text.replace(old, old.replace('"28"', '"0"')))
+    (tmp_path / "model.bin").write_bytes(
+        (MODELS / "genai_llama" / "openvino_tokenizer.bin").read_bytes())
+    rejected(tmp_path / "model.xml", "BPETokenizer", "expected u8 merges chars",
+             "got string")
+
+
 def test_truncate_side_that_is_not_bytes(tmp_path):
     xml = edited(tmp_path, "tok_postprocess", ('name="side" type="Parameter" version="opset1">\n'
                                                '\t\t\t<data shape="?" element_type="u8"',
